@@ -1,0 +1,39 @@
+# The few commands a newcomer needs. `make demo` and `make test` each install
+# and build what they need first.
+SHELL := /bin/bash
+export npm_config_nodedir ?= /usr
+
+.PHONY: all build deps system-deps native demo test bench clean
+
+all: build
+
+# Debian packages for the native addon (libtorch + gloo) and the PyTorch
+# reference runs. Skipped when present; without root it only says what to install.
+system-deps:
+	@bash scripts/install-system-deps.sh
+
+node_modules/.installed: package.json
+	npm install --no-audit --no-fund
+	@touch $@
+
+deps: node_modules/.installed
+
+build: deps
+	npx tsc -p tsconfig.json
+
+# Builds native/build/Release/logd_native.node when libtorch is installed;
+# otherwise says what is missing and carries on (the addon is optional).
+native: deps
+	@node scripts/build-native.mjs
+
+demo: build
+	node dist/examples/demo.js
+
+test: system-deps build native
+	npx vitest run
+
+bench: build native
+	node dist/bench/run-all.js
+
+clean:
+	rm -rf dist native/build
