@@ -1,0 +1,77 @@
+// Finding the daemon: LOGD_SERVICE first (inherited from the process that
+// started the job), then the service file of this data dir, then, when
+// allowed, starting a sidecar daemon and waiting for it with a deadline.
+import fs from 'node:fs';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { resolvePaths, clientTunables, type LogdPaths } from '../src/config.js';
+import { parseServiceAddress, formatServiceAddress, type ServiceAddress } from '../src/wire.js';
+import { readServiceFile, pidAlive } from '../src/service-file.js';
+
+export class DaemonStartError extends Error {
+  override name = 'DaemonStartError';
+}
+
+const EXIT_ALREADY_RUNNING = 3;
+const cliPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'daemon', 'cli.js');
+
+export function fromServiceFile(paths: LogdPaths): ServiceAddress | null {
+  const s = readServiceFile(paths.serviceFile);
+  if (!s || !pidAlive(s.pid)) return null;
+  return { target: s.socket, token: s.token };
+}
+
+/**
+ * The daemon to use. `ignoreEnv`: LOGD_SERVICE proved unreachable, look again.
+ * Exports LOGD_SERVICE so that children inherit the answer.
+ */
+export async function findDaemon(opts: { ignoreEnv?: boolean; autoStart?: boolean } = {}): Promise<ServiceAddress> {
+  const t = clientTunables();
+  if (t.service && !opts.ignoreEnv) return parseServiceAddress(t.service);
+  const paths = resolvePaths();
+  let addr = fromServiceFile(paths);
+  if (!addr) {
+    if (!(opts.autoStart ?? t.autoStart)) {
+      throw new DaemonStartError(`no logd daemon is running for ${paths.dataDir}; start one with \`logd serve\` (or unset LOGD_NO_AUTOSTART)`);
+    }
+    addr = await startSidecar(paths, t.startTimeoutMs);
+  }
+  process.env.LOGD_SERVICE = formatServiceAddress(addr);
+  return addr;
+}
+
+function tail(file: string, bytes = 2000): string {
+  try {
+    const s = fs.readFileSync(file, 'utf8');
+    return s.slice(-bytes).trim();
+  } catch {
+    return '(no daemon log)';
+  }
+}
+
+/** Starts a detached daemon (its own session) and waits for its service file. */
+export async function startSidecar(paths: LogdPaths, timeoutMs: number): Promise<ServiceAddress> {
+  fs.mkdirSync(paths.runtimeDir, { recursive: true, mode: 0o700 });
+  const logFd = fs.openSync(paths.daemonLog, 'a', 0o600);
+  const logStart = fs.fstatSync(logFd).size;
+  const env: NodeJS.ProcessEnv = { ...process.env, LOGD_DIR: paths.dataDir, LOGD_RUNTIME_DIR: paths.runtimeDir };
+  delete env.LOGD_SERVICE;
+  const child = spawn(process.execPath, [cliPath, 'serve', '--sidecar'], { detached: true, stdio: ['ignore', logFd, logFd], env });
+  fs.closeSync(logFd);
+  child.unref();
+  let exitCode: number | null = null;
+  child.once('exit', (code, signal) => (exitCode = code ?? (signal ? 128 : 1)));
+  child.once('error', () => (exitCode = 127));
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const addr = fromServiceFile(paths);
+    if (addr && fs.existsSync(paths.socketPath)) return addr;
+    if (exitCode !== null && exitCode !== EXIT_ALREADY_RUNNING) {
+      const log = fs.readFileSync(paths.daemonLog, 'utf8').slice(logStart).trim() || tail(paths.daemonLog);
+      throw new DaemonStartError(`the logd daemon exited with code ${exitCode} while starting:\n${log}\n(full log: ${paths.daemonLog})`);
+    }
+    await new Promise((r) => setTimeout(r, exitCode === EXIT_ALREADY_RUNNING ? 10 : 5));
+  }
+  throw new DaemonStartError(`the logd daemon did not come up within ${timeoutMs} ms (raise LOGD_START_TIMEOUT_MS, or start it with \`logd serve\`); its log says:\n${tail(paths.daemonLog)}`);
+}

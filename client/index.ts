@@ -1,0 +1,118 @@
+// logd's client library: `import * as logd from 'logd'`.
+//
+//   await logd.setup();                     // optional: find or start the daemon, export LOGD_SERVICE
+//   const run = await logd.init({ project, name, group, config });
+//   run.log({ loss }, { step });            // synchronous, never blocks on I/O
+//   const h = run.handle();                 // another process: await logd.attach(h)
+//   await run.finish();
+import os from 'node:os';
+import { randomBytes } from 'node:crypto';
+import { clientTunables, rankEnv, LOGD_VERSION } from '../src/config.js';
+import { parseServiceAddress, type ClientInfo, type RunInfo, type ServiceAddress } from '../src/wire.js';
+import { toJson } from '../src/json.js';
+import { connectionFor, CallError, type Connection } from './connection.js';
+import { findDaemon, DaemonStartError } from './discovery.js';
+import { BatchWriter } from './writer.js';
+import { Run, liveRuns, type RunHandlePayload } from './run.js';
+import { DisabledRun } from './disabled.js';
+import { installExitHooks } from './exit-hooks.js';
+
+export { Run, DisabledRun, CallError, DaemonStartError };
+export type { FinishOptions, FinishResult, LogOptions, RunState } from './run.js';
+
+export interface InitOptions {
+  project?: string;
+  name?: string;
+  group?: string;
+  jobType?: string;
+  config?: Record<string, unknown>;
+  tags?: string[];
+  notes?: string;
+  /** Ask for this run id (1-64 of A-Z a-z 0-9 _ -); default: the daemon picks one. */
+  id?: string;
+  /** online (default): stored and uploaded; offline: stored locally only; disabled: every call is a no-op. */
+  mode?: 'online' | 'offline' | 'disabled';
+}
+
+const warn = (m: string) => process.stderr.write(m.endsWith('\n') ? m : m + '\n');
+
+export function clientInfo(): ClientInfo {
+  return { pid: process.pid, host: os.hostname(), rank: rankEnv(), clientVersion: LOGD_VERSION };
+}
+
+/** Makes sure a daemon is reachable and exports LOGD_SERVICE for child processes. */
+export async function setup(): Promise<{ service: string }> {
+  const addr = await findDaemon();
+  return { service: `${addr.target}#${addr.token}` };
+}
+
+async function connect(): Promise<Connection> {
+  return connectionFor(await findDaemon());
+}
+
+/** Runs a call; when an inherited LOGD_SERVICE points at a daemon that is gone, looks again once. */
+async function withDaemon<T>(fn: (c: Connection) => Promise<T>): Promise<T> {
+  const c = await connect();
+  try {
+    return await fn(c);
+  } catch (e) {
+    if (e instanceof CallError && e.code === 14 /* UNAVAILABLE */) return fn(connectionFor(await findDaemon({ ignoreEnv: true })));
+    throw e;
+  }
+}
+
+function makeWriter(addr: ServiceAddress, runId: string, runToken: string, writerId: string): BatchWriter {
+  const t = clientTunables();
+  return new BatchWriter({ address: addr, runId, runToken, writerId, client: clientInfo(), flushIntervalMs: t.flushIntervalMs, maxBufferBytes: t.maxBufferBytes, warn });
+}
+
+export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
+  const t = clientTunables();
+  const mode = t.mode ?? opts.mode ?? 'online';
+  if (mode === 'disabled') return new DisabledRun(opts);
+  const info = await withDaemon((c) =>
+    c.unary<unknown, RunInfo>('createRun', {
+      client: clientInfo(), project: opts.project ?? '', name: opts.name ?? '', group: opts.group ?? '', jobType: opts.jobType ?? '',
+      configJson: toJson(opts.config ?? {}), tags: opts.tags ?? [], id: opts.id ?? '', mode, notes: opts.notes ?? '',
+    }, t.callTimeoutMs),
+  );
+  const addr = await findDaemon();
+  const writer = makeWriter(addr, info.id, info.runToken, info.ownerWriterId);
+  installExitHooks();
+  return new Run(info, connectionFor(addr), writer, info.runToken, true, warn);
+}
+
+export function parseHandle(handle: string): RunHandlePayload {
+  const bad = () => new TypeError('logd: that is not a run handle; pass the string returned by run.handle()');
+  if (typeof handle !== 'string' || !handle.startsWith('logd1.')) throw bad();
+  try {
+    const p = JSON.parse(Buffer.from(handle.slice(6), 'base64url').toString('utf8')) as RunHandlePayload;
+    if (p.v !== 1 || typeof p.r !== 'string' || typeof p.t !== 'string' || typeof p.s !== 'string') throw bad();
+    return p;
+  } catch {
+    throw bad();
+  }
+}
+
+/** Attaches to a run created elsewhere (its handle came from `run.handle()`). */
+export async function attach(handle: string): Promise<Run> {
+  const p = parseHandle(handle);
+  const t = clientTunables();
+  let addr = parseServiceAddress(p.s);
+  let info: RunInfo;
+  try {
+    info = await connectionFor(addr).unary<unknown, RunInfo>('attachRun', { client: clientInfo(), runId: p.r, runToken: p.t }, t.callTimeoutMs);
+  } catch (e) {
+    if (!(e instanceof CallError && e.code === 14)) throw e;
+    addr = await findDaemon({ ignoreEnv: true }); // the daemon was restarted at another address
+    info = await connectionFor(addr).unary<unknown, RunInfo>('attachRun', { client: clientInfo(), runId: p.r, runToken: p.t }, t.callTimeoutMs);
+  }
+  const writer = makeWriter(addr, info.id, p.t, `w-${randomBytes(6).toString('hex')}`);
+  installExitHooks();
+  return new Run(info, connectionFor(addr), writer, p.t, false, warn);
+}
+
+/** Finishes every run this process still has open (what happens at exit too). */
+export async function finishAll(exitCode = 0): Promise<void> {
+  await Promise.all(liveRuns().map((r) => r.finish({ exitCode })));
+}

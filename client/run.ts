@@ -1,0 +1,163 @@
+// A run as the training code sees it: log(), config, summary, handle(), finish().
+import type { RunInfo, ServiceAddress } from '../src/wire.js';
+import { formatServiceAddress } from '../src/wire.js';
+import { parseJsonObject } from '../src/json.js';
+import type { BatchWriter } from './writer.js';
+import type { Connection } from './connection.js';
+
+export type RunState = 'running' | 'finishing' | 'finished' | 'crashed' | 'killed';
+
+export interface LogOptions {
+  /** The row's step. Default: one more than the last step this process logged (0 first). */
+  step?: number;
+}
+
+export interface FinishOptions {
+  exitCode?: number;
+  /** How long finish may take in all (waiting for acknowledgements and other writers). Default 10 000 ms. */
+  timeoutMs?: number;
+}
+
+export interface FinishResult {
+  state: RunState;
+  /** Why finish ended the way it did: writers still attached, records spilled, ... Empty when all went well. */
+  message: string;
+  timedOut: boolean;
+}
+
+export interface RunHandlePayload { v: 1; s: string; r: string; t: string }
+
+export class Config {
+  private values: Record<string, unknown>;
+  constructor(initial: Record<string, unknown>, private onUpdate: (o: Record<string, unknown>) => void) {
+    this.values = { ...initial };
+  }
+  update(obj: Record<string, unknown>): void {
+    Object.assign(this.values, obj);
+    this.onUpdate(obj);
+  }
+  get(key: string): unknown {
+    return this.values[key];
+  }
+  toJSON(): Record<string, unknown> {
+    return { ...this.values };
+  }
+}
+
+export class Summary {
+  private values: Record<string, unknown> = {};
+  constructor(private onUpdate: (o: Record<string, unknown>) => void) {}
+  update(obj: Record<string, unknown>): void {
+    Object.assign(this.values, obj);
+    this.onUpdate(obj);
+  }
+  toJSON(): Record<string, unknown> {
+    return { ...this.values };
+  }
+}
+
+const live = new Set<Run>();
+export function liveRuns(): Run[] {
+  return [...live];
+}
+
+export class Run {
+  readonly id: string;
+  readonly name: string;
+  readonly project: string;
+  readonly group: string;
+  readonly config: Config;
+  readonly summary: Summary;
+  private nextStep = 0;
+  private finishing: Promise<FinishResult> | null = null;
+
+  constructor(
+    info: RunInfo,
+    private conn: Connection,
+    readonly writer: BatchWriter,
+    private runToken: string,
+    readonly isOwner: boolean,
+    private warn: (m: string) => void,
+  ) {
+    this.id = info.id;
+    this.name = info.name;
+    this.project = info.project;
+    this.group = info.group;
+    this.config = new Config(parseJsonObject(info.configJson, 'config'), (o) => writer.config(o));
+    this.summary = new Summary((o) => writer.summary(o));
+    live.add(this);
+  }
+
+  /** Appends one row of metrics. Returns at once; never blocks on I/O. */
+  log(data: Record<string, unknown>, opts?: LogOptions): void {
+    let step = this.nextStep;
+    if (opts && opts.step !== undefined) {
+      step = opts.step;
+      if (!Number.isSafeInteger(step) || step < 0) throw new TypeError(`logd: step ${step} must be a non-negative integer`);
+    }
+    this.writer.add(data, step, Date.now() / 1000);
+    this.nextStep = step + 1;
+  }
+
+  /** A string another process can pass to `attach()` to log into this run. */
+  handle(): string {
+    const address: ServiceAddress = this.writer.address;
+    const p: RunHandlePayload = { v: 1, s: formatServiceAddress(address), r: this.id, t: this.runToken };
+    return 'logd1.' + Buffer.from(JSON.stringify(p)).toString('base64url');
+  }
+
+  /** Sends what is buffered and waits (up to timeoutMs) until the daemon has it durably. */
+  async flush(timeoutMs = 10_000): Promise<boolean> {
+    return this.writer.waitAcked(timeoutMs);
+  }
+
+  finish(opts: FinishOptions = {}): Promise<FinishResult> {
+    this.finishing ??= this.doFinish(opts.exitCode ?? 0, opts.timeoutMs ?? 10_000);
+    return this.finishing;
+  }
+
+  private async doFinish(exitCode: number, timeoutMs: number): Promise<FinishResult> {
+    const deadline = Date.now() + timeoutMs;
+    const acked = await this.writer.waitAcked(timeoutMs);
+    if (!acked) {
+      // The daemon is unreachable or stuck: hand the records over through a
+      // spill file that the daemon ingests, rather than hang or drop them.
+      const file = this.writer.spill(this.isOwner ? exitCode : null);
+      this.writer.close();
+      live.delete(this);
+      const message = `finish: the daemon did not acknowledge everything within ${timeoutMs} ms${this.writer.lastProblem ? ` (${this.writer.lastProblem})` : ''}; unsent records were written to ${file}, which the daemon ingests`;
+      this.warn(`logd: ${message}`);
+      return { state: 'finishing', message, timedOut: true };
+    }
+    try {
+      const left = Math.max(1, deadline - Date.now());
+      const res = await this.conn.unary<unknown, { run: RunInfo; message: string; timedOut: boolean }>(
+        'finishRun',
+        { runId: this.id, runToken: this.runToken, writerId: this.writer.writerId, exitCode, timeoutMs: left, lastSeq: this.writer.lastSeq },
+        left + 2000,
+      );
+      if (res.message && res.timedOut) this.warn(`logd: ${res.message}`);
+      return { state: res.run.state as RunState, message: res.message, timedOut: res.timedOut };
+    } catch (e) {
+      const message = `finish: ${(e as Error).message}`;
+      this.warn(`logd: ${message}`);
+      return { state: 'running', message, timedOut: true };
+    } finally {
+      this.writer.close();
+      live.delete(this);
+    }
+  }
+
+  /** At process exit: hand everything unsent to the daemon through a spill file. */
+  spillForExit(exitCode: number): void {
+    if (this.finishing) {
+      // finish() is under way: keep its records, without a second finish.
+      this.writer.spill(null);
+      return;
+    }
+    // The exit code finishes the run for an owner and detaches anyone else.
+    this.writer.spill(exitCode);
+    this.writer.close();
+    live.delete(this);
+  }
+}

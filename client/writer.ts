@@ -1,0 +1,404 @@
+// The client side of one writer's stream. log() appends to columnar typed
+// arrays and returns; batches are sealed (encoded once) and kept until the
+// daemon acknowledges them, re-sent after a reconnect (the daemon drops
+// duplicates by seq), and written to a spill file if the process ends first.
+import fs from 'node:fs';
+import path from 'node:path';
+import os from 'node:os';
+import type * as grpc from '@grpc/grpc-js';
+import { messageType, type WriteResponseMsg, type ServiceAddress, type ClientInfo } from '../src/wire.js';
+import { encodeFrame } from '../src/frames.js';
+import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../src/spill.js';
+import { checkKey } from '../src/names.js';
+import { toJson } from '../src/json.js';
+import { resolvePaths } from '../src/config.js';
+import { connectionFor, dropConnection, type Connection } from './connection.js';
+import { findDaemon } from './discovery.js';
+
+const RecordBatch = messageType('RecordBatch');
+const WriteRequest = messageType('WriteRequest');
+
+const MAX_ROWS = 8192;
+const MAX_PAIRS = 128 * 1024;
+/** A stream with nothing to send closes after this long, so it never keeps the process alive. */
+const STREAM_IDLE_MS = 1000;
+
+interface Sealed { seq: number; bytes: Uint8Array }
+
+export interface WriterOptions {
+  address: ServiceAddress;
+  runId: string;
+  runToken: string;
+  writerId: string;
+  client: ClientInfo;
+  flushIntervalMs: number;
+  maxBufferBytes: number;
+  warn: (msg: string) => void;
+}
+
+export class BatchWriter {
+  // dictionary
+  private ids = new Map<string, number>();
+  readonly keys: string[] = [];
+  private keysSealed = 0;
+  // the open batch, columnar
+  private steps = new Float64Array(256);
+  private times = new Float64Array(256);
+  private counts = new Uint32Array(256);
+  private kid = new Uint32Array(4096);
+  private vals = new Float64Array(4096);
+  private rows = 0;
+  private pairs = 0;
+  private summaryUpdates: string[] = [];
+  private configUpdates: string[] = [];
+  // sealed, not yet acknowledged
+  private seq = 0;
+  private unacked: Sealed[] = [];
+  private unackedBytes = 0;
+  private sentIdx = 0; // unacked[0..sentIdx) went out on the current stream
+  ackedSeq = 0;
+  // stream
+  private conn: Connection;
+  private call: grpc.ClientDuplexStream<unknown, unknown> | null = null;
+  private opened = false;
+  private flushTimer: NodeJS.Timeout | null = null;
+  private idleTimer: NodeJS.Timeout | null = null;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  private backoffMs = 50;
+  private ackWaiters: Array<() => void> = [];
+  closed = false;
+  runFinal: string | null = null;
+  lastProblem: string | null = null;
+
+  constructor(private o: WriterOptions) {
+    this.conn = connectionFor(o.address);
+  }
+
+  get writerId(): string {
+    return this.o.writerId;
+  }
+
+  get address(): ServiceAddress {
+    return this.conn.address;
+  }
+
+  get lastSeq(): number {
+    return this.seq;
+  }
+
+  get pendingRows(): number {
+    return this.rows;
+  }
+
+  private intern(k: string): number {
+    const bad = checkKey(k);
+    if (bad) throw new TypeError(`logd: ${bad}`);
+    const id = this.keys.length;
+    this.keys.push(k);
+    this.ids.set(k, id);
+    return id;
+  }
+
+  private growRows(): void {
+    const n = this.steps.length * 2;
+    const g64 = (a: Float64Array) => { const b = new Float64Array(n); b.set(a); return b; };
+    this.steps = g64(this.steps);
+    this.times = g64(this.times);
+    const c = new Uint32Array(n); c.set(this.counts); this.counts = c;
+  }
+
+  private growPairs(): void {
+    const n = this.kid.length * 2;
+    const k = new Uint32Array(n); k.set(this.kid); this.kid = k;
+    const v = new Float64Array(n); v.set(this.vals); this.vals = v;
+  }
+
+  private put(key: string, v: number): void {
+    const id = this.ids.get(key) ?? this.intern(key);
+    if (this.pairs === this.kid.length) this.growPairs();
+    this.kid[this.pairs] = id;
+    this.vals[this.pairs++] = v;
+  }
+
+  private putObject(prefix: string, obj: Record<string, unknown>): void {
+    for (const k in obj) {
+      const v = obj[k];
+      if (typeof v === 'number') this.put(prefix + k, v);
+      else if (typeof v === 'boolean') this.put(prefix + k, v ? 1 : 0);
+      else if (typeof v === 'bigint') this.put(prefix + k, Number(v));
+      else if (v !== null && typeof v === 'object' && !Array.isArray(v)) this.putObject(`${prefix}${k}/`, v as Record<string, unknown>);
+      else if (v === undefined || v === null) continue;
+      else throw new TypeError(`logd: ${JSON.stringify(prefix + k)} is a ${Array.isArray(v) ? 'array' : typeof v}; history holds numbers (put text in run.config or run.summary)`);
+    }
+  }
+
+  /** Appends one row. Synchronous; never touches the network. */
+  add(data: Record<string, unknown>, step: number, time: number): void {
+    if (this.closed) throw new Error(`logd: run ${this.o.runId} is finished; log() after finish() is not stored`);
+    const start = this.pairs;
+    try {
+      this.putObject('', data);
+    } catch (e) {
+      this.pairs = start; // nothing of a bad row is kept
+      throw e;
+    }
+    if (this.rows === this.steps.length) this.growRows();
+    this.steps[this.rows] = step;
+    this.times[this.rows] = time;
+    this.counts[this.rows++] = this.pairs - start;
+    if (this.rows >= MAX_ROWS || this.pairs >= MAX_PAIRS) this.flush();
+    else if (this.flushTimer === null) this.armFlush();
+  }
+
+  summary(obj: Record<string, unknown>): void {
+    this.summaryUpdates.push(toJson(obj));
+    if (this.flushTimer === null) this.armFlush();
+  }
+
+  config(obj: Record<string, unknown>): void {
+    this.configUpdates.push(toJson(obj));
+    if (this.flushTimer === null) this.armFlush();
+  }
+
+  private armFlush(): void {
+    this.flushTimer = setTimeout(() => {
+      this.flushTimer = null;
+      this.flush();
+    }, this.o.flushIntervalMs);
+    this.flushTimer.unref();
+  }
+
+  /** Seals the open batch and sends what can be sent. */
+  flush(): void {
+    if (this.flushTimer) {
+      clearTimeout(this.flushTimer);
+      this.flushTimer = null;
+    }
+    this.seal();
+    this.pump();
+  }
+
+  private seal(): void {
+    if (this.rows === 0 && this.summaryUpdates.length === 0 && this.configUpdates.length === 0 && this.keysSealed === this.keys.length) return;
+    const seq = ++this.seq;
+    const u8 = (a: Float64Array | Uint32Array, n: number) => new Uint8Array(a.buffer, 0, n * a.BYTES_PER_ELEMENT);
+    const bytes = WriteRequest.encode({
+      batch: {
+        seq, newKeys: this.keys.slice(this.keysSealed), newKeysFirst: this.keysSealed, rows: this.rows,
+        steps: u8(this.steps, this.rows), times: u8(this.times, this.rows), counts: u8(this.counts, this.rows),
+        keyIds: u8(this.kid, this.pairs), values: u8(this.vals, this.pairs),
+        summaryJson: this.summaryUpdates, configJson: this.configUpdates,
+      },
+    }).finish();
+    this.keysSealed = this.keys.length;
+    this.rows = 0;
+    this.pairs = 0;
+    this.summaryUpdates = [];
+    this.configUpdates = [];
+    this.unacked.push({ seq, bytes });
+    this.unackedBytes += bytes.byteLength;
+    if (this.unackedBytes > this.o.maxBufferBytes && !this.lastProblem?.startsWith('buffer')) {
+      this.lastProblem = `buffer: ${(this.unackedBytes / 1048576).toFixed(0)} MB not yet acknowledged by the daemon`;
+      this.o.warn(`logd: ${this.lastProblem}; is the daemon stopped or overloaded? records are kept and re-sent`);
+    }
+  }
+
+  // ---- the stream ----
+
+  private pump(): void {
+    if (this.runFinal) return;
+    if (!this.call) {
+      if (this.unacked.length > 0 && !this.reconnectTimer) this.open();
+      return;
+    }
+    if (!this.opened) return;
+    while (this.sentIdx < this.unacked.length) {
+      const s = this.unacked[this.sentIdx++];
+      this.call.write(s.bytes);
+    }
+    this.armIdle();
+  }
+
+  private open(): void {
+    const call = this.conn.write();
+    this.call = call;
+    this.opened = false;
+    this.sentIdx = 0;
+    call.on('data', (m: WriteResponseMsg) => this.onMessage(call, m));
+    call.on('error', (e: grpc.ServiceError) => this.onBroken(call, e));
+    call.on('end', () => this.onBroken(call, null));
+    call.write({ open: { runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, client: this.o.client, keys: this.keys.slice(0, this.keysSealed) } });
+  }
+
+  private onMessage(call: grpc.ClientDuplexStream<unknown, unknown>, m: WriteResponseMsg): void {
+    if (call !== this.call) return;
+    if (m.opened) {
+      this.opened = true;
+      this.backoffMs = 50;
+      this.lastProblem = null;
+      this.acked(m.opened.lastSeq);
+      this.pump();
+    } else if (m.ack) {
+      this.acked(m.ack.seq);
+      this.armIdle();
+    } else if (m.control) {
+      const c = m.control;
+      if (c.kind === 'rejected') {
+        this.o.warn(`logd: run ${this.o.runId}: ${c.message}`);
+        this.dropSeq(c.seq);
+      } else if (c.kind === 'run_final') {
+        this.runFinal = c.message;
+        this.settleWaiters();
+      } else if (c.kind === 'storage') {
+        if (this.lastProblem !== c.message) this.o.warn(`logd: daemon: ${c.message}`);
+        this.lastProblem = c.message;
+      }
+    }
+  }
+
+  private acked(seq: number): void {
+    if (seq > this.ackedSeq) this.ackedSeq = seq;
+    let n = 0;
+    while (n < this.unacked.length && this.unacked[n].seq <= seq) {
+      this.unackedBytes -= this.unacked[n].bytes.byteLength;
+      n++;
+    }
+    if (n > 0) {
+      this.unacked.splice(0, n);
+      this.sentIdx = Math.max(0, this.sentIdx - n);
+    }
+    this.settleWaiters();
+  }
+
+  private dropSeq(seq: number): void {
+    const i = this.unacked.findIndex((s) => s.seq === seq);
+    if (i >= 0) {
+      this.unackedBytes -= this.unacked[i].bytes.byteLength;
+      this.unacked.splice(i, 1);
+      if (i < this.sentIdx) this.sentIdx--;
+    }
+    if (seq > this.ackedSeq && this.unacked.every((s) => s.seq > seq)) this.ackedSeq = seq;
+    this.settleWaiters();
+  }
+
+  private armIdle(): void {
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    this.idleTimer = setTimeout(() => {
+      this.idleTimer = null;
+      if (this.call && this.unacked.length === 0 && this.rows === 0) this.closeStream();
+    }, STREAM_IDLE_MS);
+    this.idleTimer.unref();
+  }
+
+  private closeStream(): void {
+    const call = this.call;
+    this.call = null;
+    this.opened = false;
+    if (call) {
+      call.removeAllListeners('data');
+      call.on('error', () => {});
+      call.end();
+    }
+  }
+
+  private onBroken(call: grpc.ClientDuplexStream<unknown, unknown>, e: grpc.ServiceError | null): void {
+    if (call !== this.call) return;
+    this.call = null;
+    this.opened = false;
+    if (this.runFinal || this.closed && this.unacked.length === 0) return;
+    if (e && (e.code === 7 || e.code === 16 || e.code === 5 || e.code === 9)) {
+      // PERMISSION_DENIED, UNAUTHENTICATED, NOT_FOUND, FAILED_PRECONDITION: retrying cannot help.
+      this.runFinal = `the daemon refused the stream: ${e.details}`;
+      this.o.warn(`logd: run ${this.o.runId}: ${this.runFinal}`);
+      this.settleWaiters();
+      return;
+    }
+    if (this.unacked.length === 0 && this.rows === 0) return; // reopened on the next flush
+    this.scheduleReconnect(e ? e.details || e.message : 'stream closed');
+  }
+
+  private scheduleReconnect(why: string): void {
+    if (this.reconnectTimer) return;
+    const delay = this.backoffMs;
+    this.backoffMs = Math.min(this.backoffMs * 2, 1000);
+    if (this.lastProblem !== `reconnect: ${why}`) {
+      this.lastProblem = `reconnect: ${why}`;
+    }
+    this.reconnectTimer = setTimeout(() => {
+      this.reconnectTimer = null;
+      void this.reconnect();
+    }, delay);
+    this.reconnectTimer.unref();
+  }
+
+  private async reconnect(): Promise<void> {
+    try {
+      // The daemon may have been restarted (a new token) or replaced by a sidecar.
+      const addr = await findDaemon({ ignoreEnv: true });
+      if (addr.target !== this.conn.address.target || addr.token !== this.conn.address.token) {
+        dropConnection(this.conn);
+        this.conn = connectionFor(addr);
+      }
+    } catch {
+      /* keep the old address and try again */
+    }
+    if (!this.call && !this.runFinal) this.open();
+  }
+
+  // ---- waiting for acknowledgements, with a deadline ----
+
+  private settleWaiters(): void {
+    const w = this.ackWaiters;
+    this.ackWaiters = [];
+    for (const f of w) f();
+  }
+
+  /** Resolves true once everything sealed so far is acknowledged, false at the deadline. */
+  async waitAcked(timeoutMs: number): Promise<boolean> {
+    this.flush();
+    const target = this.seq;
+    const deadline = Date.now() + timeoutMs;
+    while (this.ackedSeq < target && !this.runFinal) {
+      const left = deadline - Date.now();
+      if (left <= 0) return false;
+      if (!this.call && !this.reconnectTimer) this.open();
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(resolve, Math.min(left, 250));
+        this.ackWaiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+    return this.ackedSeq >= target;
+  }
+
+  close(): void {
+    this.closed = true;
+    for (const t of [this.flushTimer, this.idleTimer, this.reconnectTimer]) if (t) clearTimeout(t);
+    this.flushTimer = this.idleTimer = this.reconnectTimer = null;
+    this.closeStream();
+  }
+
+  /**
+   * Writes everything not yet acknowledged to a spill file, synchronously (for
+   * process exit). `exitCode` non-null asks the daemon to finish the run with it.
+   */
+  spill(exitCode: number | null): string | null {
+    this.seal();
+    if (this.unacked.length === 0 && exitCode === null) return null;
+    const dir = resolvePaths().spoolDir;
+    const header: SpillHeader = {
+      runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, pid: process.pid, host: os.hostname(),
+      keys: this.keys, exitCode,
+    };
+    const frames = [encodeFrame(SPILL_HEADER, [Buffer.from(JSON.stringify(header))])];
+    for (const s of this.unacked) frames.push(encodeFrame(SPILL_BATCH, [RecordBatch.encode((WriteRequest.decode(s.bytes) as unknown as { batch: object }).batch).finish()]));
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    const file = path.join(dir, spillFileName(this.o.runId, this.o.writerId));
+    const tmp = `${file}.${process.pid}.tmp`;
+    fs.writeFileSync(tmp, Buffer.concat(frames), { mode: 0o600 });
+    fs.renameSync(tmp, file);
+    return file;
+  }
+}

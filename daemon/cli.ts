@@ -1,0 +1,215 @@
+#!/usr/bin/env node
+// The logd command line. Parsing lives here; each command is a small function.
+import fs from 'node:fs';
+import { Command, Option, InvalidArgumentError } from 'commander';
+import { resolvePaths, clientTunables, LOGD_VERSION } from '../src/config.js';
+import { parseServiceAddress, type RunInfo, type ServiceAddress } from '../src/wire.js';
+import { connectionFor, type Connection } from '../client/connection.js';
+import { findDaemon, fromServiceFile } from '../client/discovery.js';
+import { readHistory, mergeBySteps, type HistoryRow } from '../client/history.js';
+import { jsonNumber } from '../src/json.js';
+
+const CALL_MS = 30_000;
+
+function intArg(name: string) {
+  return (v: string) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer`);
+    return n;
+  };
+}
+
+/** The running daemon, without starting one (status, stop). */
+function runningDaemon(): ServiceAddress | null {
+  const t = clientTunables();
+  if (t.service) return parseServiceAddress(t.service);
+  return fromServiceFile(resolvePaths());
+}
+
+async function queryConnection(): Promise<Connection> {
+  return connectionFor(await findDaemon());
+}
+
+function fail(msg: string, code = 1): never {
+  process.stderr.write(`logd: ${msg}\n`);
+  process.exit(code);
+}
+
+/** The stable JSON shape of a run (documented in the README). */
+export function runJson(r: RunInfo): Record<string, unknown> {
+  return {
+    id: r.id, project: r.project, name: r.name, group: r.group, jobType: r.jobType, tags: r.tags, notes: r.notes, mode: r.mode,
+    state: r.state, stateReason: r.stateReason, exitCode: r.exitCode,
+    createdAt: new Date(r.createdAt * 1000).toISOString(), finishedAt: r.finishedAt ? new Date(r.finishedAt * 1000).toISOString() : null,
+    historyRows: Number(r.historyRows), writersAttached: r.writers,
+    config: JSON.parse(r.configJson || '{}'), summary: JSON.parse(r.summaryJson || '{}'), metadata: JSON.parse(r.metadataJson || '{}'),
+  };
+}
+
+function table(rows: string[][]): string {
+  const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows.map((r) => r.map((c, i) => c.padEnd(w[i])).join('  ').trimEnd()).join('\n');
+}
+
+function rowJson(r: HistoryRow, withWriter: boolean): Record<string, unknown> {
+  const o: Record<string, unknown> = { _step: r.step, _time: r.time };
+  if (withWriter) o._writer = r.writer;
+  for (const [k, v] of r.values) o[k] = jsonNumber(v);
+  return o;
+}
+
+function csvCell(s: string): string {
+  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
+}
+
+const program = new Command();
+program.name('logd').description('logd: the logging daemon for distributed training, and its command line').version(LOGD_VERSION);
+
+program
+  .command('serve')
+  .description('run the daemon for this node in the foreground (Unix socket; TCP with --port)')
+  .option('--port <n>', 'also listen on TCP (0 picks a free port); every call then needs the token', intArg('--port'))
+  .option('--host <addr>', 'TCP address to bind', '127.0.0.1')
+  .option('--allow-remote', 'allow --host to be a non-loopback address')
+  .addOption(new Option('--sidecar', 'exit when idle (used when a client auto-starts the daemon)').hideHelp())
+  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean }) => {
+    const { serve } = await import('./daemon.js');
+    try {
+      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote });
+    } catch (e) {
+      fail((e as Error).message);
+    }
+  });
+
+program
+  .command('status')
+  .description('show the running daemon: pid, addresses, open runs, clients')
+  .option('--json', 'machine-readable output')
+  .action(async (o: { json?: boolean }) => {
+    const addr = runningDaemon();
+    if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}; start one with \`logd serve\` (clients start one by themselves)`, 3);
+    const s = await connectionFor(addr).unary<unknown, { pid: number; version: string; addresses: string[]; dataDir: string; startedAt: number; sidecar: boolean; openRuns: RunInfo[]; clients: Array<{ pid: number; host: string; rank?: { rank: number } }>; recordsStored: number }>('status', {}, CALL_MS)
+      .catch((e: Error) => fail(`the daemon at ${addr.target} does not answer: ${e.message}`, 3));
+    if (o.json) {
+      console.log(JSON.stringify({ pid: s.pid, version: s.version, addresses: s.addresses, dataDir: s.dataDir, sidecar: s.sidecar,
+        startedAt: new Date(s.startedAt * 1000).toISOString(), recordsStored: Number(s.recordsStored),
+        openRuns: s.openRuns.map(runJson), clients: s.clients.map((c) => ({ pid: c.pid, host: c.host, rank: c.rank?.rank ?? -1 })) }, null, 2));
+      return;
+    }
+    console.log(`logd ${s.version}, pid ${s.pid}${s.sidecar ? ' (sidecar)' : ''}, up since ${new Date(s.startedAt * 1000).toISOString()}`);
+    console.log(`data dir:  ${s.dataDir}`);
+    console.log(`addresses: ${s.addresses.join(', ')}`);
+    console.log(`records stored since start: ${s.recordsStored}`);
+    console.log(`open runs: ${s.openRuns.length}`);
+    for (const r of s.openRuns) console.log(`  ${r.id}  ${r.project}/${r.name}  ${r.state}  ${r.historyRows} rows, ${r.writers} writer(s)`);
+    console.log(`clients: ${s.clients.length}`);
+    for (const c of s.clients) console.log(`  pid ${c.pid} on ${c.host}${c.rank && c.rank.rank >= 0 ? ` rank ${c.rank.rank}` : ''}`);
+  });
+
+program
+  .command('runs')
+  .description('list runs, newest first')
+  .option('--project <p>', 'only this project')
+  .option('--group <g>', 'only this group')
+  .option('--state <s>', 'only runs in this state (running, finished, crashed, killed)')
+  .option('--limit <n>', 'at most this many', intArg('--limit'), 1000)
+  .option('--json', 'machine-readable output')
+  .action(async (o: { project?: string; group?: string; state?: string; limit: number; json?: boolean }) => {
+    const conn = await queryConnection();
+    const res = await conn.unary<unknown, { runs: RunInfo[] }>('listRuns', { project: o.project ?? '', group: o.group ?? '', state: o.state ?? '', limit: o.limit }, CALL_MS);
+    if (o.json) {
+      console.log(JSON.stringify(res.runs.map(runJson), null, 2));
+      return;
+    }
+    if (res.runs.length === 0) {
+      console.log('no runs');
+      return;
+    }
+    const rows = [['ID', 'PROJECT', 'GROUP', 'NAME', 'STATE', 'ROWS', 'RANK', 'CREATED']];
+    for (const r of res.runs) {
+      const meta = JSON.parse(r.metadataJson || '{}') as { rank?: { rank: number } | null };
+      const rank = meta.rank && meta.rank.rank >= 0 ? String(meta.rank.rank) : '-';
+      rows.push([r.id, r.project, r.group || '-', r.name, r.state, String(r.historyRows), rank, new Date(r.createdAt * 1000).toISOString()]);
+    }
+    console.log(table(rows));
+  });
+
+program
+  .command('show')
+  .description("show one run: metadata, config, summary and its last rows")
+  .argument('<run>', 'run id')
+  .option('--rows <n>', 'how many of the last rows to print', intArg('--rows'), 5)
+  .option('--json', 'machine-readable output')
+  .action(async (id: string, o: { rows: number; json?: boolean }) => {
+    const conn = await queryConnection();
+    const r = await conn.unary<unknown, RunInfo>('getRun', { runId: id }, CALL_MS).catch((e: Error) => fail(e.message));
+    const last = mergeBySteps(await readHistory(conn, id)).slice(-o.rows);
+    const j = runJson(r);
+    if (o.json) {
+      console.log(JSON.stringify({ ...j, lastRows: last.map((x) => rowJson(x, false)) }, null, 2));
+      return;
+    }
+    console.log(`run ${r.id}: ${r.project}/${r.name}${r.group ? ` (group ${r.group})` : ''}`);
+    console.log(`state: ${r.state}${r.stateReason ? ` (${r.stateReason})` : ''}, exit code ${r.exitCode}, ${r.historyRows} rows`);
+    console.log(`created: ${j.createdAt}${j.finishedAt ? `, finished: ${j.finishedAt}` : ''}`);
+    console.log(`config:  ${JSON.stringify(j.config)}`);
+    console.log(`summary: ${JSON.stringify(j.summary)}`);
+    const meta = j.metadata as { host?: string; pid?: number; rank?: unknown };
+    console.log(`host: ${meta.host}, pid ${meta.pid}, rank ${JSON.stringify(meta.rank)}`);
+    if (last.length) {
+      console.log(`last ${last.length} row(s):`);
+      for (const x of last) console.log(`  ${JSON.stringify(rowJson(x, false))}`);
+    }
+  });
+
+program
+  .command('export')
+  .description('export a run\'s history as JSON lines or CSV')
+  .argument('<run>', 'run id')
+  .addOption(new Option('--format <f>', 'output format').choices(['jsonl', 'csv']).default('jsonl'))
+  .option('--output <file>', 'write to this file instead of stdout')
+  .option('--force', 'overwrite --output if it exists')
+  .option('--keys <list>', 'only these metrics (comma-separated)')
+  .option('--raw', 'rows exactly as stored (arrival order, with _writer), not merged by step')
+  .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean }) => {
+    if (o.output && fs.existsSync(o.output) && !o.force) fail(`${o.output} exists; add --force to overwrite it`);
+    const conn = await queryConnection();
+    await conn.unary<unknown, RunInfo>('getRun', { runId: id }, CALL_MS).catch((e: Error) => fail(e.message));
+    const keys = o.keys ? o.keys.split(',').map((k) => k.trim()).filter(Boolean) : [];
+    const stored = await readHistory(conn, id, keys);
+    const rows = o.raw ? stored : mergeBySteps(stored);
+    const lines: string[] = [];
+    if (o.format === 'jsonl') {
+      for (const r of rows) lines.push(JSON.stringify(rowJson(r, !!o.raw)));
+    } else {
+      const cols = [...new Set(rows.flatMap((r) => [...r.values.keys()]))].sort();
+      lines.push(['_step', '_time', ...(o.raw ? ['_writer'] : []), ...cols].map(csvCell).join(','));
+      for (const r of rows) {
+        const cells = [String(r.step), String(r.time), ...(o.raw ? [String(r.writer)] : [])];
+        for (const c of cols) cells.push(r.values.has(c) ? String(jsonNumber(r.values.get(c)!)) : '');
+        lines.push(cells.join(','));
+      }
+    }
+    const text = lines.join('\n') + (lines.length ? '\n' : '');
+    if (o.output) {
+      fs.writeFileSync(o.output, text, { flag: o.force ? 'w' : 'wx' });
+      process.stderr.write(`logd: wrote ${rows.length} rows of run ${id} to ${o.output}\n`);
+    } else process.stdout.write(text);
+  });
+
+program
+  .command('stop')
+  .description('stop the running daemon gracefully (open runs become killed)')
+  .action(async () => {
+    const addr = runningDaemon();
+    if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}`, 3);
+    const r = await connectionFor(addr).unary<unknown, { runsKilled: number }>('shutdown', {}, CALL_MS).catch((e: Error) => fail(e.message, 3));
+    console.log(`logd: daemon stopping; ${r.runsKilled} open run(s) finalised as killed`);
+  });
+
+program.parseAsync(process.argv).then(
+  () => {
+    // Query commands end here; the daemon (`serve`) keeps running on its server.
+  },
+  (e: Error) => fail(e.message),
+);

@@ -1,0 +1,185 @@
+// The logd daemon process: one per (user, data dir). Takes the lock, opens
+// and recovers the store, serves gRPC on a private Unix socket (and TCP when
+// asked), publishes its service file, and stops gracefully on a signal.
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import { daemonTunables, resolvePaths, LOGD_VERSION, type LogdPaths } from '../src/config.js';
+import { serviceDefinition } from '../src/wire.js';
+import { Store } from './store/store.js';
+import { Registry } from './registry.js';
+import { Finaliser } from './finaliser.js';
+import { buildService } from './server.js';
+import { LiveRun } from './run.js';
+import { rowFromLive } from './index-rows.js';
+import { ingestAllSpool } from './spool.js';
+import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/service-file.js';
+
+export interface ServeOptions {
+  sidecar: boolean;
+  port: number | null;
+  host: string;
+  allowRemote: boolean;
+}
+
+export const EXIT_ALREADY_RUNNING = 3;
+
+const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
+
+/** The lock: an abstract-namespace socket, exclusive and released by the kernel when we die. */
+function acquireLock(name: string): Promise<net.Server | null> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', (e: NodeJS.ErrnoException) => (e.code === 'EADDRINUSE' ? resolve(null) : reject(e)));
+    srv.listen({ path: `\0${name}` }, () => {
+      srv.unref();
+      resolve(srv);
+    });
+  });
+}
+
+function bind(server: grpc.Server, address: string): Promise<number> {
+  return new Promise((resolve, reject) =>
+    server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, port) => (e ? reject(e) : resolve(port))),
+  );
+}
+
+export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths()): Promise<void> {
+  process.umask(0o077); // everything the daemon creates is private to the user
+  const tunables = daemonTunables();
+  const startedAt = Date.now() / 1000;
+  const lock = await acquireLock(paths.lockName);
+  if (!lock) {
+    log(`serve: another logd daemon already serves ${paths.dataDir} (see ${paths.serviceFile}); not starting a second one`);
+    process.exit(EXIT_ALREADY_RUNNING);
+  }
+  fs.mkdirSync(paths.runtimeDir, { recursive: true, mode: 0o700 });
+  fs.chmodSync(paths.runtimeDir, 0o700);
+  fs.chmodSync(path.dirname(paths.runtimeDir), 0o700);
+
+  const store = Store.open(paths.dataDir, log);
+  const registry = new Registry(store, tunables, log);
+  const finaliser = new Finaliser(registry);
+  recover(registry, finaliser);
+
+  const token = randomBytes(24).toString('hex');
+  const addresses: string[] = [];
+  const server = new grpc.Server({
+    'grpc.max_receive_message_length': tunables.maxMessageBytes,
+    'grpc.max_send_message_length': tunables.maxMessageBytes,
+    // Clients may ping an idle connection; never punish them for it.
+    'grpc.keepalive_permit_without_calls': 1,
+    'grpc.http2.min_ping_interval_without_data_ms': 1000,
+  });
+  let shuttingDown = false;
+  const requestShutdown = (why: string) => void shutdown(why);
+  server.addService(serviceDefinition, buildService({ registry, finaliser, token, addresses: () => addresses, sidecar: opts.sidecar, startedAt, requestShutdown }));
+
+  fs.rmSync(paths.socketPath, { force: true }); // stale socket of a dead daemon: we hold the lock
+  await bind(server, `unix:${paths.socketPath}`);
+  fs.chmodSync(paths.socketPath, 0o600);
+  addresses.push(`unix:${paths.socketPath}`);
+  let tcp: string | null = null;
+  if (opts.port !== null) {
+    const loopback = opts.host === '127.0.0.1' || opts.host === 'localhost' || opts.host === '::1';
+    if (!loopback && !opts.allowRemote) throw new Error(`serve: refusing to listen on ${opts.host}: that exposes logd beyond this machine; add --allow-remote if you mean it`);
+    if (!loopback) log(`serve: WARNING: listening on ${opts.host}:${opts.port}, reachable from other machines; every call still needs the token`);
+    const hostPart = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+    const port = await bind(server, `${hostPart}:${opts.port}`);
+    tcp = `${hostPart}:${port}`;
+    addresses.push(tcp);
+  }
+
+  const service: ServiceFile = {
+    pid: process.pid, version: LOGD_VERSION, socket: `unix:${paths.socketPath}`, tcp, token,
+    dataDir: paths.dataDir, sidecar: opts.sidecar, startedAt,
+  };
+  writeServiceFile(paths.serviceFile, service);
+  log(`server: logd ${LOGD_VERSION} pid ${process.pid} serving ${paths.dataDir} on ${addresses.join(' and ')}${opts.sidecar ? ' (sidecar)' : ''}`);
+
+  async function shutdown(why: string): Promise<void> {
+    if (shuttingDown) return;
+    shuttingDown = true;
+    log(`server: stopping (${why}); finalising ${registry.openRuns().length} open run(s)`);
+    const failsafe = setTimeout(() => {
+      log(`server: graceful stop took longer than ${tunables.shutdownTimeoutMs} ms; exiting anyway`);
+      process.exit(1);
+    }, tunables.shutdownTimeoutMs);
+    failsafe.unref();
+    try {
+      await finaliser.killAll(`daemon stopped (${why})`);
+      await registry.flushAll(tunables.shutdownTimeoutMs);
+    } catch (e) {
+      log(`server: error while stopping: ${(e as Error).message}`);
+    }
+    finaliser.stop();
+    server.forceShutdown();
+    removeServiceFile(paths.serviceFile, process.pid);
+    fs.rmSync(paths.socketPath, { force: true });
+    store.close();
+    lock?.close();
+    log('server: stopped');
+    process.exit(0);
+  }
+
+  let signals = 0;
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    process.on(sig, () => {
+      signals++;
+      if (signals > 1) {
+        log(`server: second signal (${sig}); exiting now`);
+        process.exit(130);
+      }
+      void shutdown(sig);
+    });
+  }
+
+  if (opts.sidecar) {
+    // A sidecar leaves once nobody needs it: no open run, no attached writer,
+    // no call for idleTimeoutMs.
+    const idle = setInterval(() => {
+      const busy = registry.openRuns().length > 0;
+      if (busy) registry.touch();
+      else if (Date.now() - registry.lastActivity > tunables.idleTimeoutMs) void shutdown('sidecar idle');
+    }, Math.min(1000, Math.max(50, tunables.idleTimeoutMs / 4)));
+    idle.unref();
+  }
+  // The gRPC server keeps the process alive until shutdown.
+}
+
+/** Runs that were open when the last daemon stopped come back and wait for their writers. */
+function recover(registry: Registry, finaliser: Finaliser): void {
+  const { store } = registry;
+  const known = new Set<string>();
+  const candidates = new Set(store.index.nonFinal().map((r) => r.id));
+  for (const id of fs.readdirSync(store.runsDir)) {
+    if (!store.index.get(id)) candidates.add(id); // created but never indexed
+    known.add(id);
+  }
+  for (const id of candidates) {
+    if (!known.has(id) || !store.exists(id)) continue;
+    try {
+      const { run: r, log: rlog } = store.replay(id, true);
+      const run = new LiveRun(r.meta, rlog!, r.keys, r.summary, r.userSummary, r.config);
+      if (r.final) {
+        run.state = r.final.state;
+        run.reason = r.final.reason;
+        run.exitCode = r.final.exitCode;
+        run.finishedAt = r.final.finishedAt;
+        store.index.upsert(rowFromLive(run));
+        rlog!.close();
+        continue;
+      }
+      for (const w of r.writers) if (w) run.restoreWriter(w, r.maxSeq[w.idx] ?? 0);
+      registry.runs.set(id, run);
+      store.index.upsert(rowFromLive(run));
+      finaliser.armRecoveryTimer(run);
+      log(`store: recovered open run ${id} (${r.summary.rows} rows); waiting for its writers`);
+    } catch (e) {
+      log(`store: could not recover run ${id}: ${(e as Error).message}`);
+    }
+  }
+  ingestAllSpool(registry, finaliser);
+}

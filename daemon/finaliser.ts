@@ -1,0 +1,164 @@
+// Finaliser: finish, crash detection and shutdown. `finish` puts a run into
+// `finishing`, waits (with a deadline) for its other writers to detach and for
+// everything acknowledged to be durable, then writes the final summary and
+// state. Final writes go through one queue in the order runs became ready.
+// Nothing here waits without a deadline.
+import { FrameType, jsonFrame, type FinalStateName } from './store/format.js';
+import { rowFromLive } from './index-rows.js';
+import type { LiveRun, Writer } from './run.js';
+import type { Registry } from './registry.js';
+import { isAlive } from './liveness.js';
+import { ingestSpool } from './spool.js';
+
+export interface FinishOutcome {
+  run: LiveRun;
+  message: string;
+  timedOut: boolean;
+}
+
+export class Finaliser {
+  private queue: Promise<void> = Promise.resolve();
+  private liveness: NodeJS.Timeout;
+
+  constructor(private reg: Registry) {
+    // Local writers are watched by pid: a process can close its stream while
+    // idle (so it can exit) and still be attached.
+    this.liveness = setInterval(() => this.checkWriters(), 500);
+    this.liveness.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.liveness);
+  }
+
+  /** The owner's finish finalises the run; anyone else's detaches that writer. */
+  async finish(run: LiveRun, writerId: string, exitCode: number, timeoutMs: number, lastSeq: number): Promise<FinishOutcome> {
+    const reg = this.reg;
+    const w = run.writers.get(writerId);
+    const deadline = Date.now() + timeoutMs;
+    if (run.final) return { run, message: `run ${run.id} was already ${run.state}`, timedOut: false };
+    if (w && lastSeq > 0) {
+      const durable = await reg.waitFor(() => w.durableSeq >= Math.min(lastSeq, w.appendedSeq) && w.appendedSeq >= lastSeq, Math.max(0, deadline - Date.now()));
+      if (!durable) {
+        return { run, message: `finish: records up to seq ${lastSeq} of writer ${writerId} did not arrive within ${timeoutMs} ms (daemon has ${w.appendedSeq}); try finish again`, timedOut: true };
+      }
+    }
+    if (writerId !== run.meta.ownerWriterId) {
+      if (w) w.detached = true;
+      reg.notify();
+      return { run, message: `writer ${writerId} detached; the run stays open until its owner finishes`, timedOut: false };
+    }
+    run.state = 'finishing';
+    run.finishArrivedAt = Date.now();
+    if (w) w.detached = true;
+    const others = () => run.attachedWriters().filter((x) => x !== w);
+    const allLeft = await reg.waitFor(() => others().length === 0, Math.max(0, deadline - Date.now()));
+    let message = '';
+    if (!allLeft) {
+      const left = others().map((x) => `pid ${x.meta.pid} (writer ${x.meta.writerId})`).join(', ');
+      message = `finish: gave up waiting after ${timeoutMs} ms for ${others().length} writer(s) still attached: ${left}; the run is finalised and their further records are refused`;
+      reg.log(`finaliser: run ${run.id}: ${message}`);
+    }
+    const state: FinalStateName = exitCode === 0 ? 'finished' : 'crashed';
+    await this.finalise(run, state, exitCode === 0 ? '' : `owner finished with exit code ${exitCode}`, exitCode);
+    return { run, message, timedOut: !allLeft };
+  }
+
+  /** Writes the final state once; later calls are no-ops. */
+  finalise(run: LiveRun, state: FinalStateName, reason: string, exitCode: number): Promise<void> {
+    const step = async () => {
+      if (run.final) return;
+      if (run.crashTimer) clearTimeout(run.crashTimer);
+      run.crashTimer = null;
+      run.state = state;
+      run.reason = reason;
+      run.exitCode = exitCode;
+      run.finishedAt = Date.now() / 1000;
+      run.log.append(FrameType.STATE, jsonFrame({ state, reason, exitCode, finishedAt: run.finishedAt }));
+      const durable = await this.reg.flushAll(this.reg.tunables.shutdownTimeoutMs);
+      if (!durable) this.reg.log(`finaliser: run ${run.id}: the final state is not durable yet (${this.reg.storageProblem ?? 'slow disk'}); it is retried`);
+      this.reg.store.index.upsert(rowFromLive(run));
+      for (const w of run.writers.values()) {
+        w.detached = true;
+        if (w.stream && !w.stream.cancelled && !w.stream.writableEnded) {
+          w.stream.write({ control: { kind: 'run_final', seq: w.durableSeq, message: `run ${run.id} is ${state}` } });
+          w.stream.end();
+        }
+        w.stream = null;
+      }
+      if (durable) {
+        run.log.close();
+        this.reg.runs.delete(run.id);
+      }
+      this.reg.log(`finaliser: run ${run.id} ${state}${reason ? ` (${reason})` : ''}, ${run.summary.rows} rows`);
+      this.reg.notify();
+    };
+    const p = this.queue.then(step, step);
+    this.queue = p.catch((e) => this.reg.log(`finaliser: run ${run.id}: ${(e as Error).message}`));
+    return p;
+  }
+
+  /** A writer's stream ended. `abrupt`: cancelled or broken rather than closed by the client. */
+  streamEnded(run: LiveRun, w: Writer, abrupt: boolean): void {
+    w.stream = null;
+    w.lastSeen = Date.now();
+    if (abrupt && !w.local) this.writerGone(run, w, 'its connection dropped');
+    else if (abrupt) this.checkWriter(run, w);
+  }
+
+  private checkWriters(): void {
+    for (const run of this.reg.runs.values()) {
+      if (run.final) continue;
+      for (const w of run.writers.values()) if (!w.detached && !w.stream) this.checkWriter(run, w);
+      const owner = run.writers.get(run.meta.ownerWriterId);
+      // An owner that never opened its stream (or never re-attached after a
+      // daemon restart) is watched by pid too.
+      if (owner && owner.detached && run.state === 'running' && !run.crashTimer && owner.local && !isAlive(owner.meta.pid, owner.startTime)) {
+        this.writerGone(run, owner, `its process ${owner.meta.pid} exited`);
+      }
+    }
+  }
+
+  private checkWriter(run: LiveRun, w: Writer): void {
+    if (w.local && !isAlive(w.meta.pid, w.startTime)) this.writerGone(run, w, `its process ${w.meta.pid} exited`);
+  }
+
+  /** A writer's process is gone: deliver what it spilled, then detach it or crash the run. */
+  writerGone(run: LiveRun, w: Writer, why: string): void {
+    if (w.detached && w.meta.writerId !== run.meta.ownerWriterId) return;
+    w.detached = true;
+    const spilled = ingestSpool(this.reg, this, run.id, w.meta.writerId);
+    this.reg.notify();
+    if (run.final || spilled.finished) return;
+    if (w.meta.writerId !== run.meta.ownerWriterId || run.state !== 'running') return;
+    if (w.local) {
+      void this.finalise(run, 'crashed', `owner ${why} without finish`, -1);
+      return;
+    }
+    // A remote owner may come back: give it the grace period to re-attach.
+    run.crashTimer ??= setTimeout(() => {
+      run.crashTimer = null;
+      if (!w.stream && run.state === 'running') void this.finalise(run, 'crashed', `owner ${why} and did not re-attach within ${this.reg.tunables.crashGraceMs} ms`, -1);
+    }, this.reg.tunables.crashGraceMs);
+  }
+
+  /** After a daemon restart, runs that were open wait a while for their writers. */
+  armRecoveryTimer(run: LiveRun): void {
+    run.crashTimer = setTimeout(() => {
+      run.crashTimer = null;
+      const owner = run.writers.get(run.meta.ownerWriterId);
+      if (run.state === 'running' && (!owner || owner.detached)) {
+        const spilled = owner ? ingestSpool(this.reg, this, run.id, owner.meta.writerId) : { finished: false };
+        if (!spilled.finished && !run.final) void this.finalise(run, 'crashed', `the daemon restarted and the owner did not re-attach within ${this.reg.tunables.recoveryGraceMs} ms`, -1);
+      }
+    }, this.reg.tunables.recoveryGraceMs);
+    run.crashTimer.unref();
+  }
+
+  /** Graceful stop: every open run becomes `killed` after its data is durable. */
+  async killAll(reason: string): Promise<number> {
+    const open = this.reg.openRuns();
+    await Promise.all(open.map((r) => this.finalise(r, 'killed', reason, -1)));
+    return open.length;
+  }
+}

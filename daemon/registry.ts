@@ -1,0 +1,284 @@
+// Run registry: runs by id, their writers, and the path of a record batch from
+// the stream to the store (validate -> intern -> append -> group commit -> ack).
+import { randomBytes, timingSafeEqual, createHash } from 'node:crypto';
+import { status } from '@grpc/grpc-js';
+import type { Store } from './store/store.js';
+import { RunExistsError } from './store/store.js';
+import { FINAL_STATES, type RunMeta, type RankMeta } from './store/format.js';
+import { LiveRun, type Writer, type WriteCall } from './run.js';
+import { checkBatch } from './validate.js';
+import { LogdError, invalid, notFound, denied, failedPrecondition, alreadyExists } from '../src/errors.js';
+import { checkRunId, checkLabel } from '../src/names.js';
+import { parseJsonObject } from '../src/json.js';
+import type { ClientInfo, OpenWriterMsg, RecordBatchMsg } from '../src/wire.js';
+import type { DaemonTunables } from '../src/config.js';
+import { RunSummary } from './summary.js';
+
+/** Backpressure: a run with more than this many bytes waiting for fsync stops reading its streams. */
+const PAUSE_BYTES = 32 * 1024 * 1024;
+
+export interface CreateRunInput {
+  client: ClientInfo | null; project: string; name: string; group: string; jobType: string;
+  configJson: string; tags: string[]; id: string; mode: string; notes: string;
+}
+
+export function newId(bytes = 8): string {
+  return randomBytes(bytes).toString('base64url').replace(/[-_]/g, 'x').toLowerCase();
+}
+
+function sameToken(a: string, b: string): boolean {
+  // Hash first so the comparison is constant-time whatever the lengths.
+  const ha = createHash('sha256').update(a).digest();
+  const hb = createHash('sha256').update(b).digest();
+  return timingSafeEqual(ha, hb);
+}
+
+export function rankOf(c: ClientInfo | null | undefined): RankMeta | null {
+  const r = c?.rank;
+  if (!r || (r.rank < 0 && r.localRank < 0 && r.worldSize < 0)) return null;
+  return { rank: r.rank, localRank: r.localRank, worldSize: r.worldSize, nodeRank: r.nodeRank, localWorldSize: r.localWorldSize };
+}
+
+export class Registry {
+  readonly runs = new Map<string, LiveRun>();
+  recordsStored = 0;
+  lastActivity = Date.now();
+  private committing = false;
+  private commitAgain = false;
+  private storageError: string | null = null;
+  private retryTimer: NodeJS.Timeout | null = null;
+  private waiters = new Set<() => void>();
+
+  constructor(readonly store: Store, readonly tunables: DaemonTunables, readonly log: (line: string) => void) {}
+
+  // ---- runs ----
+
+  createRun(req: CreateRunInput): LiveRun {
+    const id = req.id || newId();
+    const bad = checkRunId(id)
+      ?? checkLabel('project', req.project) ?? checkLabel('name', req.name) ?? checkLabel('group', req.group)
+      ?? checkLabel('job type', req.jobType) ?? req.tags.map((t) => checkLabel('tag', t)).find(Boolean) ?? null;
+    if (bad) throw invalid(bad);
+    if (req.mode && req.mode !== 'online' && req.mode !== 'offline') throw invalid(`mode ${JSON.stringify(req.mode)} must be online or offline`);
+    let config: Record<string, unknown>;
+    try {
+      config = parseJsonObject(req.configJson, 'config');
+    } catch (e) {
+      throw invalid((e as Error).message);
+    }
+    if (this.runs.has(id) || this.store.exists(id)) throw alreadyExists(`run ${id} already exists; attach to it with its handle, or pick another id`);
+    const meta: RunMeta = {
+      id, project: req.project || 'default', name: req.name || id, group: req.group, jobType: req.jobType,
+      tags: req.tags, notes: req.notes, mode: req.mode || 'online', createdAt: Date.now() / 1000,
+      runToken: randomBytes(18).toString('base64url'), ownerWriterId: `w-${newId()}`,
+      host: req.client?.host ?? '', pid: req.client?.pid ?? 0, rank: rankOf(req.client), config,
+    };
+    let log;
+    try {
+      log = this.store.createRun(meta);
+    } catch (e) {
+      if (e instanceof RunExistsError) throw alreadyExists(e.message);
+      throw e;
+    }
+    const run = new LiveRun(meta, log, [], new RunSummary(), {}, { ...config });
+    // The owner is known from the start, so a process that dies before it
+    // opens its stream still ends up `crashed`.
+    run.addWriter(meta.ownerWriterId, meta.pid, meta.host, meta.rank);
+    this.runs.set(id, run);
+    this.touch();
+    return run;
+  }
+
+  /** A live run, checked against its token. */
+  authorizedRun(runId: string, runToken: string): LiveRun {
+    const run = this.runs.get(runId);
+    if (!run) {
+      if (checkRunId(runId) === null && this.store.exists(runId)) {
+        const row = this.store.index.get(runId);
+        throw failedPrecondition(`run ${runId} is ${row?.state ?? 'final'}; it takes no more records (start a new run, or resume with a new id)`);
+      }
+      throw notFound(`run ${JSON.stringify(runId.slice(0, 80))} does not exist on this daemon (data dir ${this.store.dataDir})`);
+    }
+    if (!sameToken(runToken, run.meta.runToken)) throw denied(`wrong run token for run ${runId}; use the handle from run.handle()`);
+    return run;
+  }
+
+  attach(runId: string, runToken: string): LiveRun {
+    const run = this.authorizedRun(runId, runToken);
+    if (run.final || run.state === 'finishing') throw failedPrecondition(`run ${runId} is ${run.state}; it takes no more writers`);
+    this.touch();
+    return run;
+  }
+
+  // ---- writers ----
+
+  openWriter(call: WriteCall, open: OpenWriterMsg): { run: LiveRun; writer: Writer } {
+    const run = this.authorizedRun(open.runId, open.runToken);
+    if (run.final) throw failedPrecondition(`run ${run.id} is ${run.state}; it takes no more records`);
+    if (!/^[A-Za-z0-9_-]{1,64}$/.test(open.writerId)) throw invalid('writer_id must be 1-64 characters of A-Z a-z 0-9 _ -');
+    let w = run.writers.get(open.writerId);
+    if (!w) {
+      if (run.state === 'finishing') throw failedPrecondition(`run ${run.id} is finishing; it takes no new writers`);
+      w = run.addWriter(open.writerId, open.client?.pid ?? 0, open.client?.host ?? '', rankOf(open.client));
+    }
+    if (w.stream && w.stream !== call) {
+      // A reconnect of the same writer: the old stream is dead or dying.
+      w.stream.end();
+    }
+    w.stream = call;
+    w.detached = false;
+    w.lastSeen = Date.now();
+    w.keyMap = run.intern(open.keys);
+    if (run.crashTimer && w.meta.writerId === run.meta.ownerWriterId) {
+      clearTimeout(run.crashTimer);
+      run.crashTimer = null;
+    }
+    this.touch();
+    return { run, writer: w };
+  }
+
+  /** Handles one batch; returns an error text when the batch is refused. */
+  onBatch(run: LiveRun, w: Writer, b: RecordBatchMsg): string | null {
+    w.lastSeen = Date.now();
+    if (run.final) return `run ${run.id} is ${run.state}; the batch was not stored`;
+    if (b.seq <= w.appendedSeq) {
+      // A resend of something already appended: acknowledge it once durable.
+      if (b.seq <= w.durableSeq) this.ack(w, w.durableSeq);
+      return null;
+    }
+    const checked = checkBatch(b, w.keyMap.length);
+    if (typeof checked === 'string') {
+      w.appendedSeq = b.seq; // refused for good: a resend must not retry it
+      return checked;
+    }
+    // Dictionary entries: repeats must match, the rest extend it.
+    for (let i = 0; i < b.newKeys.length; i++) {
+      const localId = b.newKeysFirst + i;
+      if (localId < w.keyMap.length) {
+        if (run.keys[w.keyMap[localId]] !== b.newKeys[i]) {
+          w.appendedSeq = b.seq;
+          return `key id ${localId} is already ${JSON.stringify(run.keys[w.keyMap[localId]])}, not ${JSON.stringify(b.newKeys[i])}`;
+        }
+      }
+    }
+    const fresh = b.newKeys.slice(Math.max(0, w.keyMap.length - b.newKeysFirst));
+    if (fresh.length > 0) w.keyMap.push(...run.intern(fresh));
+    let summaryUpdates: string[];
+    let configUpdates: string[];
+    try {
+      summaryUpdates = b.summaryJson.map((s) => JSON.stringify(parseJsonObject(s, 'summary update')));
+      configUpdates = b.configJson.map((s) => JSON.stringify(parseJsonObject(s, 'config update')));
+    } catch (e) {
+      w.appendedSeq = b.seq;
+      return (e as Error).message;
+    }
+    run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates);
+    this.recordsStored += checked.rows;
+    if (run.pendingBytes > PAUSE_BYTES && w.stream) w.stream.pause();
+    this.touch();
+    this.scheduleCommit();
+    return null;
+  }
+
+  private ack(w: Writer, seq: number): void {
+    if (w.stream && !w.stream.cancelled && !w.stream.writableEnded) w.stream.write({ ack: { seq } });
+  }
+
+  // ---- group commit: one fsync round for everything appended meanwhile ----
+
+  scheduleCommit(): void {
+    if (this.committing) {
+      this.commitAgain = true;
+      return;
+    }
+    this.committing = true;
+    setImmediate(() => void this.commitRound());
+  }
+
+  private async commitRound(): Promise<void> {
+    const snapshot: Array<[LiveRun, Array<[Writer, number]>]> = [];
+    for (const run of this.runs.values()) {
+      if (!run.log.dirty) continue;
+      snapshot.push([run, [...run.writers.values()].map((w): [Writer, number] => [w, w.appendedSeq])]);
+    }
+    try {
+      await this.store.commit(snapshot.map(([r]) => r.log));
+      if (this.storageError) {
+        this.log(`writer: storage works again; ${snapshot.length} run(s) flushed`);
+        this.storageError = null;
+      }
+      for (const [run, writers] of snapshot) {
+        run.pendingBytes = 0;
+        for (const [w, seq] of writers) {
+          if (seq > w.durableSeq) {
+            w.durableSeq = seq;
+            this.ack(w, seq);
+          }
+          if (w.stream?.isPaused()) w.stream.resume();
+        }
+      }
+    } catch (e) {
+      const msg = `cannot write to ${this.store.dataDir}: ${(e as Error).message}; records are kept in memory and retried (free space or fix permissions)`;
+      if (this.storageError !== msg) {
+        this.log(`writer: ${msg}`);
+        for (const [run] of snapshot) for (const w of run.writers.values()) w.stream?.write({ control: { kind: 'storage', seq: 0, message: msg } });
+      }
+      this.storageError = msg;
+      this.retryTimer ??= setTimeout(() => {
+        this.retryTimer = null;
+        this.scheduleCommit();
+      }, 500);
+    } finally {
+      this.committing = false;
+      this.notify();
+      if (this.commitAgain) {
+        this.commitAgain = false;
+        this.scheduleCommit();
+      }
+    }
+  }
+
+  /** Resolves once every run's appended records are durable (or the deadline passes). */
+  async flushAll(deadlineMs: number): Promise<boolean> {
+    this.scheduleCommit();
+    return this.waitFor(() => !this.committing && [...this.runs.values()].every((r) => !r.log.dirty), deadlineMs);
+  }
+
+  get storageProblem(): string | null {
+    return this.storageError;
+  }
+
+  // ---- waiting with deadlines ----
+
+  notify(): void {
+    for (const w of [...this.waiters]) w();
+  }
+
+  waitFor(pred: () => boolean, timeoutMs: number): Promise<boolean> {
+    if (pred()) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const check = () => {
+        if (pred()) done(true);
+      };
+      const timer = setTimeout(() => done(false), timeoutMs);
+      const poll = setInterval(check, 100);
+      const done = (v: boolean) => {
+        clearTimeout(timer);
+        clearInterval(poll);
+        this.waiters.delete(check);
+        resolve(v);
+      };
+      this.waiters.add(check);
+    });
+  }
+
+  touch(): void {
+    this.lastActivity = Date.now();
+  }
+
+  openRuns(): LiveRun[] {
+    return [...this.runs.values()].filter((r) => !FINAL_STATES.includes(r.state));
+  }
+}
+
+export { LogdError, status };

@@ -1,0 +1,167 @@
+// Run registry entry: one live run, its writers and its per-run bookkeeping.
+// States: running -> finishing -> finished | crashed | killed.
+import os from 'node:os';
+import type * as grpc from '@grpc/grpc-js';
+import type { RecordLog } from './store/record-log.js';
+import { FrameType, encodeHistory, jsonFrame, FINAL_STATES, type RunMeta, type RunStateName, type WriterMeta, type RankMeta } from './store/format.js';
+import { RunSummary } from './summary.js';
+import { bytesOf, type WriteRequestMsg, type WriteResponseMsg, type RunInfo } from '../src/wire.js';
+import type { CheckedBatch } from './validate.js';
+import { processStartTime } from './liveness.js';
+import { toJson } from '../src/json.js';
+
+export type WriteCall = grpc.ServerDuplexStream<WriteRequestMsg, WriteResponseMsg>;
+
+export class Writer {
+  /** writer-local key id -> run-global key id */
+  keyMap: number[] = [];
+  stream: WriteCall | null = null;
+  appendedSeq: number;
+  durableSeq: number;
+  /** The writer said finish (or its process is gone): it no longer counts as attached. */
+  detached = false;
+  lastSeen = Date.now();
+  readonly startTime: number | null;
+
+  constructor(readonly meta: WriterMeta, durableSeq: number) {
+    this.appendedSeq = durableSeq;
+    this.durableSeq = durableSeq;
+    this.startTime = meta.host === os.hostname() ? processStartTime(meta.pid) : null;
+  }
+
+  get local(): boolean {
+    return this.meta.host === os.hostname();
+  }
+}
+
+export class LiveRun {
+  state: RunStateName = 'running';
+  reason = '';
+  exitCode = 0;
+  finishedAt = 0;
+  readonly keyIndex = new Map<string, number>();
+  readonly writers = new Map<string, Writer>();
+  /** Writers by index, including ones that left. */
+  readonly writerList: Writer[] = [];
+  crashTimer: NodeJS.Timeout | null = null;
+  finishArrivedAt = 0;
+  /** Bytes appended but not yet durable (for backpressure). */
+  pendingBytes = 0;
+
+  constructor(
+    readonly meta: RunMeta,
+    readonly log: RecordLog,
+    readonly keys: string[],
+    readonly summary: RunSummary,
+    readonly userSummary: Record<string, unknown>,
+    readonly config: Record<string, unknown>,
+  ) {
+    keys.forEach((k, i) => this.keyIndex.set(k, i));
+    summary.ensureKeys(keys.length);
+  }
+
+  get id(): string {
+    return this.meta.id;
+  }
+
+  get final(): boolean {
+    return FINAL_STATES.includes(this.state);
+  }
+
+  /** Run-global ids for names, appending a KEYS frame for the new ones. */
+  intern(names: readonly string[]): number[] {
+    const out = new Array<number>(names.length);
+    const added: string[] = [];
+    const first = this.keys.length;
+    for (let i = 0; i < names.length; i++) {
+      let id = this.keyIndex.get(names[i]);
+      if (id === undefined) {
+        id = this.keys.length;
+        this.keys.push(names[i]);
+        this.keyIndex.set(names[i], id);
+        added.push(names[i]);
+      }
+      out[i] = id;
+    }
+    if (added.length > 0) {
+      this.log.append(FrameType.KEYS, jsonFrame({ first, names: added }));
+      this.summary.ensureKeys(this.keys.length);
+    }
+    return out;
+  }
+
+  addWriter(writerId: string, pid: number, host: string, rank: RankMeta | null): Writer {
+    const meta: WriterMeta = { idx: this.writerList.length, writerId, pid, host, rank, joinedAt: Date.now() / 1000 };
+    const w = new Writer(meta, 0);
+    this.writerList.push(w);
+    this.writers.set(writerId, w);
+    this.log.append(FrameType.WRITER, jsonFrame(meta));
+    return w;
+  }
+
+  restoreWriter(meta: WriterMeta, durableSeq: number): Writer {
+    const w = new Writer(meta, durableSeq);
+    w.detached = true; // until its process re-attaches
+    this.writerList[meta.idx] = w;
+    this.writers.set(meta.writerId, w);
+    return w;
+  }
+
+  /** Appends a checked batch (writer-local ids) to the log and the summary. */
+  appendBatch(w: Writer, seq: number, b: CheckedBatch, summaryUpdates: string[], configUpdates: string[]): void {
+    const global = new Uint32Array(b.keyIds.length);
+    const map = w.keyMap;
+    for (let i = 0; i < global.length; i++) global[i] = map[b.keyIds[i]];
+    const parts = encodeHistory({
+      writerIdx: w.meta.idx, seq, rows: b.rows,
+      steps: bytesOf(b.steps), times: bytesOf(b.times), values: bytesOf(b.values), counts: bytesOf(b.counts), keyIds: bytesOf(global),
+    });
+    if (b.rows > 0) {
+      this.log.append(FrameType.HISTORY, parts);
+      this.summary.add({ writerIdx: w.meta.idx, seq, rows: b.rows, steps: b.steps, times: b.times, counts: b.counts, keyIds: global, values: b.values });
+      this.pendingBytes += parts.reduce((n, p) => n + p.byteLength, 0);
+    }
+    for (const s of summaryUpdates) {
+      const obj = JSON.parse(s) as Record<string, unknown>;
+      Object.assign(this.userSummary, obj);
+      this.log.append(FrameType.SUMMARY, jsonFrame(obj));
+    }
+    for (const c of configUpdates) {
+      const obj = JSON.parse(c) as Record<string, unknown>;
+      Object.assign(this.config, obj);
+      this.log.append(FrameType.CONFIG, jsonFrame(obj));
+    }
+    w.appendedSeq = seq;
+  }
+
+  attachedWriters(): Writer[] {
+    return [...this.writers.values()].filter((w) => !w.detached);
+  }
+
+  summaryObject(): Record<string, unknown> {
+    return { ...this.summary.lastValues(this.keys), ...this.userSummary };
+  }
+
+  metadata(): Record<string, unknown> {
+    return {
+      host: this.meta.host,
+      pid: this.meta.pid,
+      rank: this.meta.rank,
+      writers: this.writerList.filter(Boolean).map((w) => ({ ...w.meta, attached: !w.detached })),
+      stats: this.summary.stats(this.keys),
+      stepsBackwards: this.summary.stepsBackwards,
+      lastStep: this.summary.lastStep,
+    };
+  }
+
+  info(withToken = false): RunInfo {
+    const m = this.meta;
+    return {
+      id: m.id, project: m.project, name: m.name, group: m.group, jobType: m.jobType, tags: m.tags,
+      state: this.state, stateReason: this.reason, createdAt: m.createdAt, finishedAt: this.finishedAt, exitCode: this.exitCode,
+      configJson: toJson(this.config), summaryJson: toJson(this.summaryObject()), metadataJson: toJson(this.metadata()),
+      historyRows: this.summary.rows, writers: this.attachedWriters().length,
+      runToken: withToken ? m.runToken : '', mode: m.mode, notes: m.notes, ownerWriterId: withToken ? m.ownerWriterId : '',
+    };
+  }
+}

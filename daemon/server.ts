@@ -1,0 +1,239 @@
+// Connection / service stage: gRPC handlers, authentication and validation of
+// every message. A bad message gets a clear status; no handler throws past here.
+import * as grpc from '@grpc/grpc-js';
+import { createHash, timingSafeEqual } from 'node:crypto';
+import { serviceDefinition, TOKEN_METADATA_KEY, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../src/wire.js';
+import { LogdError, invalid, notFound } from '../src/errors.js';
+import { LOGD_VERSION, PROTOCOL_VERSION } from '../src/config.js';
+import { checkRunId } from '../src/names.js';
+import type { Registry } from './registry.js';
+import type { Finaliser } from './finaliser.js';
+import type { LiveRun, Writer, WriteCall } from './run.js';
+import { rowFromLive, infoFromRow } from './index-rows.js';
+import { bytesOf } from '../src/wire.js';
+
+export interface ServerContext {
+  registry: Registry;
+  finaliser: Finaliser;
+  token: string;
+  addresses: () => string[];
+  sidecar: boolean;
+  startedAt: number;
+  requestShutdown: (why: string) => void;
+}
+
+type Handler = grpc.UntypedServiceImplementation[string];
+
+function tokenOk(md: grpc.Metadata, token: string): boolean {
+  const got = md.get(TOKEN_METADATA_KEY)[0];
+  if (typeof got !== 'string') return false;
+  const a = createHash('sha256').update(got).digest();
+  const b = createHash('sha256').update(token).digest();
+  return timingSafeEqual(a, b);
+}
+
+const UNAUTH = { code: grpc.status.UNAUTHENTICATED, details: `missing or wrong ${TOKEN_METADATA_KEY}; take the token from the daemon's service file or LOGD_SERVICE` };
+
+function toStatus(e: unknown): grpc.ServiceError {
+  if (e instanceof LogdError) return Object.assign(new Error(e.message), { code: e.code, details: e.message, metadata: new grpc.Metadata() });
+  const msg = `internal error: ${(e as Error)?.message ?? String(e)}`;
+  return Object.assign(new Error(msg), { code: grpc.status.INTERNAL, details: msg, metadata: new grpc.Metadata() });
+}
+
+/** A unary handler with authentication and error mapping. */
+function unary<Req, Res>(ctx: ServerContext, fn: (req: Req) => Res | Promise<Res>): Handler {
+  return ((call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
+    if (!tokenOk(call.metadata, ctx.token)) {
+      cb(UNAUTH as grpc.ServiceError);
+      return;
+    }
+    Promise.resolve()
+      .then(() => fn(call.request))
+      .then((res) => cb(null, res), (e) => cb(toStatus(e)));
+  }) as Handler;
+}
+
+export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementation {
+  const { registry: reg, finaliser: fin } = ctx;
+  const clients = new Map<number, ClientInfo & { lastSeen: number }>();
+
+  const runInfo = (id: string): RunInfo => {
+    const live = reg.runs.get(id);
+    if (live) return live.info();
+    const bad = checkRunId(id);
+    const row = bad ? undefined : reg.store.index.get(id);
+    if (!row) throw notFound(`run ${JSON.stringify(id.slice(0, 80))} does not exist (data dir ${reg.store.dataDir}); list runs with \`logd runs\``);
+    return infoFromRow(row);
+  };
+
+  return {
+    hello: unary(ctx, (req: { protocolVersion: number; client?: ClientInfo }) => {
+      if (req.protocolVersion !== PROTOCOL_VERSION) throw invalid(`protocol version ${req.protocolVersion} is not supported (daemon speaks ${PROTOCOL_VERSION}); use a matching logd client`);
+      if (req.client) clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });
+      reg.touch();
+      return { protocolVersion: PROTOCOL_VERSION, daemonVersion: LOGD_VERSION, daemonPid: process.pid, maxMessageBytes: reg.tunables.maxMessageBytes };
+    }),
+
+    createRun: unary(ctx, async (req: Parameters<Registry['createRun']>[0]) => {
+      const run = reg.createRun(req);
+      if (req.client) clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });
+      await reg.flushAll(reg.tunables.shutdownTimeoutMs);
+      reg.store.index.upsert(rowFromLive(run));
+      return run.info(true);
+    }),
+
+    attachRun: unary(ctx, (req: { runId: string; runToken: string; client?: ClientInfo }) => {
+      const run = reg.attach(req.runId, req.runToken);
+      return { ...run.info(true), ownerWriterId: '' };
+    }),
+
+    finishRun: unary(ctx, async (req: { runId: string; runToken: string; writerId: string; exitCode: number; timeoutMs: number; lastSeq: number }) => {
+      let run: LiveRun;
+      try {
+        run = reg.authorizedRun(req.runId, req.runToken);
+      } catch (e) {
+        // Finishing a run that is already final answers with its final state.
+        if (e instanceof LogdError && e.code === grpc.status.FAILED_PRECONDITION) return { run: runInfo(req.runId), message: e.message, timedOut: false };
+        throw e;
+      }
+      const timeout = req.timeoutMs > 0 ? req.timeoutMs : reg.tunables.finishTimeoutMs;
+      const out = await fin.finish(run, req.writerId, req.exitCode, timeout, req.lastSeq);
+      return { run: out.run.info(), message: out.message, timedOut: out.timedOut };
+    }),
+
+    listRuns: unary(ctx, (req: { project: string; group: string; state: string; limit: number }) => {
+      const rows = reg.store.index.list({ project: req.project, group: req.group, state: req.state, limit: req.limit });
+      return { runs: rows.map((r) => reg.runs.get(r.id)?.info() ?? infoFromRow(r)) };
+    }),
+
+    getRun: unary(ctx, (req: { runId: string }) => runInfo(req.runId)),
+
+    status: unary(ctx, () => {
+      const cutoff = Date.now() - 60_000;
+      for (const [pid, c] of clients) if (c.lastSeen < cutoff) clients.delete(pid);
+      const writerClients: ClientInfo[] = [];
+      for (const run of reg.runs.values()) {
+        for (const w of run.writers.values()) {
+          if (!w.detached) writerClients.push({ pid: w.meta.pid, host: w.meta.host, rank: w.meta.rank, clientVersion: '' });
+        }
+      }
+      const seen = new Set(writerClients.map((c) => c.pid));
+      return {
+        pid: process.pid, version: LOGD_VERSION, addresses: ctx.addresses(), dataDir: reg.store.dataDir,
+        startedAt: ctx.startedAt, sidecar: ctx.sidecar, openRuns: reg.openRuns().map((r) => r.info()),
+        clients: [...writerClients, ...[...clients.values()].filter((c) => !seen.has(c.pid))], recordsStored: reg.recordsStored,
+      };
+    }),
+
+    shutdown: unary(ctx, () => {
+      const n = reg.openRuns().length;
+      setImmediate(() => ctx.requestShutdown('a Shutdown call (logd stop)'));
+      return { runsKilled: n };
+    }),
+
+    readHistory: ((call: grpc.ServerWritableStream<{ runId: string; keys: string[] }, HistoryChunkMsg>) => {
+      if (!tokenOk(call.metadata, ctx.token)) {
+        call.emit('error', UNAUTH);
+        return;
+      }
+      void streamHistory(reg, call).catch((e) => call.emit('error', toStatus(e)));
+    }) as Handler,
+
+    write: ((call: WriteCall) => {
+      if (!tokenOk(call.metadata, ctx.token)) {
+        call.emit('error', UNAUTH);
+        return;
+      }
+      handleWrite(ctx, call);
+    }) as Handler,
+  };
+}
+
+async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ runId: string; keys: string[] }, HistoryChunkMsg>): Promise<void> {
+  const id = call.request.runId;
+  if (checkRunId(id) !== null || !reg.store.exists(id)) throw notFound(`run ${JSON.stringify(id.slice(0, 80))} does not exist; list runs with \`logd runs\``);
+  const wanted = new Set(call.request.keys);
+  const chunks: HistoryChunkMsg[] = [];
+  let names: string[] = [];
+  reg.store.readHistory(id, (b, added) => {
+    names = names.concat(added);
+    let { counts, keyIds, values } = b;
+    const { steps, times } = b;
+    let rows = b.rows;
+    let keepSteps = steps;
+    let keepTimes = times;
+    if (wanted.size > 0) {
+      // Keep only the wanted keys, and only rows that have one of them.
+      const want = new Uint8Array(names.length);
+      names.forEach((n, i) => (want[i] = wanted.has(n) ? 1 : 0));
+      const oc = new Uint32Array(rows), ok = new Uint32Array(keyIds.length), ov = new Float64Array(values.length);
+      const os = new Float64Array(rows), ot = new Float64Array(rows);
+      let r2 = 0, p2 = 0, p = 0;
+      for (let r = 0; r < rows; r++) {
+        let c = 0;
+        for (let j = 0; j < counts[r]; j++, p++) if (want[keyIds[p]]) (ok[p2] = keyIds[p], ov[p2++] = values[p], c++);
+        if (c > 0) (oc[r2] = c, os[r2] = steps[r], ot[r2++] = times[r]);
+      }
+      rows = r2;
+      counts = oc.subarray(0, r2); keyIds = ok.subarray(0, p2); values = ov.subarray(0, p2);
+      keepSteps = os.subarray(0, r2); keepTimes = ot.subarray(0, r2);
+    }
+    const writers = new Uint32Array(rows).fill(b.writerIdx);
+    if (rows > 0 || added.length > 0) {
+      chunks.push({ keys: added, rows, steps: bytesOf(keepSteps), times: bytesOf(keepTimes), counts: bytesOf(counts), keyIds: bytesOf(keyIds), values: bytesOf(values), writers: bytesOf(writers) });
+    }
+  });
+  for (const c of chunks) {
+    if (call.cancelled) return;
+    if (!call.write(c)) await new Promise((r) => call.once('drain', r));
+  }
+  call.end();
+}
+
+function handleWrite(ctx: ServerContext, call: WriteCall): void {
+  const { registry: reg, finaliser: fin } = ctx;
+  let run: LiveRun | null = null;
+  let writer: Writer | null = null;
+  let ended = false;
+  const end = (abrupt: boolean) => {
+    if (ended) return;
+    ended = true;
+    call.removeAllListeners('data');
+    if (run && writer && writer.stream === call) fin.streamEnded(run, writer, abrupt);
+  };
+  const fail = (code: grpc.status, details: string) => {
+    end(false);
+    call.emit('error', { code, details });
+  };
+  call.on('data', (msg: WriteRequestMsg) => {
+    try {
+      if (msg.open) {
+        if (run) return fail(grpc.status.INVALID_ARGUMENT, 'the stream is already open; send OpenWriter once, first');
+        ({ run, writer } = reg.openWriter(call, msg.open));
+        call.write({ opened: { writerId: writer.meta.writerId, lastSeq: writer.durableSeq, runState: run.state } });
+        return;
+      }
+      if (msg.batch) {
+        if (!run || !writer) return fail(grpc.status.FAILED_PRECONDITION, 'send OpenWriter before any RecordBatch');
+        if (run.final) {
+          call.write({ control: { kind: 'run_final', seq: msg.batch.seq, message: `run ${run.id} is ${run.state}; the batch was not stored` } });
+          return;
+        }
+        const err = reg.onBatch(run, writer, msg.batch);
+        if (err) call.write({ control: { kind: 'rejected', seq: msg.batch.seq, message: `batch ${msg.batch.seq} refused: ${err}` } });
+        return;
+      }
+      return fail(grpc.status.INVALID_ARGUMENT, 'empty WriteRequest: set open or batch');
+    } catch (e) {
+      const s = toStatus(e);
+      return fail(s.code, s.details);
+    }
+  });
+  call.on('end', () => {
+    end(false);
+    if (!call.writableEnded) call.end();
+  });
+  call.on('cancelled', () => end(true));
+  call.on('error', () => end(true));
+  call.on('close', () => end(true));
+}

@@ -1,0 +1,81 @@
+// Ingests client spill files (LOGD_DIR/spool/<run>--<writer>.spill): records a
+// process could not deliver before it ended. Duplicates are dropped by seq, so
+// ingesting a file twice, or a file whose batches also arrived on the stream,
+// stores each record once.
+import fs from 'node:fs';
+import path from 'node:path';
+import { scanFrames } from '../src/frames.js';
+import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../src/spill.js';
+import { messageType, type RecordBatchMsg } from '../src/wire.js';
+import type { Registry } from './registry.js';
+import type { Finaliser } from './finaliser.js';
+
+const RecordBatch = messageType('RecordBatch');
+
+export function ingestSpool(reg: Registry, fin: Finaliser, runId: string, writerId: string): { batches: number; finished: boolean } {
+  const file = path.join(reg.store.dataDir, 'spool', spillFileName(runId, writerId));
+  if (!fs.existsSync(file)) return { batches: 0, finished: false };
+  return ingestFile(reg, fin, file);
+}
+
+/** Ingests every spill file (at daemon start). */
+export function ingestAllSpool(reg: Registry, fin: Finaliser): void {
+  const dir = path.join(reg.store.dataDir, 'spool');
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(dir).filter((n) => n.endsWith('.spill'));
+  } catch {
+    return;
+  }
+  for (const n of names) ingestFile(reg, fin, path.join(dir, n));
+}
+
+function ingestFile(reg: Registry, fin: Finaliser, file: string): { batches: number; finished: boolean } {
+  let header: SpillHeader | null = null;
+  const batches: RecordBatchMsg[] = [];
+  try {
+    scanFrames(file, (type, p) => {
+      if (type === SPILL_HEADER) header = JSON.parse(Buffer.from(p).toString('utf8')) as SpillHeader;
+      else if (type === SPILL_BATCH) batches.push(RecordBatch.decode(p) as unknown as RecordBatchMsg);
+    });
+  } catch (e) {
+    reg.log(`spool: cannot read ${file}: ${(e as Error).message}; left in place`);
+    return { batches: 0, finished: false };
+  }
+  const h = header as SpillHeader | null;
+  if (!h) {
+    reg.log(`spool: ${file} has no header; moved aside`);
+    fs.renameSync(file, `${file}.bad`);
+    return { batches: 0, finished: false };
+  }
+  const run = reg.runs.get(h.runId);
+  if (!run || run.final) {
+    reg.log(`spool: ${path.basename(file)} belongs to run ${h.runId}, which is not open here; moved aside`);
+    fs.renameSync(file, `${file}.orphan`);
+    return { batches: 0, finished: false };
+  }
+  let w = run.writers.get(h.writerId);
+  if (!w) w = run.addWriter(h.writerId, h.pid, h.host, null);
+  w.keyMap = run.intern(h.keys);
+  let stored = 0;
+  for (const b of batches) {
+    const before = w.appendedSeq;
+    const err = reg.onBatch(run, w, b);
+    if (err) reg.log(`spool: run ${run.id}: batch ${b.seq} refused: ${err}`);
+    else if (w.appendedSeq > before) stored++;
+  }
+  // The file goes only once what it held is durable in the run's log.
+  void reg.flushAll(reg.tunables.shutdownTimeoutMs).then((durable) => {
+    if (durable) fs.rmSync(file, { force: true });
+  });
+  reg.log(`spool: run ${run.id}: ingested ${stored} batch(es) from writer ${h.writerId}`);
+  let finished = false;
+  if (h.exitCode !== null && h.writerId === run.meta.ownerWriterId && run.state === 'running') {
+    finished = true;
+    const code = h.exitCode;
+    void fin.finalise(run, code === 0 ? 'finished' : 'crashed', code === 0 ? 'process exited without finish; finished for it' : `process exited with code ${code} without finish`, code);
+  } else if (h.exitCode !== null) {
+    w.detached = true;
+  }
+  return { batches: stored, finished };
+}

@@ -1,0 +1,114 @@
+// What the frames of a run's record log hold. The log is the source of truth:
+// the SQLite index and every in-memory view can be rebuilt from it.
+//
+// RUN      JSON RunMeta, first frame of every log
+// KEYS     JSON {first, names}: run-global metric ids first.. first+names.length-1
+// WRITER   JSON WriterMeta: a writer (process) joined, with its index
+// HISTORY  binary, see encodeHistory
+// SUMMARY  JSON object: a summary.update() call
+// CONFIG   JSON object: a config.update() call
+// STATE    JSON FinalState: the run reached a final state
+// SYSTEM   binary history of node system metrics (writer index 0xffffffff)
+
+import { toJson } from '../../src/json.js';
+
+export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7 } as const;
+
+export interface RankMeta { rank: number; localRank: number; worldSize: number; nodeRank: number; localWorldSize: number }
+
+export interface RunMeta {
+  id: string;
+  project: string;
+  name: string;
+  group: string;
+  jobType: string;
+  tags: string[];
+  notes: string;
+  mode: string;
+  createdAt: number;
+  runToken: string;
+  ownerWriterId: string;
+  host: string;
+  pid: number;
+  rank: RankMeta | null;
+  config: Record<string, unknown>;
+}
+
+export interface WriterMeta { idx: number; writerId: string; pid: number; host: string; rank: RankMeta | null; joinedAt: number }
+
+export type FinalStateName = 'finished' | 'crashed' | 'killed';
+export type RunStateName = 'running' | 'finishing' | FinalStateName;
+export const FINAL_STATES: readonly string[] = ['finished', 'crashed', 'killed'];
+
+export interface FinalState {
+  state: FinalStateName;
+  reason: string;
+  exitCode: number;
+  finishedAt: number;
+}
+
+/** A history batch with run-global key ids. */
+export interface HistoryBatch {
+  writerIdx: number;
+  seq: number;
+  rows: number;
+  steps: Float64Array;
+  times: Float64Array;
+  counts: Uint32Array;
+  keyIds: Uint32Array;
+  values: Float64Array;
+}
+
+const HEADER = 24;
+
+/**
+ * HISTORY payload: header (u32 writer, u32 rows, u32 pairs, u32 reserved,
+ * f64 seq), then steps, times, values (float64 LE), counts, key ids (uint32 LE).
+ * Float columns come first so every column is aligned in a payload read into
+ * its own buffer.
+ */
+export function encodeHistory(b: {
+  writerIdx: number; seq: number; rows: number;
+  steps: Uint8Array; times: Uint8Array; values: Uint8Array; counts: Uint8Array; keyIds: Uint8Array;
+}): Uint8Array[] {
+  const h = Buffer.alloc(HEADER);
+  h.writeUInt32LE(b.writerIdx, 0);
+  h.writeUInt32LE(b.rows, 4);
+  h.writeUInt32LE(b.values.byteLength / 8, 8);
+  h.writeDoubleLE(b.seq, 16);
+  return [h, b.steps, b.times, b.values, b.counts, b.keyIds];
+}
+
+export function decodeHistory(p: Uint8Array): HistoryBatch {
+  const dv = new DataView(p.buffer, p.byteOffset, p.byteLength);
+  const writerIdx = dv.getUint32(0, true);
+  const rows = dv.getUint32(4, true);
+  const pairs = dv.getUint32(8, true);
+  const seq = dv.getFloat64(16, true);
+  let off = p.byteOffset + HEADER;
+  const take64 = (n: number) => {
+    const a = new Float64Array(p.buffer, off, n);
+    off += n * 8;
+    return a;
+  };
+  const take32 = (n: number) => {
+    const a = new Uint32Array(p.buffer, off, n);
+    off += n * 4;
+    return a;
+  };
+  if (HEADER + rows * 20 + pairs * 12 !== p.byteLength) throw new Error('store: history frame sizes do not add up');
+  const steps = take64(rows);
+  const times = take64(rows);
+  const values = take64(pairs);
+  const counts = take32(rows);
+  const keyIds = take32(pairs);
+  return { writerIdx, seq, rows, steps, times, counts, keyIds, values };
+}
+
+export function jsonFrame(obj: unknown): Uint8Array[] {
+  return [Buffer.from(toJson(obj))];
+}
+
+export function parseFrameJson<T>(p: Uint8Array): T {
+  return JSON.parse(Buffer.from(p.buffer, p.byteOffset, p.byteLength).toString('utf8')) as T;
+}

@@ -1,0 +1,84 @@
+// The query index (SQLite): one row per run, for listing and filtering.
+// It is derived data: if it is missing or unreadable it is rebuilt from the logs.
+import Database from 'better-sqlite3';
+
+export interface RunRow {
+  id: string; project: string; name: string; grp: string; job_type: string; tags: string;
+  state: string; state_reason: string; created_at: number; finished_at: number; exit_code: number;
+  config_json: string; summary_json: string; metadata_json: string; history_rows: number; mode: string; notes: string;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS runs (
+  id TEXT PRIMARY KEY,
+  project TEXT NOT NULL,
+  name TEXT NOT NULL,
+  grp TEXT NOT NULL,
+  job_type TEXT NOT NULL,
+  tags TEXT NOT NULL,
+  state TEXT NOT NULL,
+  state_reason TEXT NOT NULL,
+  created_at REAL NOT NULL,
+  finished_at REAL NOT NULL,
+  exit_code INTEGER NOT NULL,
+  config_json TEXT NOT NULL,
+  summary_json TEXT NOT NULL,
+  metadata_json TEXT NOT NULL,
+  history_rows INTEGER NOT NULL,
+  mode TEXT NOT NULL,
+  notes TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS runs_project ON runs(project, created_at);
+CREATE INDEX IF NOT EXISTS runs_group ON runs(grp, created_at);
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+`;
+
+export class IndexDb {
+  private db: Database.Database;
+  private upsertStmt: Database.Statement;
+
+  constructor(file: string) {
+    this.db = new Database(file);
+    this.db.pragma('journal_mode = WAL');
+    this.db.pragma('synchronous = NORMAL');
+    this.db.exec(SCHEMA);
+    this.upsertStmt = this.db.prepare(`INSERT INTO runs VALUES (@id, @project, @name, @grp, @job_type, @tags, @state, @state_reason,
+      @created_at, @finished_at, @exit_code, @config_json, @summary_json, @metadata_json, @history_rows, @mode, @notes)
+      ON CONFLICT(id) DO UPDATE SET project=excluded.project, name=excluded.name, grp=excluded.grp, job_type=excluded.job_type,
+      tags=excluded.tags, state=excluded.state, state_reason=excluded.state_reason, created_at=excluded.created_at,
+      finished_at=excluded.finished_at, exit_code=excluded.exit_code, config_json=excluded.config_json,
+      summary_json=excluded.summary_json, metadata_json=excluded.metadata_json, history_rows=excluded.history_rows,
+      mode=excluded.mode, notes=excluded.notes`);
+  }
+
+  upsert(row: RunRow): void {
+    this.upsertStmt.run(row);
+  }
+
+  get(id: string): RunRow | undefined {
+    return this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
+  }
+
+  count(): number {
+    return (this.db.prepare('SELECT count(*) AS n FROM runs').get() as { n: number }).n;
+  }
+
+  list(f: { project?: string; group?: string; state?: string; limit?: number }): RunRow[] {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    if (f.project) (where.push('project = ?'), args.push(f.project));
+    if (f.group) (where.push('grp = ?'), args.push(f.group));
+    if (f.state) (where.push('state = ?'), args.push(f.state));
+    const sql = `SELECT * FROM runs ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY created_at DESC, id LIMIT ?`;
+    args.push(f.limit && f.limit > 0 ? f.limit : 1000);
+    return this.db.prepare(sql).all(...args) as RunRow[];
+  }
+
+  nonFinal(): RunRow[] {
+    return this.db.prepare("SELECT * FROM runs WHERE state NOT IN ('finished','crashed','killed')").all() as RunRow[];
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}

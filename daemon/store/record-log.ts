@@ -1,0 +1,117 @@
+// Writer stage, on disk: one append-only record log per run. Appends are
+// buffered in memory; sync() writes them and fdatasyncs, and only then may the
+// records be acknowledged. A failed write (a full disk) is cut back to the last
+// durable size, so the log never keeps a half-written frame, and the pending
+// frames stay queued for the next sync.
+import fs from 'node:fs';
+import { frameHeader, scanFrames, type ScanResult } from '../../src/frames.js';
+
+export class RecordLog {
+  private fd: number;
+  private pending: Uint8Array[] = [];
+  private pendingBytes = 0;
+  private syncing: Promise<void> | null = null;
+  /** Bytes known to be on disk and fdatasynced. */
+  durableBytes: number;
+  closed = false;
+
+  private constructor(readonly file: string, fd: number, size: number) {
+    this.fd = fd;
+    this.durableBytes = size;
+  }
+
+  /**
+   * Opens (creating if needed) a log, replays its frames through `onFrame`,
+   * and cuts a torn tail. Returns the log and what the scan found.
+   */
+  static open(file: string, onFrame?: (type: number, payload: Uint8Array) => void): { log: RecordLog; scan: ScanResult } {
+    const scan = scanFrames(file, (t, p) => onFrame?.(t, p));
+    const fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o600);
+    if (scan.tornBytes > 0) {
+      fs.ftruncateSync(fd, scan.validBytes);
+      fs.fdatasyncSync(fd);
+    }
+    return { log: new RecordLog(file, fd, scan.validBytes), scan };
+  }
+
+  append(type: number, parts: readonly Uint8Array[]): void {
+    if (this.closed) throw new Error(`store: record log ${this.file} is closed`);
+    const h = frameHeader(type, parts);
+    this.pending.push(h, ...parts);
+    this.pendingBytes += h.byteLength;
+    for (const p of parts) this.pendingBytes += p.byteLength;
+  }
+
+  get dirty(): boolean {
+    return this.pendingBytes > 0;
+  }
+
+  /** Writes and fdatasyncs everything appended so far. Concurrent calls share work. */
+  async sync(): Promise<void> {
+    while (this.syncing) await this.syncing;
+    if (this.pendingBytes === 0) return;
+    const parts = this.pending;
+    const bytes = this.pendingBytes;
+    this.pending = [];
+    this.pendingBytes = 0;
+    this.syncing = this.writeOut(parts, bytes).finally(() => {
+      this.syncing = null;
+    });
+    return this.syncing;
+  }
+
+  private async writeOut(parts: Uint8Array[], bytes: number): Promise<void> {
+    const start = this.durableBytes;
+    try {
+      await writevAll(this.fd, parts, start);
+      await new Promise<void>((resolve, reject) => fs.fdatasync(this.fd, (e) => (e ? reject(e) : resolve())));
+      this.durableBytes = start + bytes;
+    } catch (e) {
+      // Put the frames back in front and cut whatever part of them reached the file.
+      this.pending = parts.concat(this.pending);
+      this.pendingBytes += bytes;
+      try {
+        fs.ftruncateSync(this.fd, start);
+      } catch {
+        /* the next sync rewrites from `start` anyway */
+      }
+      throw e;
+    }
+  }
+
+  close(): void {
+    if (this.closed) return;
+    this.closed = true;
+    fs.closeSync(this.fd);
+  }
+}
+
+async function writevAll(fd: number, parts: Uint8Array[], position: number): Promise<void> {
+  // writev takes at most IOV_MAX (1024) buffers per call.
+  let pos = position;
+  for (let i = 0; i < parts.length; i += 1024) {
+    let chunk = parts.slice(i, i + 1024);
+    let want = chunk.reduce((n, p) => n + p.byteLength, 0);
+    while (want > 0) {
+      const written = await new Promise<number>((resolve, reject) =>
+        fs.writev(fd, chunk as NodeJS.ArrayBufferView[], pos, (e, n) => (e ? reject(e) : resolve(n))),
+      );
+      pos += written;
+      want -= written;
+      if (want > 0) chunk = dropPrefix(chunk, written);
+    }
+  }
+}
+
+function dropPrefix(parts: Uint8Array[], n: number): Uint8Array[] {
+  const out: Uint8Array[] = [];
+  for (const p of parts) {
+    if (n >= p.byteLength) {
+      n -= p.byteLength;
+      continue;
+    }
+    out.push(n > 0 ? p.subarray(n) : p);
+    n = 0;
+  }
+  return out;
+}

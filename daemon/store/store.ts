@@ -1,0 +1,132 @@
+// The durable local store (the embedded default): one directory per run under
+// LOGD_DIR/runs holding its record log, plus the SQLite index of runs.
+import fs from 'node:fs';
+import path from 'node:path';
+import { RecordLog } from './record-log.js';
+import { IndexDb, type RunRow } from './index-db.js';
+import { replayLog, type ReplayedRun } from './replay.js';
+import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type HistoryBatch } from './format.js';
+import { scanFrames } from '../../src/frames.js';
+import { toJson } from '../../src/json.js';
+
+export class RunExistsError extends Error {
+  override name = 'RunExistsError';
+}
+
+export class Store {
+  readonly runsDir: string;
+  readonly index: IndexDb;
+
+  private constructor(readonly dataDir: string, private log: (line: string) => void) {
+    this.runsDir = path.join(dataDir, 'runs');
+    fs.mkdirSync(this.runsDir, { recursive: true, mode: 0o700 });
+    fs.chmodSync(dataDir, 0o700);
+    const dbFile = path.join(dataDir, 'index.db');
+    const fresh = !fs.existsSync(dbFile);
+    let index: IndexDb;
+    try {
+      index = new IndexDb(dbFile);
+    } catch (e) {
+      this.log(`store: index ${dbFile} is unreadable (${(e as Error).message}); moving it aside and rebuilding it from the run logs`);
+      fs.renameSync(dbFile, `${dbFile}.broken-${Date.now()}`);
+      index = new IndexDb(dbFile);
+    }
+    this.index = index;
+    if (fresh || index.count() === 0) this.rebuildIndex();
+  }
+
+  static open(dataDir: string, log: (line: string) => void = () => {}): Store {
+    fs.mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    return new Store(dataDir, log);
+  }
+
+  logPath(id: string): string {
+    return path.join(this.runsDir, id, 'records.log');
+  }
+
+  /** Creates a run's directory and log and appends its RUN frame (not yet synced). */
+  createRun(meta: RunMeta): RecordLog {
+    const dir = path.join(this.runsDir, meta.id);
+    try {
+      fs.mkdirSync(dir, { mode: 0o700 });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new RunExistsError(`run ${meta.id} already exists; attach to it with its handle, or pick another id`);
+      throw e;
+    }
+    const { log } = RecordLog.open(this.logPath(meta.id));
+    log.append(FrameType.RUN, jsonFrame(meta));
+    return log;
+  }
+
+  exists(id: string): boolean {
+    return fs.existsSync(this.logPath(id));
+  }
+
+  /** Replays a run's log; keeps it open for appends when `forWrite`. */
+  replay(id: string, forWrite: boolean): { run: ReplayedRun; log: RecordLog | null } {
+    const r = forWrite ? replayLog(this.logPath(id), true) : replayLog(this.logPath(id), false);
+    if (r.run.scan.tornBytes > 0) this.log(`store: run ${id}: cut a torn tail of ${r.run.scan.tornBytes} bytes after ${r.run.scan.validBytes} valid bytes`);
+    return r;
+  }
+
+  /** Makes every appended frame of these logs durable. */
+  async commit(logs: Iterable<RecordLog>): Promise<void> {
+    const work: Promise<void>[] = [];
+    for (const l of logs) if (l.dirty) work.push(l.sync());
+    await Promise.all(work);
+  }
+
+  /**
+   * Reads a run's durable history in arrival order. `onChunk` gets each batch
+   * (run-global key ids) and the dictionary names added since the last call.
+   */
+  readHistory(id: string, onChunk: (batch: HistoryBatch, newKeys: string[], firstKeyId: number) => void): { keys: string[] } {
+    const keys: string[] = [];
+    let reported = 0;
+    scanFrames(this.logPath(id), (type, p) => {
+      if (type === FrameType.KEYS) {
+        const k = parseFrameJson<{ first: number; names: string[] }>(p);
+        for (let i = 0; i < k.names.length; i++) keys[k.first + i] = k.names[i];
+      } else if (type === FrameType.HISTORY) {
+        const b = decodeHistory(p);
+        const added = keys.slice(reported);
+        onChunk(b, added, reported);
+        reported = keys.length;
+      }
+    });
+    return { keys };
+  }
+
+  /** Rebuilds the index from every run log (the logs are the source of truth). */
+  rebuildIndex(): number {
+    let n = 0;
+    for (const id of fs.readdirSync(this.runsDir)) {
+      if (!fs.existsSync(this.logPath(id))) continue;
+      try {
+        const { run } = this.replay(id, false);
+        this.index.upsert(rowFromReplay(run));
+        n++;
+      } catch (e) {
+        this.log(`store: skipped ${id} while rebuilding the index: ${(e as Error).message}`);
+      }
+    }
+    if (n > 0) this.log(`store: rebuilt the index from ${n} run logs`);
+    return n;
+  }
+
+  close(): void {
+    this.index.close();
+  }
+}
+
+export function rowFromReplay(r: ReplayedRun): RunRow {
+  const m = r.meta;
+  return {
+    id: m.id, project: m.project, name: m.name, grp: m.group, job_type: m.jobType, tags: JSON.stringify(m.tags),
+    state: r.final?.state ?? 'running', state_reason: r.final?.reason ?? '', created_at: m.createdAt,
+    finished_at: r.final?.finishedAt ?? 0, exit_code: r.final?.exitCode ?? 0,
+    config_json: toJson(r.config), summary_json: toJson({ ...r.summary.lastValues(r.keys), ...r.userSummary }),
+    metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: r.summary.stats(r.keys) }),
+    history_rows: r.summary.rows, mode: m.mode, notes: m.notes,
+  };
+}

@@ -1,0 +1,52 @@
+// Validation of a record batch from the wire, before anything is stored. A bad
+// batch is refused as a whole with a message that says what is wrong; nothing
+// of it reaches the log.
+import { f64, u32, type RecordBatchMsg } from '../src/wire.js';
+import { checkKey } from '../src/names.js';
+
+export interface CheckedBatch {
+  rows: number;
+  steps: Float64Array;
+  times: Float64Array;
+  counts: Uint32Array;
+  keyIds: Uint32Array; // writer-local ids
+  values: Float64Array;
+}
+
+export const MAX_ROWS_PER_BATCH = 1_000_000;
+export const MAX_STEP = Number.MAX_SAFE_INTEGER;
+
+export function checkBatch(b: RecordBatchMsg, dictionarySize: number): CheckedBatch | string {
+  if (!Number.isSafeInteger(b.seq) || b.seq < 1) return `seq ${b.seq} must be a positive integer`;
+  if (b.newKeys.length > 0 && b.newKeysFirst > dictionarySize) return `new_keys_first ${b.newKeysFirst} leaves a gap after the writer's ${dictionarySize} names`;
+  for (const k of b.newKeys) {
+    const bad = checkKey(k);
+    if (bad) return bad;
+  }
+  const rows = b.rows;
+  if (rows > MAX_ROWS_PER_BATCH) return `batch of ${rows} rows is larger than ${MAX_ROWS_PER_BATCH}; send smaller batches`;
+  if (b.steps.byteLength !== rows * 8) return `steps column has ${b.steps.byteLength} bytes, expected ${rows} x 8`;
+  if (b.times.byteLength !== rows * 8) return `times column has ${b.times.byteLength} bytes, expected ${rows} x 8`;
+  if (b.counts.byteLength !== rows * 4) return `counts column has ${b.counts.byteLength} bytes, expected ${rows} x 4`;
+  if (b.keyIds.byteLength % 4 !== 0 || b.values.byteLength % 8 !== 0) return 'key_ids/values columns are not whole uint32/float64 arrays';
+  const pairs = b.keyIds.byteLength / 4;
+  if (b.values.byteLength !== pairs * 8) return `values column has ${b.values.byteLength / 8} entries for ${pairs} key ids`;
+  const steps = f64(b.steps);
+  const times = f64(b.times);
+  const counts = u32(b.counts);
+  const keyIds = u32(b.keyIds);
+  const values = f64(b.values);
+  let total = 0;
+  for (let r = 0; r < rows; r++) {
+    const s = steps[r];
+    if (!(s >= 0 && s <= MAX_STEP && Math.floor(s) === s)) return `row ${r}: step ${s} must be an integer from 0 to 2^53-1`;
+    if (!Number.isFinite(times[r])) return `row ${r}: time ${times[r]} is not a finite number`;
+    total += counts[r];
+  }
+  if (total !== pairs) return `counts add up to ${total} but the batch has ${pairs} values`;
+  const dict = Math.max(dictionarySize, b.newKeysFirst + b.newKeys.length);
+  for (let i = 0; i < pairs; i++) {
+    if (keyIds[i] >= dict) return `key id ${keyIds[i]} is not in the writer's dictionary of ${dict} names`;
+  }
+  return { rows, steps, times, counts, keyIds, values };
+}

@@ -1,0 +1,128 @@
+// The one place that reads environment variables. Every tunable has a default
+// here and is documented in the README's "Environment" table.
+import os from 'node:os';
+import path from 'node:path';
+import { createHash } from 'node:crypto';
+
+export interface LogdPaths {
+  /** Durable store: run logs, the SQLite index, spill files. */
+  dataDir: string;
+  /** Private per-user, per-data-dir directory (0700): socket, service file, sidecar log. */
+  runtimeDir: string;
+  socketPath: string;
+  serviceFile: string;
+  daemonLog: string;
+  /** Abstract-namespace socket name used as the "one daemon per data dir" lock. */
+  lockName: string;
+  spoolDir: string;
+}
+
+function envInt(env: NodeJS.ProcessEnv, name: string, dflt: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return dflt;
+  const n = Number(raw);
+  if (!Number.isFinite(n) || n < 0) {
+    throw new Error(`config: ${name}=${JSON.stringify(raw)} is not a non-negative number; unset it or set e.g. ${name}=${dflt}`);
+  }
+  return n;
+}
+
+export function resolvePaths(env: NodeJS.ProcessEnv = process.env): LogdPaths {
+  const home = os.homedir();
+  const dataHome = env.XDG_DATA_HOME || path.join(home, '.local', 'share');
+  const dataDir = path.resolve(env.LOGD_DIR || path.join(dataHome, 'logd'));
+  const uid = typeof process.getuid === 'function' ? process.getuid() : 0;
+  // One daemon per (user, data dir): the runtime dir is keyed by the data dir so
+  // two jobs with different LOGD_DIRs never share a daemon by accident. Kept
+  // short because a Unix socket path is limited to 107 bytes.
+  const key = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
+  const runtimeBase = env.XDG_RUNTIME_DIR && env.XDG_RUNTIME_DIR.length < 60 ? env.XDG_RUNTIME_DIR : os.tmpdir();
+  const runtimeDir = path.resolve(env.LOGD_RUNTIME_DIR || path.join(runtimeBase, `logd-${uid}`, key));
+  return {
+    dataDir,
+    runtimeDir,
+    socketPath: path.join(runtimeDir, 'logd.sock'),
+    serviceFile: path.join(runtimeDir, 'service.json'),
+    daemonLog: path.join(runtimeDir, 'daemon.log'),
+    lockName: `logd-lock-${uid}-${createHash('sha256').update(runtimeDir).digest('hex').slice(0, 16)}`,
+    spoolDir: path.join(dataDir, 'spool'),
+  };
+}
+
+export interface DaemonTunables {
+  /** A sidecar exits after this long with no clients and no open runs. */
+  idleTimeoutMs: number;
+  /** How long a run whose owner vanished may wait for it to re-attach before it is `crashed`. */
+  crashGraceMs: number;
+  /** After a daemon restart, how long recovered open runs wait for their writers. */
+  recoveryGraceMs: number;
+  /** Default wait of an owner's finish for other writers. */
+  finishTimeoutMs: number;
+  /** Graceful shutdown deadline (SIGTERM), after which the daemon exits anyway. */
+  shutdownTimeoutMs: number;
+  /** Largest message the daemon accepts. */
+  maxMessageBytes: number;
+  /** System-metric sampling interval. */
+  sampleIntervalMs: number;
+}
+
+export function daemonTunables(env: NodeJS.ProcessEnv = process.env): DaemonTunables {
+  return {
+    idleTimeoutMs: envInt(env, 'LOGD_IDLE_TIMEOUT_MS', 15_000),
+    crashGraceMs: envInt(env, 'LOGD_CRASH_GRACE_MS', 3_000),
+    recoveryGraceMs: envInt(env, 'LOGD_RECOVERY_GRACE_MS', 10_000),
+    finishTimeoutMs: envInt(env, 'LOGD_FINISH_TIMEOUT_MS', 10_000),
+    shutdownTimeoutMs: envInt(env, 'LOGD_SHUTDOWN_TIMEOUT_MS', 10_000),
+    maxMessageBytes: envInt(env, 'LOGD_MAX_MESSAGE_MB', 64) * 1024 * 1024,
+    sampleIntervalMs: envInt(env, 'LOGD_SAMPLE_INTERVAL_MS', 2_000),
+  };
+}
+
+export interface ClientTunables {
+  /** Explicit daemon to use: `unix:/path#token` or `host:port#token`. */
+  service: string | null;
+  mode: 'online' | 'offline' | 'disabled' | null;
+  /** Background flush period while records are pending. */
+  flushIntervalMs: number;
+  /** Unacknowledged data kept in memory before spilling to disk. */
+  maxBufferBytes: number;
+  /** How long a client waits for an auto-started daemon. */
+  startTimeoutMs: number;
+  /** Deadline of unary calls. */
+  callTimeoutMs: number;
+  /** Whether a client may auto-start a sidecar daemon when none answers. */
+  autoStart: boolean;
+}
+
+export function clientTunables(env: NodeJS.ProcessEnv = process.env): ClientTunables {
+  const mode = env.LOGD_MODE || null;
+  if (mode !== null && mode !== 'online' && mode !== 'offline' && mode !== 'disabled') {
+    throw new Error(`config: LOGD_MODE=${JSON.stringify(mode)} must be online, offline or disabled`);
+  }
+  return {
+    service: env.LOGD_SERVICE || null,
+    mode,
+    flushIntervalMs: envInt(env, 'LOGD_FLUSH_INTERVAL_MS', 200),
+    maxBufferBytes: envInt(env, 'LOGD_MAX_BUFFER_MB', 64) * 1024 * 1024,
+    startTimeoutMs: envInt(env, 'LOGD_START_TIMEOUT_MS', 10_000),
+    callTimeoutMs: envInt(env, 'LOGD_CALL_TIMEOUT_MS', 10_000),
+    autoStart: env.LOGD_NO_AUTOSTART !== '1',
+  };
+}
+
+/** The torchrun environment: -1 where a variable is not set. */
+export interface RankEnv { rank: number; localRank: number; worldSize: number; nodeRank: number; localWorldSize: number }
+
+export function rankEnv(env: NodeJS.ProcessEnv = process.env): RankEnv {
+  const int = (v: string | undefined) => (v !== undefined && /^\d+$/.test(v) ? Number(v) : -1);
+  return {
+    rank: int(env.RANK),
+    localRank: int(env.LOCAL_RANK),
+    worldSize: int(env.WORLD_SIZE),
+    nodeRank: int(env.GROUP_RANK ?? env.NODE_RANK),
+    localWorldSize: int(env.LOCAL_WORLD_SIZE),
+  };
+}
+
+export const PROTOCOL_VERSION = 1;
+export const LOGD_VERSION = '0.1.0';

@@ -1,0 +1,23 @@
+// Spill files: what a client could not hand to the daemon before its process
+// ended (or while the daemon was away) goes to LOGD_DIR/spool as frames; the
+// daemon ingests them and drops duplicates by sequence number.
+//   frame SPILL_HEADER  JSON SpillHeader
+//   frame SPILL_BATCH   an encoded logd.v1.RecordBatch
+export const SPILL_HEADER = 1;
+export const SPILL_BATCH = 2;
+
+export interface SpillHeader {
+  runId: string;
+  runToken: string;
+  writerId: string;
+  pid: number;
+  host: string;
+  /** The writer's whole dictionary (ids = index); batches' new_keys agree with it. */
+  keys: string[];
+  /** Set when the process was exiting: the run's owner finishes with this code. */
+  exitCode: number | null;
+}
+
+export function spillFileName(runId: string, writerId: string): string {
+  return `${runId}--${writerId}.spill`;
+}
