@@ -1,0 +1,32 @@
+// Eight ranks start at once with no daemon: exactly one daemon wins, every
+// rank uses it, every run is stored.
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeEnv, script, runScript, cliJson, daemonPids, type TestEnv } from './helpers.js';
+
+let t: TestEnv;
+afterEach(async () => t && (await t.cleanup()));
+
+describe('auto-start', () => {
+  it('eight processes starting at once share one daemon and all their runs are stored', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '20000' });
+    const worker = script(t, 'rank.mjs', `
+      const run = await logd.init({ project: 'race', group: 'g8', name: 'rank-' + process.env.RANK });
+      for (let s = 0; s < 100; s++) run.log({ loss: 1 / (s + 1), rank: Number(process.env.RANK) }, { step: s });
+      const res = await run.finish();
+      console.log(JSON.stringify({ service: process.env.LOGD_SERVICE, state: res.state }));
+    `);
+    const results = await Promise.all(
+      Array.from({ length: 8 }, (_, r) => runScript(t, worker, [], { RANK: String(r), WORLD_SIZE: '8', LOCAL_RANK: String(r) })),
+    );
+    for (const r of results) expect(r.exitCode, r.stderr).toBe(0);
+    const outs = results.map((r) => JSON.parse(r.stdout.trim().split('\n').pop()!));
+    expect(new Set(outs.map((o) => o.service)).size).toBe(1);
+    expect(outs.every((o) => o.state === 'finished')).toBe(true);
+    expect(daemonPids(t.runtimeDir)).toHaveLength(1);
+    const runs = await cliJson(t, ['runs', '--project', 'race']);
+    expect(runs).toHaveLength(8);
+    expect(runs.every((r: any) => r.group === 'g8' && r.state === 'finished' && r.historyRows === 100)).toBe(true);
+    expect(runs.map((r: any) => r.metadata.rank.rank).sort()).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+    expect(runs.every((r: any) => r.metadata.rank.worldSize === 8)).toBe(true);
+  });
+});

@@ -1,0 +1,152 @@
+// Test helpers: every test gets its own data dir and runtime dir (so its own
+// daemon), runs the compiled package as real processes, and cleans up.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { execa } from 'execa';
+
+export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+export const CLI = path.join(ROOT, 'dist', 'daemon', 'cli.js');
+export const CLIENT = path.join(ROOT, 'dist', 'client', 'index.js');
+
+export interface TestEnv {
+  dir: string;
+  env: NodeJS.ProcessEnv;
+  dataDir: string;
+  runtimeDir: string;
+  cleanup: () => Promise<void>;
+}
+
+export function makeEnv(extra: Record<string, string> = {}): TestEnv {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ldt-'));
+  const dataDir = path.join(dir, 'data');
+  const runtimeDir = path.join(dir, 'rt');
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    LOGD_DIR: dataDir,
+    LOGD_RUNTIME_DIR: runtimeDir,
+    LOGD_IDLE_TIMEOUT_MS: '3000',
+    ...extra,
+  };
+  delete env.LOGD_SERVICE;
+  delete env.RANK;
+  delete env.WORLD_SIZE;
+  delete env.LOCAL_RANK;
+  return {
+    dir, env, dataDir, runtimeDir,
+    cleanup: async () => {
+      await killDaemon(runtimeDir);
+      fs.rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export function serviceFile(runtimeDir: string): { pid: number; socket: string; token: string; tcp: string | null } | null {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(runtimeDir, 'service.json'), 'utf8'));
+  } catch {
+    return null;
+  }
+}
+
+export function alive(pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state !== 'Z';
+  } catch {
+    return false;
+  }
+}
+
+export async function waitUntil(pred: () => boolean | Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    if (await pred()) return;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+}
+
+export async function killDaemon(runtimeDir: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  for (const pid of daemonPids(runtimeDir)) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      /* gone */
+    }
+    await waitUntil(() => !alive(pid), 8000, `daemon ${pid} to exit`).catch(() => process.kill(pid, 'SIGKILL'));
+  }
+}
+
+/** Every live `logd serve` process whose runtime dir is this one. */
+export function daemonPids(runtimeDir: string): number[] {
+  const out: number[] = [];
+  for (const d of fs.readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8');
+      if (!cmd.includes('cli.js\0serve')) continue;
+      const env = fs.readFileSync(`/proc/${d}/environ`, 'utf8');
+      if (env.split('\0').includes(`LOGD_RUNTIME_DIR=${runtimeDir}`) && alive(Number(d))) out.push(Number(d));
+    } catch {
+      /* raced with exit */
+    }
+  }
+  return out;
+}
+
+export async function cli(t: TestEnv, args: string[], opts: { reject?: boolean; timeout?: number } = {}) {
+  return execa(process.execPath, [CLI, ...args], { env: t.env, reject: opts.reject ?? true, timeout: opts.timeout ?? 30_000 });
+}
+
+export async function cliJson<T = any>(t: TestEnv, args: string[]): Promise<T> {
+  const r = await cli(t, [...args, '--json']);
+  return JSON.parse(r.stdout) as T;
+}
+
+/** Writes a worker script (ESM) that can `import * as logd from LOGD_CLIENT`. */
+export function script(t: TestEnv, name: string, body: string): string {
+  const file = path.join(t.dir, name);
+  fs.writeFileSync(file, `import * as logd from ${JSON.stringify(CLIENT)};\n${body}\n`);
+  return file;
+}
+
+export function runScript(t: TestEnv, file: string, args: string[] = [], env: Record<string, string> = {}, timeout = 60_000) {
+  return execa(process.execPath, [file, ...args], { env: { ...t.env, ...env }, reject: false, timeout });
+}
+
+/** Starts a worker and resolves each time it prints a line matching `re`. */
+export function spawnScript(t: TestEnv, file: string, args: string[] = [], env: Record<string, string> = {}): ChildProcess & { lines: string[] } {
+  const child = spawn(process.execPath, [file, ...args], { env: { ...t.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }) as ChildProcess & { lines: string[] };
+  child.lines = [];
+  let buf = '';
+  child.stdout!.on('data', (d: Buffer) => {
+    buf += d.toString();
+    const parts = buf.split('\n');
+    buf = parts.pop()!;
+    child.lines.push(...parts);
+  });
+  child.stderr!.on('data', (d: Buffer) => process.stderr.write(`[worker ${child.pid}] ${d}`));
+  return child;
+}
+
+export async function startDaemon(t: TestEnv, args: string[] = []): Promise<{ pid: number; proc: ChildProcess }> {
+  const before = serviceFile(t.runtimeDir)?.pid;
+  const proc = spawn(process.execPath, [CLI, 'serve', ...args], { env: t.env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let err = '';
+  proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  await waitUntil(() => {
+    const s = serviceFile(t.runtimeDir);
+    if (proc.exitCode !== null) throw new Error(`logd serve exited with ${proc.exitCode}: ${err}`);
+    return !!s && s.pid === proc.pid && s.pid !== before;
+  }, 10_000, 'logd serve to publish its service file');
+  return { pid: proc.pid!, proc };
+}
+
+export async function exportJsonl(t: TestEnv, runId: string, extra: string[] = []): Promise<Array<Record<string, unknown>>> {
+  const r = await cli(t, ['export', runId, '--format', 'jsonl', ...extra]);
+  return r.stdout.trim() === '' ? [] : r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+}
