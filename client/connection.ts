@@ -75,7 +75,7 @@ export function connectionFor(address: ServiceAddress): Connection {
   return c;
 }
 
+/** Forgets a connection to a daemon that is gone. Not closed: other writers may still hold it until they move on. */
 export function dropConnection(c: Connection): void {
   pool.delete(`${c.address.target}#${c.address.token}`);
-  c.close();
 }

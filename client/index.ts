@@ -79,7 +79,7 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   const addr = await findDaemon();
   const writer = makeWriter(addr, info.id, info.runToken, info.ownerWriterId);
   installExitHooks();
-  return new Run(info, connectionFor(addr), writer, info.runToken, true, warn);
+  return new Run(info, writer, info.runToken, true, warn);
 }
 
 export function parseHandle(handle: string): RunHandlePayload {
@@ -109,7 +109,7 @@ export async function attach(handle: string): Promise<Run> {
   }
   const writer = makeWriter(addr, info.id, p.t, `w-${randomBytes(6).toString('hex')}`);
   installExitHooks();
-  return new Run(info, connectionFor(addr), writer, p.t, false, warn);
+  return new Run(info, writer, p.t, false, warn);
 }
 
 /** Finishes every run this process still has open (what happens at exit too). */

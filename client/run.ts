@@ -3,7 +3,6 @@ import type { RunInfo, ServiceAddress } from '../src/wire.js';
 import { formatServiceAddress } from '../src/wire.js';
 import { parseJsonObject } from '../src/json.js';
 import type { BatchWriter } from './writer.js';
-import type { Connection } from './connection.js';
 
 export type RunState = 'running' | 'finishing' | 'finished' | 'crashed' | 'killed';
 
@@ -73,7 +72,6 @@ export class Run {
 
   constructor(
     info: RunInfo,
-    private conn: Connection,
     readonly writer: BatchWriter,
     private runToken: string,
     readonly isOwner: boolean,
@@ -131,7 +129,7 @@ export class Run {
     }
     try {
       const left = Math.max(1, deadline - Date.now());
-      const res = await this.conn.unary<unknown, { run: RunInfo; message: string; timedOut: boolean }>(
+      const res = await this.writer.connection.unary<unknown, { run: RunInfo; message: string; timedOut: boolean }>(
         'finishRun',
         { runId: this.id, runToken: this.runToken, writerId: this.writer.writerId, exitCode, timeoutMs: left, lastSeq: this.writer.lastSeq },
         left + 2000,
@@ -139,7 +137,10 @@ export class Run {
       if (res.message && res.timedOut) this.warn(`logd: ${res.message}`);
       return { state: res.run.state as RunState, message: res.message, timedOut: res.timedOut };
     } catch (e) {
-      const message = `finish: ${(e as Error).message}`;
+      // Everything is durable already; leave the finish itself to the daemon
+      // through a spill header it reads once this process is gone.
+      const file = this.writer.spill(this.isOwner ? exitCode : null);
+      const message = `finish: ${(e as Error).message}${file ? `; the daemon will finalise the run from ${file} once this process exits` : ''}`;
       this.warn(`logd: ${message}`);
       return { state: 'running', message, timedOut: true };
     } finally {

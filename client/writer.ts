@@ -65,6 +65,10 @@ export class BatchWriter {
   private idleTimer: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private backoffMs = 50;
+  /** The last stream broke: look for the daemon again before reopening (it may have restarted). */
+  private needsRediscovery = false;
+  private connecting = false;
+  private authRetries = 0;
   private ackWaiters: Array<() => void> = [];
   closed = false;
   runFinal: string | null = null;
@@ -76,6 +80,11 @@ export class BatchWriter {
 
   get writerId(): string {
     return this.o.writerId;
+  }
+
+  /** The connection in use now (it changes when the daemon was restarted). */
+  get connection(): Connection {
+    return this.conn;
   }
 
   get address(): ServiceAddress {
@@ -208,7 +217,10 @@ export class BatchWriter {
   private pump(): void {
     if (this.runFinal) return;
     if (!this.call) {
-      if (this.unacked.length > 0 && !this.reconnectTimer) this.open();
+      if (this.unacked.length > 0 && !this.reconnectTimer && !this.connecting) {
+        if (this.needsRediscovery) void this.reconnect();
+        else this.open();
+      }
       return;
     }
     if (!this.opened) return;
@@ -235,6 +247,7 @@ export class BatchWriter {
     if (m.opened) {
       this.opened = true;
       this.backoffMs = 50;
+      this.authRetries = 0;
       this.lastProblem = null;
       this.acked(m.opened.lastSeq);
       this.pump();
@@ -305,9 +318,12 @@ export class BatchWriter {
     if (call !== this.call) return;
     this.call = null;
     this.opened = false;
-    if (this.runFinal || this.closed && this.unacked.length === 0) return;
-    if (e && (e.code === 7 || e.code === 16 || e.code === 5 || e.code === 9)) {
-      // PERMISSION_DENIED, UNAUTHENTICATED, NOT_FOUND, FAILED_PRECONDITION: retrying cannot help.
+    if (this.runFinal || (this.closed && this.unacked.length === 0)) return;
+    if (e) this.needsRediscovery = true;
+    // UNAUTHENTICATED right after a daemon restart means a new token: look again, a few times.
+    const authFailed = e?.code === 16 && this.authRetries++ >= 3;
+    if (e && (e.code === 7 || authFailed || e.code === 5 || e.code === 9)) {
+      // PERMISSION_DENIED, UNAUTHENTICATED again, NOT_FOUND, FAILED_PRECONDITION: retrying cannot help.
       this.runFinal = `the daemon refused the stream: ${e.details}`;
       this.o.warn(`logd: run ${this.o.runId}: ${this.runFinal}`);
       this.settleWaiters();
@@ -332,6 +348,8 @@ export class BatchWriter {
   }
 
   private async reconnect(): Promise<void> {
+    if (this.connecting) return;
+    this.connecting = true;
     try {
       // The daemon may have been restarted (a new token) or replaced by a sidecar.
       const addr = await findDaemon({ ignoreEnv: true });
@@ -339,8 +357,11 @@ export class BatchWriter {
         dropConnection(this.conn);
         this.conn = connectionFor(addr);
       }
+      this.needsRediscovery = false;
     } catch {
       /* keep the old address and try again */
+    } finally {
+      this.connecting = false;
     }
     if (!this.call && !this.runFinal) this.open();
   }
@@ -361,7 +382,10 @@ export class BatchWriter {
     while (this.ackedSeq < target && !this.runFinal) {
       const left = deadline - Date.now();
       if (left <= 0) return false;
-      if (!this.call && !this.reconnectTimer) this.open();
+      if (!this.call && !this.reconnectTimer && !this.connecting) {
+        if (this.needsRediscovery) void this.reconnect();
+        else this.open();
+      }
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, Math.min(left, 250));
         this.ackWaiters.push(() => {

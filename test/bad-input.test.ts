@@ -1,0 +1,160 @@
+// Bad input against a real daemon, through a client built from the .proto
+// with @grpc/proto-loader (independent of logd's own client code): each gets
+// a clear status or is stored faithfully; the daemon stays up; other runs are
+// unaffected.
+import path from 'node:path';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { makeEnv, startDaemon, script, runScript, cliJson, exportJsonl, alive, ROOT, type TestEnv } from './helpers.js';
+
+let t: TestEnv;
+let daemonPid: number;
+let svc: { socket: string; token: string };
+let Logd: grpc.ServiceClientConstructor;
+
+const def = protoLoader.loadSync(path.join(ROOT, 'proto/logd/v1/logd.proto'), { longs: Number, defaults: true, oneofs: true });
+Logd = (grpc.loadPackageDefinition(def) as any).logd.v1.Logd;
+
+function client(): any {
+  return new Logd(svc.socket, grpc.credentials.createInsecure());
+}
+function md(token = svc.token): grpc.Metadata {
+  const m = new grpc.Metadata();
+  if (token) m.set('x-logd-token', token);
+  return m;
+}
+function call(method: string, req: unknown, meta = md()): Promise<any> {
+  return new Promise((resolve, reject) =>
+    client()[method](req, meta, { deadline: Date.now() + 10_000 }, (e: grpc.ServiceError | null, r: unknown) => (e ? reject(e) : resolve(r))),
+  );
+}
+const f64 = (a: number[]) => Buffer.from(new Float64Array(a).buffer);
+const u32 = (a: number[]) => Buffer.from(new Uint32Array(a).buffer);
+
+/** Opens a writer stream on a run and collects the daemon's answers. */
+async function stream(run: any, keys: string[] = []) {
+  const s = client().write(md());
+  const msgs: any[] = [];
+  s.on('data', (m: any) => msgs.push(m));
+  s.on('error', () => {});
+  s.write({ open: { runId: run.id, runToken: run.runToken, writerId: run.ownerWriterId, keys } });
+  const waitFor = async (pred: (m: any) => boolean) => {
+    const deadline = Date.now() + 10_000;
+    while (Date.now() < deadline) {
+      const m = msgs.find(pred);
+      if (m) return m;
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error('no answer from the daemon within 10 s');
+  };
+  await waitFor((m) => m.opened);
+  return { s, msgs, waitFor };
+}
+
+beforeAll(async () => {
+  t = makeEnv();
+  daemonPid = (await startDaemon(t)).pid;
+  svc = JSON.parse((await import('node:fs')).readFileSync(path.join(t.runtimeDir, 'service.json'), 'utf8'));
+});
+afterAll(async () => t && (await t.cleanup()));
+
+describe('bad input', () => {
+  it('a missing or wrong token is UNAUTHENTICATED', async () => {
+    await expect(call('ListRuns', {}, md(''))).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+    await expect(call('ListRuns', {}, md('nope'))).rejects.toMatchObject({ code: grpc.status.UNAUTHENTICATED });
+    await expect(call('ListRuns', {})).resolves.toBeTruthy();
+  });
+
+  it('unknown run ids and wrong run tokens get clear statuses', async () => {
+    await expect(call('GetRun', { runId: 'nope' })).rejects.toMatchObject({ code: grpc.status.NOT_FOUND });
+    await expect(call('GetRun', { runId: '../../etc' })).rejects.toMatchObject({ code: grpc.status.NOT_FOUND });
+    await expect(call('AttachRun', { runId: 'nope', runToken: 'x' })).rejects.toMatchObject({ code: grpc.status.NOT_FOUND });
+    const run = await call('CreateRun', { project: 'bad' });
+    await expect(call('AttachRun', { runId: run.id, runToken: 'wrong' })).rejects.toMatchObject({ code: grpc.status.PERMISSION_DENIED });
+    await expect(call('CreateRun', { id: '../escape' })).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+    await expect(call('CreateRun', { id: run.id })).rejects.toMatchObject({ code: grpc.status.ALREADY_EXISTS });
+    await expect(call('CreateRun', { configJson: '[1,2' })).rejects.toMatchObject({ code: grpc.status.INVALID_ARGUMENT });
+  });
+
+  it('malformed batches are refused with a reason and nothing of them is stored', async () => {
+    const run = await call('CreateRun', { project: 'bad' });
+    const { s, waitFor } = await stream(run, ['a']);
+    const bad = [
+      { seq: 1, rows: 2, steps: f64([0]), times: f64([1, 1]), counts: u32([1, 1]), keyIds: u32([0, 0]), values: f64([1, 2]) },
+      { seq: 2, rows: 1, steps: f64([0]), times: f64([1]), counts: u32([2]), keyIds: u32([0]), values: f64([1]) },
+      { seq: 3, rows: 1, steps: f64([0]), times: f64([1]), counts: u32([1]), keyIds: u32([9]), values: f64([1]) },
+      { seq: 4, rows: 1, steps: f64([-5]), times: f64([1]), counts: u32([1]), keyIds: u32([0]), values: f64([1]) },
+      { seq: 5, rows: 1, steps: f64([0.5]), times: f64([1]), counts: u32([1]), keyIds: u32([0]), values: f64([1]) },
+      { seq: 6, rows: 0, newKeys: [''], newKeysFirst: 1 },
+      { seq: 7, rows: 0, newKeys: ['x'.repeat(300)], newKeysFirst: 1 },
+      { seq: 8, rows: 0, newKeys: ['b'], newKeysFirst: 5 },
+      { seq: 9, rows: 0, summaryJson: ['{not json'] },
+    ];
+    for (const b of bad) s.write({ batch: b });
+    for (const b of bad) {
+      const m = await waitFor((x) => x.control?.kind === 'rejected' && x.control.seq === b.seq);
+      expect(m.control.message).toMatch(/refused: .+/);
+    }
+    // A good batch after the bad ones is stored.
+    s.write({ batch: { seq: 10, rows: 1, steps: f64([3]), times: f64([1]), counts: u32([1]), keyIds: u32([0]), values: f64([42]) } });
+    await waitFor((x) => x.ack && x.ack.seq >= 10);
+    s.end();
+    const rows = await exportJsonl(t, run.id);
+    expect(rows).toEqual([expect.objectContaining({ _step: 3, a: 42 })]);
+    expect(alive(daemonPid)).toBe(true);
+  });
+
+  it('an oversized message is refused by size and the daemon stays up', async () => {
+    const run = await call('CreateRun', { project: 'bad' });
+    const { s } = await stream(run);
+    const err = new Promise<grpc.ServiceError>((r) => s.on('error', r));
+    const n = 9_000_000; // 9 M pairs: over 64 MiB
+    s.write({ batch: { seq: 1, rows: 1, steps: f64([0]), times: f64([1]), counts: u32([n]), keyIds: Buffer.alloc(n * 4), values: Buffer.alloc(n * 8), newKeys: ['k'], newKeysFirst: 0 } });
+    expect((await err).code).toBe(grpc.status.RESOURCE_EXHAUSTED);
+    expect(alive(daemonPid)).toBe(true);
+    await expect(call('ListRuns', {})).resolves.toBeTruthy();
+  });
+
+  it('NaN and infinities are stored as they are; 100 000 keys in one call are stored faithfully', async () => {
+    const w = script(t, 'w.mjs', `
+      const run = await logd.init({ project: 'values' });
+      run.log({ loss: NaN, up: Infinity, down: -Infinity, ok: 1.5 }, { step: 0 });
+      const wide = {};
+      for (let i = 0; i < 100000; i++) wide['k' + i] = i;
+      run.log(wide, { step: 1 });
+      let threw = [];
+      for (const bad of [{ '': 1 }, { ['x'.repeat(300)]: 1 }, { s: 'text' }]) {
+        try { run.log(bad); } catch (e) { threw.push(e.name); }
+      }
+      const r = await run.finish();
+      console.log(JSON.stringify({ id: run.id, threw, state: r.state }));
+    `);
+    const r = await runScript(t, w, [], { LOGD_SERVICE: `${svc.socket}#${svc.token}` });
+    expect(r.exitCode, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim());
+    expect(out.threw).toEqual(['TypeError', 'TypeError', 'TypeError']);
+    const rows = await exportJsonl(t, out.id, ['--raw']);
+    expect(rows).toHaveLength(2);
+    expect(rows[0]).toMatchObject({ loss: 'NaN', up: 'Infinity', down: '-Infinity', ok: 1.5 });
+    expect(Object.keys(rows[1])).toHaveLength(100_000 + 3);
+    expect(rows[1]).toMatchObject({ k0: 0, k99999: 99999 });
+    const info = await cliJson(t, ['show', out.id]);
+    expect(info.summary.loss).toBe('NaN');
+    expect(info.metadata.stats.ok).toEqual({ last: 1.5, min: 1.5, max: 1.5, count: 1 });
+  });
+
+  it('steps that go backwards are kept, in arrival order, and counted', async () => {
+    const w = script(t, 'back.mjs', `
+      const run = await logd.init({ project: 'values' });
+      for (const s of [5, 6, 2, 3]) run.log({ v: s }, { step: s });
+      await run.finish();
+      console.log(run.id);
+    `);
+    const r = await runScript(t, w, [], { LOGD_SERVICE: `${svc.socket}#${svc.token}` });
+    const id = r.stdout.trim();
+    const raw = await exportJsonl(t, id, ['--raw']);
+    expect(raw.map((x) => x._step)).toEqual([5, 6, 2, 3]);
+    expect((await cliJson(t, ['show', id])).metadata.stepsBackwards).toBe(2);
+  });
+});
