@@ -1,6 +1,7 @@
 // Helpers shared by the examples: option parsing, a fake training step, a
 // tiny stand-in for torchrun, and waiting for children with a deadline.
 // Nothing here talks to logd; each example shows its own logd calls.
+import os from 'node:os';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -100,11 +101,17 @@ export function logdCommand(args: string): string {
   return `${env}node ${cli} ${args}`;
 }
 
+/** The shell's convention: 128 + the signal number for a process killed by a signal. */
+function exitCodeOf(code: number | null, signal: NodeJS.Signals | null): number {
+  if (code !== null) return code;
+  return 128 + (signal ? os.constants.signals[signal] ?? 0 : 0);
+}
+
 /** Resolves with the child's exit code; kills it (SIGKILL) and resolves 124 once the deadline passes. */
 export function waitForExit(child: ChildProcess, deadlineMs: number, what: string): Promise<number> {
   return new Promise((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) {
-      resolve(child.exitCode ?? 128);
+      resolve(child.exitCode ?? exitCodeOf(null, child.signalCode));
       return;
     }
     const timer = setTimeout(() => {
@@ -114,7 +121,7 @@ export function waitForExit(child: ChildProcess, deadlineMs: number, what: strin
     }, deadlineMs);
     child.once('exit', (code, signal) => {
       clearTimeout(timer);
-      resolve(code ?? (signal ? 128 : 1));
+      resolve(exitCodeOf(code, signal));
     });
     child.once('error', (e) => {
       clearTimeout(timer);
@@ -141,17 +148,27 @@ export async function launch(script: string, nprocs: number, args: string[], dea
       },
     }),
   );
-  const codes = await Promise.all(
+  let firstFailure = 0;
+  await Promise.all(
     children.map(async (child, rank) => {
       const code = await waitForExit(child, deadlineMs, `rank ${rank}`);
-      if (code !== 0) {
-        console.error(`launcher: rank ${rank} exited with code ${code}; stopping the other ranks`);
-        for (const other of children) if (other.exitCode === null && other.signalCode === null) other.kill('SIGTERM');
-      }
-      return code;
+      if (code === 0 || firstFailure !== 0) return;
+      firstFailure = code;
+      console.error(`launcher: rank ${rank} exited with code ${code}; stopping the other ranks`);
+      for (const other of children) if (other.exitCode === null && other.signalCode === null) other.kill('SIGTERM');
     }),
   );
-  return codes.find((c) => c !== 0) ?? 0;
+  return firstFailure;
+}
+
+/** Runs an example's entry point; a failure prints one clear line (not a stack) and exits 1. */
+export async function runMain(label: string, fn: () => Promise<void>): Promise<void> {
+  try {
+    await fn();
+  } catch (e) {
+    console.error(`${label}: ${(e as Error).message}`);
+    process.exit(1);
+  }
 }
 
 /** The torchrun variables a worker was started with. */

@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { logdCommand, waitForExit } from './common.js';
+import { logdCommand, waitForExit, runMain } from './common.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, '..', '..');
@@ -108,4 +108,4 @@ async function main(): Promise<void> {
   console.log('demo: the sidecar daemon exits by itself once idle; `logd stop` stops it now.');
 }
 
-await main();
+await runMain('demo: FAILED', main);

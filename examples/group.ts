@@ -8,7 +8,7 @@
 // auto-starts the node's daemon: exactly one daemon wins, the others connect to it.
 import { fileURLToPath } from 'node:url';
 import * as logd from 'logd';
-import { parseOptions, optionArgs, launch, rankFromEnv, trainStep, fakeMetrics, logdCommand } from './common.js';
+import { parseOptions, optionArgs, launch, rankFromEnv, trainStep, fakeMetrics, logdCommand, runMain } from './common.js';
 
 const script = fileURLToPath(import.meta.url);
 const opts = parseOptions('group.js', { workers: 4, steps: 20, project: 'examples-group' }, ['group']);
@@ -43,4 +43,4 @@ async function main(group: string): Promise<void> {
 }
 
 const group = opts.extra.group ?? `exp-${new Date().toISOString().replace(/[:.]/g, '-')}`;
-await (opts.worker ? worker(group) : main(group));
+await (opts.worker ? runMain(`[rank ${process.env.RANK}]`, () => worker(group)) : runMain('group', () => main(group)));

@@ -9,7 +9,7 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as logd from 'logd';
-import { parseOptions, optionArgs, trainStep, fakeMetrics, waitForExit, logdCommand } from './common.js';
+import { parseOptions, optionArgs, trainStep, fakeMetrics, waitForExit, logdCommand, runMain } from './common.js';
 
 const script = fileURLToPath(import.meta.url);
 const opts = parseOptions('pool.js', { workers: 3, steps: 15, project: 'examples-pool' }, ['trials', 'group']);
@@ -91,4 +91,4 @@ async function main(group: string): Promise<void> {
 
 const group = opts.extra.group ?? `sweep-${new Date().toISOString().replace(/[:.]/g, '-')}`;
 if (opts.worker) worker(group);
-else await main(group);
+else await runMain('pool', () => main(group));

@@ -8,7 +8,7 @@
 // metadata.rank), so one run per job is enough to know where it came from.
 import { fileURLToPath } from 'node:url';
 import * as logd from 'logd';
-import { parseOptions, optionArgs, launch, rankFromEnv, trainStep, fakeMetrics, logdCommand } from './common.js';
+import { parseOptions, optionArgs, launch, rankFromEnv, trainStep, fakeMetrics, logdCommand, runMain } from './common.js';
 
 const script = fileURLToPath(import.meta.url);
 const opts = parseOptions('rank0.js', { workers: 4, steps: 20, project: 'examples-rank0' });
@@ -49,4 +49,4 @@ async function main(): Promise<void> {
   console.log(`rank0: done; see: ${logdCommand(`runs --project ${opts.project}`)}`);
 }
 
-await (opts.worker ? worker() : main());
+await (opts.worker ? runMain(`[rank ${process.env.RANK}]`, worker) : runMain('rank0', main));

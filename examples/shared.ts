@@ -11,7 +11,7 @@
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import * as logd from 'logd';
-import { parseOptions, optionArgs, trainStep, fakeMetrics, waitForExit, logdCommand } from './common.js';
+import { parseOptions, optionArgs, trainStep, fakeMetrics, waitForExit, logdCommand, runMain } from './common.js';
 
 const script = fileURLToPath(import.meta.url);
 const opts = parseOptions('shared.js', { workers: 2, steps: 20, project: 'examples-shared' });
@@ -66,4 +66,4 @@ async function main(): Promise<void> {
   console.log(`        rows per writer: ${logdCommand(`export ${run.id} --raw`)}`);
 }
 
-await (opts.worker ? child() : main());
+await (opts.worker ? runMain(`[child ${process.env.SHARED_CHILD_INDEX}]`, child) : runMain('shared', main));
