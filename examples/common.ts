@@ -135,7 +135,7 @@ export function waitForExit(child: ChildProcess, deadlineMs: number, what: strin
  * A tiny stand-in for `torchrun --nproc-per-node N`: starts this same script N
  * times with `--worker` and the torchrun environment (RANK, LOCAL_RANK,
  * WORLD_SIZE, ...), waits for all of them, and like torchrun stops the others
- * when one fails. Returns the worst exit code.
+ * when one fails. Returns the first failing rank's exit code, 0 when all succeeded.
  */
 export async function launch(script: string, nprocs: number, args: string[], deadlineMs = 60_000): Promise<number> {
   const children = Array.from({ length: nprocs }, (_, rank) =>
