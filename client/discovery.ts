@@ -63,13 +63,19 @@ export async function startSidecar(paths: LogdPaths, timeoutMs: number): Promise
   let exitCode: number | null = null;
   child.once('exit', (code, signal) => (exitCode = code ?? (signal ? 128 : 1)));
   child.once('error', () => (exitCode = 127));
-  const deadline = Date.now() + timeoutMs;
+  const startedAt = Date.now();
+  const deadline = startedAt + timeoutMs;
   while (Date.now() < deadline) {
     const addr = fromServiceFile(paths);
     if (addr && fs.existsSync(paths.socketPath)) return addr;
     if (exitCode !== null && exitCode !== EXIT_ALREADY_RUNNING) {
       const log = fs.readFileSync(paths.daemonLog, 'utf8').slice(logStart).trim() || tail(paths.daemonLog);
       throw new DaemonStartError(`the logd daemon exited with code ${exitCode} while starting:\n${log}\n(full log: ${paths.daemonLog})`);
+    }
+    if (exitCode === EXIT_ALREADY_RUNNING && Date.now() - startedAt > 2000) {
+      // Lost the race long ago and still no service file here: the winner serves this data dir from another runtime dir.
+      const log = fs.readFileSync(paths.daemonLog, 'utf8').slice(logStart).trim();
+      throw new DaemonStartError(`${log || 'another logd daemon serves this data dir'}\n(full log: ${paths.daemonLog})`);
     }
     await new Promise((r) => setTimeout(r, exitCode === EXIT_ALREADY_RUNNING ? 10 : 5));
   }

@@ -1,31 +1,54 @@
-// Reading a run's history back (for the CLI, exports and tests).
+// Reading a run's history back (CLI, exports, tests), kept columnar: a
+// million-row run is a handful of typed arrays, not a million objects.
 import { f64, u32, type HistoryChunkMsg } from '../src/wire.js';
+import { jsonNumber } from '../src/json.js';
 import type { Connection } from './connection.js';
 
-export interface HistoryRow {
-  step: number;
-  time: number;
-  writer: number;
-  values: Map<string, number>;
+export interface History {
+  keys: string[];
+  rows: number;
+  steps: Float64Array;
+  times: Float64Array;
+  writers: Uint32Array;
+  /** Row r's pairs are [start[r], start[r + 1]). */
+  start: Uint32Array;
+  keyIds: Uint32Array;
+  values: Float64Array;
 }
 
-/** Every stored row, in arrival order, optionally only some keys. */
-export async function readHistory(conn: Connection, runId: string, keys: string[] = [], timeoutMs = 120_000): Promise<HistoryRow[]> {
-  const call = conn.readHistory({ runId, keys });
-  const names: string[] = [];
-  const rows: HistoryRow[] = [];
-  const timer = setTimeout(() => call.cancel(), timeoutMs);
+function concat64(parts: Float64Array[], n: number): Float64Array {
+  const out = new Float64Array(n);
+  let o = 0;
+  for (const p of parts) (out.set(p, o), (o += p.length));
+  return out;
+}
+function concat32(parts: Uint32Array[], n: number): Uint32Array {
+  const out = new Uint32Array(n);
+  let o = 0;
+  for (const p of parts) (out.set(p, o), (o += p.length));
+  return out;
+}
+
+/** Stored rows in arrival order; `keys` limits the metrics, `tailRows` > 0 keeps only the last rows. */
+export async function readHistory(conn: Connection, runId: string, opts: { keys?: string[]; tailRows?: number; timeoutMs?: number } = {}): Promise<History> {
+  const call = conn.readHistory({ runId, keys: opts.keys ?? [], tailRows: opts.tailRows ?? 0 });
+  const keys: string[] = [];
+  const steps: Float64Array[] = [], times: Float64Array[] = [], ids: Uint32Array[] = [], vals: Float64Array[] = [], writers: Uint32Array[] = [], counts: Uint32Array[] = [];
+  let rows = 0, pairs = 0;
+  const timer = setTimeout(() => call.cancel(), opts.timeoutMs ?? 300_000);
   try {
     await new Promise<void>((resolve, reject) => {
       call.on('data', (c: HistoryChunkMsg) => {
-        for (const k of c.keys) names.push(k);
-        const steps = f64(c.steps), times = f64(c.times), counts = u32(c.counts), ids = u32(c.keyIds), values = f64(c.values), writers = u32(c.writers);
-        let p = 0;
-        for (let r = 0; r < c.rows; r++) {
-          const m = new Map<string, number>();
-          for (let j = 0; j < counts[r]; j++, p++) m.set(names[ids[p]], values[p]);
-          rows.push({ step: steps[r], time: times[r], writer: writers[r], values: m });
-        }
+        for (const k of c.keys) keys.push(k);
+        steps.push(f64(c.steps));
+        times.push(f64(c.times));
+        counts.push(u32(c.counts));
+        const k = u32(c.keyIds);
+        ids.push(k);
+        vals.push(f64(c.values));
+        writers.push(new Uint32Array(c.rows).fill(c.writer));
+        rows += c.rows;
+        pairs += k.length;
       });
       call.on('error', (e: Error & { details?: string }) => reject(new Error(`history of run ${runId}: ${e.details ?? e.message}`)));
       call.on('end', () => resolve());
@@ -33,35 +56,100 @@ export async function readHistory(conn: Connection, runId: string, keys: string[
   } finally {
     clearTimeout(timer);
   }
-  return rows;
+  const cnt = concat32(counts, rows);
+  const start = new Uint32Array(rows + 1);
+  for (let r = 0; r < rows; r++) start[r + 1] = start[r] + cnt[r];
+  return {
+    keys, rows, steps: concat64(steps, rows), times: concat64(times, rows), writers: concat32(writers, rows), start,
+    keyIds: concat32(ids, pairs), values: concat64(vals, pairs),
+  };
 }
 
 /**
- * One row per step where possible: rows of the same step (from several
- * writers, or several log() calls) merge when their keys differ; a key logged
+ * One output row per step where possible: rows of the same step (several
+ * writers, several log() calls) merge when their keys differ; a key logged
  * twice for one step starts another row, so no value is ever dropped.
- * Rows come out ordered by step, arrival order within a step.
+ * Returns groups of source-row indices, ordered by step (arrival order within a step).
  */
-export function mergeBySteps(rows: HistoryRow[]): HistoryRow[] {
-  const sorted = rows.map((r, i) => ({ r, i })).sort((a, b) => a.r.step - b.r.step || a.i - b.i).map((x) => x.r);
-  const out: HistoryRow[] = [];
-  let open: HistoryRow[] = []; // merged rows of the current step
-  let step = NaN;
-  for (const r of sorted) {
-    if (r.step !== step) {
-      out.push(...open);
-      open = [];
-      step = r.step;
+export function mergeBySteps(h: History): number[][] {
+  let sorted = true;
+  for (let r = 1; r < h.rows; r++) if (h.steps[r] < h.steps[r - 1]) (sorted = false);
+  const order = Array.from({ length: h.rows }, (_, i) => i);
+  if (!sorted) order.sort((a, b) => h.steps[a] - h.steps[b] || a - b);
+  const out: number[][] = [];
+  let i = 0;
+  while (i < order.length) {
+    let j = i + 1;
+    while (j < order.length && h.steps[order[j]] === h.steps[order[i]]) j++;
+    if (j === i + 1) out.push([order[i]]);
+    else {
+      const groups: Array<{ rows: number[]; keys: Set<number> }> = [];
+      for (let x = i; x < j; x++) {
+        const r = order[x];
+        const rk: number[] = [];
+        for (let p = h.start[r]; p < h.start[r + 1]; p++) rk.push(h.keyIds[p]);
+        const g = groups.find((gg) => rk.every((k) => !gg.keys.has(k)));
+        if (g) (g.rows.push(r), rk.forEach((k) => g.keys.add(k)));
+        else groups.push({ rows: [r], keys: new Set(rk) });
+      }
+      for (const g of groups) out.push(g.rows);
     }
-    const target = open.find((o) => [...r.values.keys()].every((k) => !o.values.has(k)));
-    if (target) {
-      for (const [k, v] of r.values) target.values.set(k, v);
-      target.time = Math.max(target.time, r.time);
-      if (target.writer !== r.writer) target.writer = -1;
-    } else {
-      open.push({ step: r.step, time: r.time, writer: r.writer, values: new Map(r.values) });
-    }
+    i = j;
   }
-  out.push(...open);
   return out;
+}
+
+/** All source rows, one group each (the `--raw` view). */
+export function rawRows(h: History): number[][] {
+  return Array.from({ length: h.rows }, (_, i) => [i]);
+}
+
+/** A merged row as a plain object (for `show` and small outputs). */
+export function rowObject(h: History, group: number[], withWriter: boolean): Record<string, unknown> {
+  const first = group[0];
+  const o: Record<string, unknown> = { _step: h.steps[first], _time: Math.max(...group.map((r) => h.times[r])) };
+  if (withWriter) o._writer = h.writers[first];
+  for (const r of group) for (let p = h.start[r]; p < h.start[r + 1]; p++) o[h.keys[h.keyIds[p]]] = jsonNumber(h.values[p]);
+  return o;
+}
+
+/** JSON lines, written by hand: one line per group, keys quoted once. */
+export function* jsonLines(h: History, groups: number[][], withWriter: boolean): Generator<string> {
+  const quoted = h.keys.map((k) => JSON.stringify(k));
+  for (const g of groups) {
+    const first = g[0];
+    let t = h.times[first];
+    for (const r of g) if (h.times[r] > t) t = h.times[r];
+    let line = `{"_step":${h.steps[first]},"_time":${t}`;
+    if (withWriter) line += `,"_writer":${h.writers[first]}`;
+    for (const r of g) {
+      for (let p = h.start[r]; p < h.start[r + 1]; p++) {
+        const v = h.values[p];
+        line += `,${quoted[h.keyIds[p]]}:${Number.isFinite(v) ? v : `"${jsonNumber(v)}"`}`;
+      }
+    }
+    yield line + '}';
+  }
+}
+
+/** CSV with a header of every key (sorted); empty cells where a row lacks a key. */
+export function* csvLines(h: History, groups: number[][], withWriter: boolean): Generator<string> {
+  const used = new Set<number>();
+  for (let p = 0; p < h.keyIds.length; p++) used.add(h.keyIds[p]);
+  const cols = [...used].sort((a, b) => (h.keys[a] < h.keys[b] ? -1 : h.keys[a] > h.keys[b] ? 1 : 0));
+  const colOf = new Int32Array(h.keys.length).fill(-1);
+  cols.forEach((k, i) => (colOf[k] = i));
+  const cell = (s: string) => (/[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
+  yield ['_step', '_time', ...(withWriter ? ['_writer'] : []), ...cols.map((k) => h.keys[k])].map(cell).join(',');
+  const cells = new Array<string>(cols.length);
+  for (const g of groups) {
+    cells.fill('');
+    const first = g[0];
+    let t = h.times[first];
+    for (const r of g) {
+      if (h.times[r] > t) t = h.times[r];
+      for (let p = h.start[r]; p < h.start[r + 1]; p++) cells[colOf[h.keyIds[p]]] = String(jsonNumber(h.values[p]));
+    }
+    yield `${h.steps[first]},${t}${withWriter ? `,${h.writers[first]}` : ''},${cells.join(',')}`;
+  }
 }

@@ -6,8 +6,7 @@ import { resolvePaths, clientTunables, LOGD_VERSION } from '../src/config.js';
 import { parseServiceAddress, type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { connectionFor, type Connection } from '../client/connection.js';
 import { findDaemon, fromServiceFile } from '../client/discovery.js';
-import { readHistory, mergeBySteps, type HistoryRow } from '../client/history.js';
-import { jsonNumber } from '../src/json.js';
+import { readHistory, mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
 
 const CALL_MS = 30_000;
 
@@ -49,17 +48,6 @@ export function runJson(r: RunInfo): Record<string, unknown> {
 function table(rows: string[][]): string {
   const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
   return rows.map((r) => r.map((c, i) => c.padEnd(w[i])).join('  ').trimEnd()).join('\n');
-}
-
-function rowJson(r: HistoryRow, withWriter: boolean): Record<string, unknown> {
-  const o: Record<string, unknown> = { _step: r.step, _time: r.time };
-  if (withWriter) o._writer = r.writer;
-  for (const [k, v] of r.values) o[k] = jsonNumber(v);
-  return o;
-}
-
-function csvCell(s: string): string {
-  return /[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s;
 }
 
 const program = new Command();
@@ -143,10 +131,13 @@ program
   .action(async (id: string, o: { rows: number; json?: boolean }) => {
     const conn = await queryConnection();
     const r = await conn.unary<unknown, RunInfo>('getRun', { runId: id }, CALL_MS).catch((e: Error) => fail(e.message));
-    const last = mergeBySteps(await readHistory(conn, id)).slice(-o.rows);
+    // Only the tail of the log is read: fast on runs of any size. Extra rows
+    // let rows of one step from several writers merge.
+    const h = await readHistory(conn, id, { tailRows: o.rows * 8 });
+    const last = mergeBySteps(h).slice(-o.rows).map((g) => rowObject(h, g, false));
     const j = runJson(r);
     if (o.json) {
-      console.log(JSON.stringify({ ...j, lastRows: last.map((x) => rowJson(x, false)) }, null, 2));
+      console.log(JSON.stringify({ ...j, lastRows: last }, null, 2));
       return;
     }
     console.log(`run ${r.id}: ${r.project}/${r.name}${r.group ? ` (group ${r.group})` : ''}`);
@@ -158,7 +149,7 @@ program
     console.log(`host: ${meta.host}, pid ${meta.pid}, rank ${JSON.stringify(meta.rank)}`);
     if (last.length) {
       console.log(`last ${last.length} row(s):`);
-      for (const x of last) console.log(`  ${JSON.stringify(rowJson(x, false))}`);
+      for (const x of last) console.log(`  ${JSON.stringify(x)}`);
     }
   });
 
@@ -176,26 +167,41 @@ program
     const conn = await queryConnection();
     await conn.unary<unknown, RunInfo>('getRun', { runId: id }, CALL_MS).catch((e: Error) => fail(e.message));
     const keys = o.keys ? o.keys.split(',').map((k) => k.trim()).filter(Boolean) : [];
-    const stored = await readHistory(conn, id, keys);
-    const rows = o.raw ? stored : mergeBySteps(stored);
-    const lines: string[] = [];
-    if (o.format === 'jsonl') {
-      for (const r of rows) lines.push(JSON.stringify(rowJson(r, !!o.raw)));
-    } else {
-      const cols = [...new Set(rows.flatMap((r) => [...r.values.keys()]))].sort();
-      lines.push(['_step', '_time', ...(o.raw ? ['_writer'] : []), ...cols].map(csvCell).join(','));
-      for (const r of rows) {
-        const cells = [String(r.step), String(r.time), ...(o.raw ? [String(r.writer)] : [])];
-        for (const c of cols) cells.push(r.values.has(c) ? String(jsonNumber(r.values.get(c)!)) : '');
-        lines.push(cells.join(','));
-      }
+    const h = await readHistory(conn, id, { keys });
+    const groups = o.raw ? rawRows(h) : mergeBySteps(h);
+    const lines = o.format === 'jsonl' ? jsonLines(h, groups, !!o.raw) : csvLines(h, groups, !!o.raw);
+    const fd = o.output ? fs.openSync(o.output, o.force ? 'w' : 'wx') : 1;
+    let buf: string[] = [];
+    const put = (final: boolean) => {
+      if (buf.length === 0 || (!final && buf.length < 8192)) return;
+      writeAll(fd, buf.join('\n') + '\n');
+      buf = [];
+    };
+    for (const l of lines) {
+      buf.push(l);
+      put(false);
     }
-    const text = lines.join('\n') + (lines.length ? '\n' : '');
+    put(true);
     if (o.output) {
-      fs.writeFileSync(o.output, text, { flag: o.force ? 'w' : 'wx' });
-      process.stderr.write(`logd: wrote ${rows.length} rows of run ${id} to ${o.output}\n`);
-    } else process.stdout.write(text);
+      fs.closeSync(fd);
+      process.stderr.write(`logd: wrote ${groups.length} rows of run ${id} to ${o.output}\n`);
+    }
   });
+
+/** Synchronous full write (stdout may be a pipe that takes a little at a time). */
+function writeAll(fd: number, text: string): void {
+  const b = Buffer.from(text);
+  let off = 0;
+  while (off < b.length) {
+    try {
+      off += fs.writeSync(fd, b, off);
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EAGAIN') continue;
+      if ((e as NodeJS.ErrnoException).code === 'EPIPE') process.exit(0);
+      throw e;
+    }
+  }
+}
 
 program
   .command('stop')

@@ -52,12 +52,23 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
   const startedAt = Date.now() / 1000;
   const lock = await acquireLock(paths.lockName);
   if (!lock) {
-    log(`serve: another logd daemon already serves ${paths.dataDir} (see ${paths.serviceFile}); not starting a second one`);
+    let where = paths.serviceFile;
+    try {
+      const owner = JSON.parse(fs.readFileSync(paths.ownerFile, 'utf8')) as { pid: number; serviceFile: string };
+      where = `pid ${owner.pid}, service file ${owner.serviceFile}`;
+    } catch {
+      /* it is starting up */
+    }
+    log(`serve: another logd daemon already serves ${paths.dataDir} (${where}); not starting a second one. Use that daemon (same LOGD_RUNTIME_DIR), or give this one another LOGD_DIR`);
     process.exit(EXIT_ALREADY_RUNNING);
+  }
+  if (fs.existsSync(paths.dataDir) && !fs.statSync(paths.dataDir).isDirectory()) {
+    throw new Error(`LOGD_DIR ${paths.dataDir} exists and is not a directory; point LOGD_DIR at a directory`);
   }
   fs.mkdirSync(paths.runtimeDir, { recursive: true, mode: 0o700 });
   fs.chmodSync(paths.runtimeDir, 0o700);
-  fs.chmodSync(path.dirname(paths.runtimeDir), 0o700);
+  // Only the default per-user parent is ours to tighten; a directory the user named is left as it is.
+  if (paths.runtimeParent) fs.chmodSync(paths.runtimeParent, 0o700);
 
   const store = Store.open(paths.dataDir, log);
   const registry = new Registry(store, tunables, log);
@@ -97,6 +108,7 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     dataDir: paths.dataDir, sidecar: opts.sidecar, startedAt,
   };
   writeServiceFile(paths.serviceFile, service);
+  fs.writeFileSync(paths.ownerFile, JSON.stringify({ pid: process.pid, runtimeDir: paths.runtimeDir, serviceFile: paths.serviceFile }) + '\n');
   log(`server: logd ${LOGD_VERSION} pid ${process.pid} serving ${paths.dataDir} on ${addresses.join(' and ')}${opts.sidecar ? ' (sidecar)' : ''}`);
 
   async function shutdown(why: string): Promise<void> {
@@ -117,6 +129,7 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     finaliser.stop();
     server.forceShutdown();
     removeServiceFile(paths.serviceFile, process.pid);
+    fs.rmSync(paths.ownerFile, { force: true });
     fs.rmSync(paths.socketPath, { force: true });
     store.close();
     lock?.close();

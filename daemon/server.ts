@@ -11,6 +11,7 @@ import type { Finaliser } from './finaliser.js';
 import type { LiveRun, Writer, WriteCall } from './run.js';
 import { rowFromLive, infoFromRow } from './index-rows.js';
 import { bytesOf } from '../src/wire.js';
+import type { HistoryBatch } from './store/format.js';
 
 export interface ServerContext {
   registry: Registry;
@@ -131,7 +132,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return { runsKilled: n };
     }),
 
-    readHistory: ((call: grpc.ServerWritableStream<{ runId: string; keys: string[] }, HistoryChunkMsg>) => {
+    readHistory: ((call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number }, HistoryChunkMsg>) => {
       if (!tokenOk(call.metadata, ctx.token)) {
         call.emit('error', UNAUTH);
         return;
@@ -149,45 +150,52 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
   };
 }
 
-async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ runId: string; keys: string[] }, HistoryChunkMsg>): Promise<void> {
+async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number }, HistoryChunkMsg>): Promise<void> {
   const id = call.request.runId;
   if (checkRunId(id) !== null || !reg.store.exists(id)) throw notFound(`run ${JSON.stringify(id.slice(0, 80))} does not exist; list runs with \`logd runs\``);
   const wanted = new Set(call.request.keys);
   const chunks: HistoryChunkMsg[] = [];
   let names: string[] = [];
-  reg.store.readHistory(id, (b, added) => {
+  const onChunk = (b: HistoryBatch, added: string[]) => {
     names = names.concat(added);
-    let { counts, keyIds, values } = b;
-    const { steps, times } = b;
-    let rows = b.rows;
-    let keepSteps = steps;
-    let keepTimes = times;
-    if (wanted.size > 0) {
-      // Keep only the wanted keys, and only rows that have one of them.
-      const want = new Uint8Array(names.length);
-      names.forEach((n, i) => (want[i] = wanted.has(n) ? 1 : 0));
-      const oc = new Uint32Array(rows), ok = new Uint32Array(keyIds.length), ov = new Float64Array(values.length);
-      const os = new Float64Array(rows), ot = new Float64Array(rows);
-      let r2 = 0, p2 = 0, p = 0;
-      for (let r = 0; r < rows; r++) {
-        let c = 0;
-        for (let j = 0; j < counts[r]; j++, p++) if (want[keyIds[p]]) (ok[p2] = keyIds[p], ov[p2++] = values[p], c++);
-        if (c > 0) (oc[r2] = c, os[r2] = steps[r], ot[r2++] = times[r]);
-      }
-      rows = r2;
-      counts = oc.subarray(0, r2); keyIds = ok.subarray(0, p2); values = ov.subarray(0, p2);
-      keepSteps = os.subarray(0, r2); keepTimes = ot.subarray(0, r2);
+    const f = wanted.size > 0 ? filterKeys(b, names, wanted) : b;
+    if (f.rows > 0 || added.length > 0) {
+      chunks.push({ keys: added, rows: f.rows, steps: bytesOf(f.steps), times: bytesOf(f.times), counts: bytesOf(f.counts), keyIds: bytesOf(f.keyIds), values: bytesOf(f.values), writer: b.writerIdx });
     }
-    const writers = new Uint32Array(rows).fill(b.writerIdx);
-    if (rows > 0 || added.length > 0) {
-      chunks.push({ keys: added, rows, steps: bytesOf(keepSteps), times: bytesOf(keepTimes), counts: bytesOf(counts), keyIds: bytesOf(keyIds), values: bytesOf(values), writers: bytesOf(writers) });
-    }
-  });
+  };
+  if (call.request.tailRows > 0) reg.store.readHistoryTail(id, call.request.tailRows, onChunk);
+  else reg.store.readHistory(id, onChunk);
   for (const c of chunks) {
     if (call.cancelled) return;
     if (!call.write(c)) await new Promise((r) => call.once('drain', r));
   }
   call.end();
+}
+
+/** Only the wanted keys, and only rows that have one of them. */
+function filterKeys(b: HistoryBatch, names: string[], wanted: Set<string>): HistoryBatch {
+  const want = new Uint8Array(names.length);
+  names.forEach((n, i) => (want[i] = wanted.has(n) ? 1 : 0));
+  const { counts, keyIds, values, steps, times } = b;
+  const oc = new Uint32Array(b.rows), ok = new Uint32Array(keyIds.length), ov = new Float64Array(values.length);
+  const os = new Float64Array(b.rows), ot = new Float64Array(b.rows);
+  let r2 = 0, p2 = 0, p = 0;
+  for (let r = 0; r < b.rows; r++) {
+    let c = 0;
+    for (let j = 0; j < counts[r]; j++, p++) {
+      if (want[keyIds[p]]) {
+        ok[p2] = keyIds[p];
+        ov[p2++] = values[p];
+        c++;
+      }
+    }
+    if (c > 0) {
+      oc[r2] = c;
+      os[r2] = steps[r];
+      ot[r2++] = times[r];
+    }
+  }
+  return { ...b, rows: r2, counts: oc.subarray(0, r2), keyIds: ok.subarray(0, p2), values: ov.subarray(0, p2), steps: os.subarray(0, r2), times: ot.subarray(0, r2) };
 }
 
 function handleWrite(ctx: ServerContext, call: WriteCall): void {

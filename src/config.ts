@@ -14,6 +14,10 @@ export interface LogdPaths {
   daemonLog: string;
   /** Abstract-namespace socket name used as the "one daemon per data dir" lock. */
   lockName: string;
+  /** The per-user parent of a default runtime dir (tightened to 0700); null when LOGD_RUNTIME_DIR is set. */
+  runtimeParent: string | null;
+  /** Where the daemon that holds the lock says which runtime dir it serves on. */
+  ownerFile: string;
   spoolDir: string;
 }
 
@@ -37,15 +41,19 @@ export function resolvePaths(env: NodeJS.ProcessEnv = process.env): LogdPaths {
   // short because a Unix socket path is limited to 107 bytes.
   const key = createHash('sha256').update(dataDir).digest('hex').slice(0, 12);
   const runtimeBase = env.XDG_RUNTIME_DIR && env.XDG_RUNTIME_DIR.length < 60 ? env.XDG_RUNTIME_DIR : os.tmpdir();
-  const runtimeDir = path.resolve(env.LOGD_RUNTIME_DIR || path.join(runtimeBase, `logd-${uid}`, key));
+  const runtimeParent = env.LOGD_RUNTIME_DIR ? null : path.join(runtimeBase, `logd-${uid}`);
+  const runtimeDir = path.resolve(env.LOGD_RUNTIME_DIR || path.join(runtimeParent!, key));
   return {
     dataDir,
     runtimeDir,
     socketPath: path.join(runtimeDir, 'logd.sock'),
     serviceFile: path.join(runtimeDir, 'service.json'),
     daemonLog: path.join(runtimeDir, 'daemon.log'),
-    lockName: `logd-lock-${uid}-${createHash('sha256').update(runtimeDir).digest('hex').slice(0, 16)}`,
+    // Keyed by the data dir: two daemons must never write one store, whatever runtime dirs they were given.
+    lockName: `logd-lock-${uid}-${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}`,
     spoolDir: path.join(dataDir, 'spool'),
+    runtimeParent,
+    ownerFile: path.join(dataDir, 'daemon.json'),
   };
 }
 

@@ -95,3 +95,39 @@ export function scanFrames(
     fs.closeSync(fd);
   }
 }
+
+export interface FrameRef { type: number; offset: number; length: number; crc: number }
+
+/**
+ * Hops from frame header to frame header without reading payloads: the cheap
+ * way to find the last frames of a large log. Stops where a header points
+ * past the end of the file (a torn tail). Payload checksums are checked only
+ * when a payload is read (readFrame).
+ */
+export function indexFrames(file: string): FrameRef[] {
+  const fd = fs.openSync(file, 'r');
+  try {
+    const size = fs.fstatSync(fd).size;
+    const out: FrameRef[] = [];
+    const h = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+    let pos = 0;
+    while (pos + FRAME_HEADER_BYTES <= size) {
+      if (fs.readSync(fd, h, 0, FRAME_HEADER_BYTES, pos) < FRAME_HEADER_BYTES) break;
+      const length = h.readUInt32LE(0);
+      if (length > MAX_FRAME_BYTES || pos + FRAME_HEADER_BYTES + length > size) break;
+      out.push({ type: h[8], offset: pos, length, crc: h.readUInt32LE(4) });
+      pos += FRAME_HEADER_BYTES + length;
+    }
+    return out;
+  } finally {
+    fs.closeSync(fd);
+  }
+}
+
+/** Reads one frame's payload (own aligned buffer); null if its checksum fails. */
+export function readFrame(fd: number, ref: FrameRef, length = ref.length): Uint8Array | null {
+  const payload = new Uint8Array(length);
+  fs.readSync(fd, payload, 0, length, ref.offset + FRAME_HEADER_BYTES);
+  if (length === ref.length && (crc32(payload, crc32(Buffer.of(ref.type))) >>> 0) !== ref.crc) return null;
+  return payload;
+}

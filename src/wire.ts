@@ -78,7 +78,7 @@ export interface WriteResponseMsg {
 }
 export interface HistoryChunkMsg {
   keys: string[]; rows: number; steps: Uint8Array; times: Uint8Array; counts: Uint8Array;
-  keyIds: Uint8Array; values: Uint8Array; writers: Uint8Array;
+  keyIds: Uint8Array; values: Uint8Array; writer: number;
 }
 
 // ---- Packed little-endian columns ----

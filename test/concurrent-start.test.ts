@@ -1,7 +1,9 @@
 // Eight ranks start at once with no daemon: exactly one daemon wins, every
 // rank uses it, every run is stored.
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, script, runScript, cliJson, daemonPids, type TestEnv } from './helpers.js';
+import fs from 'node:fs';
+import path from 'node:path';
+import { makeEnv, script, runScript, cliJson, cli, daemonPids, startDaemon, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
 afterEach(async () => t && (await t.cleanup()));
@@ -28,5 +30,21 @@ describe('auto-start', () => {
     expect(runs.every((r: any) => r.group === 'g8' && r.state === 'finished' && r.historyRows === 100)).toBe(true);
     expect(runs.map((r: any) => r.metadata.rank.rank).sort()).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     expect(runs.every((r: any) => r.metadata.rank.worldSize === 8)).toBe(true);
+  });
+
+  it('a second daemon for the same data dir refuses to start, even from another runtime dir, and says where the first is', async () => {
+    t = makeEnv();
+    const parent = path.join(t.dir, 'parent');
+    fs.mkdirSync(parent, { mode: 0o755 });
+    t.env.LOGD_RUNTIME_DIR = t.runtimeDir = path.join(parent, 'rt');
+    const first = await startDaemon(t);
+    expect(fs.statSync(parent).mode & 0o777).toBe(0o755); // a directory the user named is left alone
+    const other = { ...t, env: { ...t.env, LOGD_RUNTIME_DIR: path.join(t.dir, 'rt2') } };
+    const r = await cli(other, ['serve'], { reject: false });
+    expect(r.exitCode).toBe(3);
+    expect(r.stderr).toContain(`pid ${first.pid}`);
+    const q = await cli(other, ['runs'], { reject: false });
+    expect(q.exitCode).not.toBe(0);
+    expect(q.stderr).toMatch(/another logd daemon already serves/);
   });
 });

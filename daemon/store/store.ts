@@ -6,7 +6,8 @@ import { RecordLog } from './record-log.js';
 import { IndexDb, type RunRow } from './index-db.js';
 import { replayLog, type ReplayedRun } from './replay.js';
 import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type HistoryBatch } from './format.js';
-import { scanFrames } from '../../src/frames.js';
+import fs_ from 'node:fs';
+import { scanFrames, indexFrames, readFrame } from '../../src/frames.js';
 import { toJson } from '../../src/json.js';
 
 export class RunExistsError extends Error {
@@ -97,6 +98,50 @@ export class Store {
     return { keys };
   }
 
+  /**
+   * The last `tailRows` rows only: hops over frame headers, reads the key
+   * frames and just the history frames at the end (fast on any size of run).
+   */
+  readHistoryTail(id: string, tailRows: number, onChunk: (batch: HistoryBatch, newKeys: string[], firstKeyId: number) => void): void {
+    const refs = indexFrames(this.logPath(id));
+    const fd = fs_.openSync(this.logPath(id), 'r');
+    try {
+      const keys: string[] = [];
+      const picked: typeof refs = [];
+      let rows = 0;
+      for (let i = refs.length - 1; i >= 0 && rows < tailRows; i--) {
+        if (refs[i].type !== FrameType.HISTORY) continue;
+        const head = readFrame(fd, refs[i], 8);
+        if (!head) continue;
+        rows += new DataView(head.buffer).getUint32(4, true);
+        picked.unshift(refs[i]);
+      }
+      for (const r of refs) {
+        if (r.type !== FrameType.KEYS) continue;
+        const p = readFrame(fd, r);
+        if (!p) break;
+        const k = parseFrameJson<{ first: number; names: string[] }>(p);
+        for (let i = 0; i < k.names.length; i++) keys[k.first + i] = k.names[i];
+      }
+      let skip = Math.max(0, rows - tailRows);
+      let first = true;
+      for (const r of picked) {
+        const p = readFrame(fd, r);
+        if (!p) break; // a corrupt frame ends what can be served
+        let b = decodeHistory(p);
+        if (skip > 0) {
+          const drop = Math.min(skip, b.rows);
+          skip -= drop;
+          b = dropRows(b, drop);
+        }
+        onChunk(b, first ? keys : [], 0);
+        first = false;
+      }
+    } finally {
+      fs_.closeSync(fd);
+    }
+  }
+
   /** Rebuilds the index from every run log (the logs are the source of truth). */
   rebuildIndex(): number {
     let n = 0;
@@ -128,5 +173,15 @@ export function rowFromReplay(r: ReplayedRun): RunRow {
     config_json: toJson(r.config), summary_json: toJson({ ...r.summary.lastValues(r.keys), ...r.userSummary }),
     metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: r.summary.stats(r.keys) }),
     history_rows: r.summary.rows, mode: m.mode, notes: m.notes,
+  };
+}
+
+/** The batch without its first `n` rows. */
+function dropRows(b: HistoryBatch, n: number): HistoryBatch {
+  let pairs = 0;
+  for (let r = 0; r < n; r++) pairs += b.counts[r];
+  return {
+    ...b, rows: b.rows - n, steps: b.steps.subarray(n), times: b.times.subarray(n), counts: b.counts.subarray(n),
+    keyIds: b.keyIds.subarray(pairs), values: b.values.subarray(pairs),
   };
 }
