@@ -13,6 +13,7 @@ import { checkKey } from '../src/names.js';
 import { toJson } from '../src/json.js';
 import { resolvePaths } from '../src/config.js';
 import { connectionFor, dropConnection, type Connection } from './connection.js';
+import { Overflow, type Sealed } from './overflow.js';
 import { findDaemon } from './discovery.js';
 
 const RecordBatch = messageType('RecordBatch');
@@ -22,8 +23,6 @@ const MAX_ROWS = 8192;
 const MAX_PAIRS = 128 * 1024;
 /** A stream with nothing to send closes after this long, so it never keeps the process alive. */
 const STREAM_IDLE_MS = 1000;
-
-interface Sealed { seq: number; bytes: Uint8Array }
 
 export interface WriterOptions {
   address: ServiceAddress;
@@ -74,8 +73,11 @@ export class BatchWriter {
   runFinal: string | null = null;
   lastProblem: string | null = null;
 
+  private overflow: Overflow;
+
   constructor(private o: WriterOptions) {
     this.conn = connectionFor(o.address);
+    this.overflow = new Overflow(path.join(resolvePaths().spoolDir, `${o.runId}--${o.writerId}.overflow`));
   }
 
   get writerId(): string {
@@ -204,11 +206,24 @@ export class BatchWriter {
     this.pairs = 0;
     this.summaryUpdates = [];
     this.configUpdates = [];
+    if (this.overflow.count > 0 || this.unackedBytes + bytes.byteLength > this.o.maxBufferBytes) {
+      if (this.overflow.count === 0) {
+        this.lastProblem = `buffer: ${(this.unackedBytes / 1048576).toFixed(0)} MB not yet acknowledged by the daemon`;
+        this.o.warn(`logd: run ${this.o.runId}: ${this.lastProblem}; further records wait on disk until it catches up (is the daemon stopped or overloaded?)`);
+      }
+      this.overflow.push({ seq, bytes });
+      return;
+    }
     this.unacked.push({ seq, bytes });
     this.unackedBytes += bytes.byteLength;
-    if (this.unackedBytes > this.o.maxBufferBytes && !this.lastProblem?.startsWith('buffer')) {
-      this.lastProblem = `buffer: ${(this.unackedBytes / 1048576).toFixed(0)} MB not yet acknowledged by the daemon`;
-      this.o.warn(`logd: ${this.lastProblem}; is the daemon stopped or overloaded? records are kept and re-sent`);
+  }
+
+  /** Moves batches back from disk once acknowledgements freed memory. */
+  private refill(): void {
+    if (this.overflow.count === 0 || this.unackedBytes > this.o.maxBufferBytes / 2) return;
+    for (const s of this.overflow.take(this.o.maxBufferBytes / 2 - this.unackedBytes)) {
+      this.unacked.push(s);
+      this.unackedBytes += s.bytes.byteLength;
     }
   }
 
@@ -279,6 +294,10 @@ export class BatchWriter {
     if (n > 0) {
       this.unacked.splice(0, n);
       this.sentIdx = Math.max(0, this.sentIdx - n);
+      if (this.overflow.count > 0) {
+        this.refill();
+        this.pump();
+      }
     }
     this.settleWaiters();
   }
@@ -298,7 +317,7 @@ export class BatchWriter {
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => {
       this.idleTimer = null;
-      if (this.call && this.unacked.length === 0 && this.rows === 0) this.closeStream();
+      if (this.call && this.unacked.length === 0 && this.overflow.count === 0 && this.rows === 0) this.closeStream();
     }, STREAM_IDLE_MS);
     this.idleTimer.unref();
   }
@@ -399,6 +418,7 @@ export class BatchWriter {
 
   close(): void {
     this.closed = true;
+    if (this.unacked.length === 0) this.overflow.clear();
     for (const t of [this.flushTimer, this.idleTimer, this.reconnectTimer]) if (t) clearTimeout(t);
     this.flushTimer = this.idleTimer = this.reconnectTimer = null;
     this.closeStream();
@@ -410,19 +430,21 @@ export class BatchWriter {
    */
   spill(exitCode: number | null): string | null {
     this.seal();
-    if (this.unacked.length === 0 && exitCode === null) return null;
+    const pending = this.unacked.concat(this.overflow.all());
+    if (pending.length === 0 && exitCode === null) return null;
     const dir = resolvePaths().spoolDir;
     const header: SpillHeader = {
       runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, pid: process.pid, host: os.hostname(),
       keys: this.keys, exitCode,
     };
     const frames = [encodeFrame(SPILL_HEADER, [Buffer.from(JSON.stringify(header))])];
-    for (const s of this.unacked) frames.push(encodeFrame(SPILL_BATCH, [RecordBatch.encode((WriteRequest.decode(s.bytes) as unknown as { batch: object }).batch).finish()]));
+    for (const s of pending) frames.push(encodeFrame(SPILL_BATCH, [RecordBatch.encode((WriteRequest.decode(s.bytes) as unknown as { batch: object }).batch).finish()]));
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     const file = path.join(dir, spillFileName(this.o.runId, this.o.writerId));
     const tmp = `${file}.${process.pid}.tmp`;
     fs.writeFileSync(tmp, Buffer.concat(frames), { mode: 0o600 });
     fs.renameSync(tmp, file);
+    this.overflow.clear();
     return file;
   }
 }

@@ -134,3 +134,48 @@ describe('lifecycle', () => {
     expect(info.historyRows).toBe(1000);
   });
 });
+
+describe('a stopped daemon', () => {
+  it('writers never block: past the memory bound batches wait on disk, and after SIGCONT everything arrives', async () => {
+    t = makeEnv({ LOGD_MAX_BUFFER_MB: '2' });
+    const d = await startDaemon(t);
+    const w = script(t, 'w.mjs', `
+      import fs from 'node:fs';
+      const run = await logd.init({ project: 'stopped' });
+      run.log({ v: -1 }, { step: 0 });
+      await run.flush();
+      console.log('run ' + run.id);
+      while (!fs.existsSync(process.argv[2])) await new Promise((r) => setTimeout(r, 10));
+      let worst = 0;
+      for (let s = 1; s <= 200000; s++) {
+        const t0 = performance.now();
+        run.log({ v: s, a: 1, b: 2, c: 3, d: 4, e: 5, f: 6, g: 7, h: 8, i: 9 }, { step: s });
+        worst = Math.max(worst, performance.now() - t0);
+        if (s % 10000 === 0) await new Promise((r) => setTimeout(r, 5));
+      }
+      const spooled = fs.readdirSync(process.env.LOGD_DIR + '/spool').filter((f) => f.endsWith('.overflow'));
+      console.log('logged ' + JSON.stringify({ worst, spooled: spooled.length, rssMb: process.memoryUsage().rss / 1048576 }));
+      const res = await run.finish({ timeoutMs: 60000 });
+      console.log('finished ' + res.state);
+    `);
+    const go = `${t.dir}/go`;
+    const worker = spawnScript(t, w, [go], { LOGD_NO_AUTOSTART: '1' });
+    await waitUntil(() => worker.lines.some((l) => l.startsWith('run ')), 15_000, 'the worker to start');
+    const id = worker.lines.find((l) => l.startsWith('run '))!.slice(4);
+    process.kill(d.pid, 'SIGSTOP');
+    try {
+      (await import('node:fs')).writeFileSync(go, '');
+      await waitUntil(() => worker.lines.some((l) => l.startsWith('logged ')), 60_000, 'the worker to log while the daemon is stopped');
+    } finally {
+      process.kill(d.pid, 'SIGCONT');
+    }
+    const stats = JSON.parse(worker.lines.find((l) => l.startsWith('logged '))!.slice(7));
+    expect(stats.spooled).toBe(1); // past 2 MB the batches went to disk
+    expect(stats.worst).toBeLessThan(250); // no log() call waited on the stopped daemon
+    await waitUntil(() => worker.lines.some((l) => l.startsWith('finished')), 60_000, 'the worker to finish after SIGCONT');
+    expect(worker.lines.find((l) => l.startsWith('finished'))).toBe('finished finished');
+    const info = await cliJson(t, ['show', id]);
+    expect(info.historyRows).toBe(200_001);
+    expect(info.summary.v).toBe(200_000);
+  });
+});
