@@ -16,6 +16,7 @@ import { LiveRun } from './run.js';
 import { rowFromLive } from './index-rows.js';
 import { ingestAllSpool } from './spool.js';
 import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/service-file.js';
+import { raiseHttp2ReceiveWindow } from './http2-window.js';
 
 export interface ServeOptions {
   sidecar: boolean;
@@ -77,6 +78,7 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
 
   const token = randomBytes(24).toString('hex');
   const addresses: string[] = [];
+  raiseHttp2ReceiveWindow();
   const server = new grpc.Server({
     'grpc.max_receive_message_length': tunables.maxMessageBytes,
     'grpc.max_send_message_length': tunables.maxMessageBytes,
