@@ -7,11 +7,11 @@
 //   await run.finish();
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
-import { clientTunables, rankEnv, LOGD_VERSION } from '../src/config.js';
+import { clientTunables, rankEnv, resolvePaths, LOGD_VERSION, PROTOCOL_VERSION } from '../src/config.js';
 import { parseServiceAddress, type ClientInfo, type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { toJson } from '../src/json.js';
 import { connectionFor, CallError, type Connection } from './connection.js';
-import { findDaemon, DaemonStartError } from './discovery.js';
+import { findDaemon, fromServiceFile, DaemonStartError } from './discovery.js';
 import { BatchWriter } from './writer.js';
 import { Run, liveRuns, type RunHandlePayload } from './run.js';
 import { DisabledRun } from './disabled.js';
@@ -39,6 +39,24 @@ const warn = (m: string) => process.stderr.write(m.endsWith('\n') ? m : m + '\n'
 export function clientInfo(): ClientInfo {
   return { pid: process.pid, host: os.hostname(), rank: rankEnv(), clientVersion: LOGD_VERSION };
 }
+
+/**
+ * Trainers import logd long before init() (models and data load in between):
+ * when the daemon's address is already known, connect in the background so
+ * init() finds a warm channel. Unref'd: it never keeps a process alive.
+ */
+function preconnect(): void {
+  try {
+    const t = clientTunables();
+    if (t.mode === 'disabled') return;
+    const addr = t.service ? parseServiceAddress(t.service) : fromServiceFile(resolvePaths());
+    // A Hello warms the channel and the call path (and checks the protocol early).
+    if (addr) void connectionFor(addr).unary('hello', { protocolVersion: PROTOCOL_VERSION, client: clientInfo() }, 2000).catch(() => {});
+  } catch {
+    /* init() will say what is wrong */
+  }
+}
+setTimeout(preconnect, 0).unref();
 
 /** Makes sure a daemon is reachable and exports LOGD_SERVICE for child processes. */
 export async function setup(): Promise<{ service: string }> {
