@@ -209,7 +209,7 @@ export class BatchWriter {
     if (this.overflow.count > 0 || this.unackedBytes + bytes.byteLength > this.o.maxBufferBytes) {
       if (this.overflow.count === 0) {
         this.lastProblem = `buffer: ${(this.unackedBytes / 1048576).toFixed(0)} MB not yet acknowledged by the daemon`;
-        this.o.warn(`logd: run ${this.o.runId}: ${this.lastProblem}; further records wait on disk until it catches up (is the daemon stopped or overloaded?)`);
+        this.o.warn(`logd: run ${this.o.runId}: ${this.lastProblem}; further records wait on disk until it catches up (the daemon is stopped or slow, or this process has not yielded to its event loop for a while)`);
       }
       this.overflow.push({ seq, bytes });
       return;
