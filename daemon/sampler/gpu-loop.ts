@@ -103,7 +103,6 @@ export class GpuLoop {
         const parsed = parseGpuLine(line, this.opts.fields);
         if (parsed.ok) {
           this.lastGoodAt = now;
-          this.noteRecovered();
           this.opts.onReading(parsed.value, now);
         } else if (!badLine && line.trim() !== '') {
           badLine = line.trim().slice(0, 300);
@@ -126,8 +125,15 @@ export class GpuLoop {
   private checkHung(): void {
     const child = this.child;
     if (!child || this.stopping) return;
-    const silentMs = Date.now() - this.lastOutputAt;
-    if (silentMs <= this.hangTimeoutMs) return;
+    const now = Date.now();
+    const silentMs = now - this.lastOutputAt;
+    if (silentMs <= this.hangTimeoutMs) {
+      // Recovered only once a process has lived and reported for a few intervals:
+      // a tool that prints one frame and dies must not log "recovered" each time.
+      const recovered = this.lastGoodAt > 0 && now - this.spawnedAt >= 3 * this.opts.intervalMs && now - this.lastGoodAt <= 2 * this.opts.intervalMs;
+      if (this.failing && recovered) this.noteRecovered();
+      return;
+    }
     // Replace it now; the old one gets SIGTERM, then SIGKILL from execa after killGraceMs.
     this.generation++;
     child.kill('SIGTERM');

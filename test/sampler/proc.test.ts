@@ -1,4 +1,3 @@
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { memoryReading, parseMeminfo, readCgroupMemory } from '../../daemon/sampler/memory.js';
 import { ProcessSnapshot, cpuPercent, parseDiskstats, parseNetDev, parsePidStat, parseProcStat, parseRssBytes } from '../../daemon/sampler/proc.js';
 import { ProcessTreeTracker, gpuProcessMetrics } from '../../daemon/sampler/process-metrics.js';
-import { waitFor } from './helpers.js';
+import { spawnBusyFamily } from './family.js';
 
 const GiB = 1024 ** 3;
 
@@ -105,43 +104,13 @@ describe('memory with cgroups', () => {
 });
 
 describe('process trees (real processes)', () => {
-  let child: ChildProcess | undefined;
-  const extra: number[] = [];
-  afterEach(() => {
-    for (const pid of extra.splice(0)) {
-      try {
-        process.kill(pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-    child?.kill('SIGKILL');
-    child = undefined;
+  const cleanups: Array<() => Promise<void> | void> = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0)) await c();
   });
 
-  // A child that starts a grandchild, prints its pid, and burns CPU.
-  function spawnFamily(): Promise<{ child: number; grandchild: number }> {
-    const script = `
-      const { spawn } = require('node:child_process');
-      const g = spawn(process.execPath, ['-e', 'setInterval(() => {}, 1000)'], { stdio: 'ignore' });
-      process.stdout.write(String(g.pid) + '\\n');
-      process.on('SIGTERM', () => { g.kill('SIGKILL'); process.exit(0); });
-      const end = Date.now() + 60000; (function burn() { const t = Date.now(); while (Date.now() - t < 50); if (Date.now() < end) setImmediate(burn); })();
-      setInterval(() => { if (process.ppid === 1) { g.kill('SIGKILL'); process.exit(0); } }, 200);`;
-    child = spawn(process.execPath, ['-e', script], { stdio: ['ignore', 'pipe', 'inherit'] });
-    return new Promise((resolve, reject) => {
-      const t = setTimeout(() => reject(new Error('child did not report its grandchild within 10 s')), 10_000);
-      child!.stdout!.once('data', (d: Buffer) => {
-        clearTimeout(t);
-        const grandchild = Number(String(d).trim());
-        extra.push(grandchild);
-        resolve({ child: child!.pid!, grandchild });
-      });
-    });
-  }
-
   it('finds descendants by either strategy, and measures CPU % and RSS of the whole tree', async () => {
-    const fam = await spawnFamily();
+    const fam = await spawnBusyFamily(cleanups);
     for (const strategy of ['auto', 'scan'] as const) {
       const pids = new ProcessSnapshot('/proc', strategy).tree(fam.child);
       expect(pids[0]).toBe(fam.child);
