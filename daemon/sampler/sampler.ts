@@ -3,12 +3,11 @@
 // pid) to its subscribers; it never throws into the daemon, never logs a failure
 // twice in a row, and stop() returns within its deadline whatever nvidia-smi does.
 // Metric names and units: README.md next to this file.
-import { statfs } from 'node:fs/promises';
 import { GpuLoop, probeGpus } from './gpu-loop.js';
-import { readMemory } from './memory.js';
+import { NodeCounters, withDeadline } from './node-metrics.js';
 import { GPU_QUERY_FIELDS, computeAppsArgs, parseComputeApps, resolveExecutable, runOnce, type ComputeApp, type GpuReading } from './nvidia-smi.js';
 import { ProcessTreeTracker, gpuProcessMetrics } from './process-metrics.js';
-import { ProcessSnapshot, cpuPercent, isCountedDisk, parseDiskstats, parseNetDev, parseProcStat, readText, type CpuTimes, type IoBytes } from './proc.js';
+import { ProcessSnapshot } from './proc.js';
 
 export interface SystemSample {
   /** Unix seconds. */
@@ -48,12 +47,9 @@ export interface SystemSamplerOptions {
   stopDeadlineMs?: number;
 }
 
-const MB = 1024 * 1024;
-
 export class SystemSampler {
   private readonly intervalMs: number;
   private readonly log: (line: string) => void;
-  private readonly diskPath: string;
   private readonly appsIntervalMs: number;
   private readonly queryDeadlineMs: number;
   private readonly subscribers = new Set<(s: SystemSample) => void>();
@@ -69,16 +65,13 @@ export class SystemSampler {
   private timer: NodeJS.Timeout | null = null;
   private ticking = false;
   private state: 'new' | 'started' | 'stopped' = 'new';
-  private prevCpu: { all: CpuTimes; cores: CpuTimes[] } | null = null;
-  private diskBase: IoBytes | null = null;
-  private netBase: { recvBytes: number; sentBytes: number } | null = null;
-  private statfsInFlight: Promise<unknown> | null = null;
+  private readonly counters: NodeCounters;
   private callbackFailed = false;
 
   constructor(private readonly opts: SystemSamplerOptions = {}) {
     this.intervalMs = Math.max(10, opts.intervalMs ?? 2000);
     this.log = opts.log ?? ((line) => process.stderr.write(`${line}\n`));
-    this.diskPath = opts.diskPath ?? '/';
+    this.counters = new NodeCounters(opts.diskPath ?? '/', opts.perCoreCpu ?? false, Math.min(this.intervalMs, 1000));
     this.appsIntervalMs = opts.computeAppsIntervalMs ?? Math.max(this.intervalMs, 5000);
     this.queryDeadlineMs = opts.queryDeadlineMs ?? 10_000;
   }
@@ -87,7 +80,7 @@ export class SystemSampler {
   async start(): Promise<void> {
     if (this.state !== 'new') return;
     this.state = 'started';
-    this.prevCpu = this.readCounters().cpu; // baselines: CPU % and byte counters are measured from here
+    this.counters.read({}); // baselines: CPU % and byte counters are measured from here
     await this.startGpus();
     if (this.state !== 'started') return; // stopped while probing
     this.timer = setInterval(() => void this.tick(), this.intervalMs);
@@ -200,15 +193,8 @@ export class SystemSampler {
   async sampleNow(): Promise<SystemSample> {
     const nowMs = Date.now();
     const node: Record<string, number> = {};
-    const diskUsage = this.diskUsage();
-    this.addCounters(node);
-    const memory = readMemory();
-    if (memory) {
-      node.memory_percent = memory.percent;
-      node['memory.usedBytes'] = memory.usedBytes;
-      node['memory.limitBytes'] = memory.limitBytes;
-      node['proc.memory.availableMB'] = memory.availableBytes / MB;
-    }
+    const diskUsage = this.counters.addDiskUsage(node);
+    const memory = this.counters.read(node);
     const freshMs = Math.max(2.5 * this.intervalMs, this.intervalMs + 1000);
     for (const [index, { reading, atMs }] of this.gpuLatest) {
       if (nowMs - atMs > freshMs) continue; // a stale GPU reading is worse than none
@@ -227,69 +213,8 @@ export class SystemSampler {
         processes.set(pid, metrics);
       }
     }
-    const usage = await diskUsage;
-    if (usage) {
-      node[`disk.${this.diskPath}.usagePercent`] = usage.percent;
-      node[`disk.${this.diskPath}.usageGB`] = usage.usedBytes / 1024 ** 3;
-    }
+    await diskUsage;
     return { time: nowMs / 1000, node, processes };
-  }
-
-  private readCounters(): { cpu: ReturnType<typeof parseProcStat> | null; disk: IoBytes | null; net: ReturnType<typeof parseNetDev> | null } {
-    const stat = readText('/proc/stat');
-    const diskstats = readText('/proc/diskstats');
-    const netdev = readText('/proc/net/dev');
-    const counters = {
-      cpu: stat === null ? null : parseProcStat(stat),
-      disk: diskstats === null ? null : parseDiskstats(diskstats, countedDisk),
-      net: netdev === null ? null : parseNetDev(netdev),
-    };
-    this.diskBase ??= counters.disk;
-    this.netBase ??= counters.net;
-    return counters;
-  }
-
-  private addCounters(node: Record<string, number>): void {
-    const prevCpu = this.prevCpu;
-    const { cpu, disk, net } = this.readCounters();
-    if (cpu && prevCpu) {
-      const all = cpuPercent(prevCpu.all, cpu.all);
-      if (all !== undefined) node.cpu = all;
-      if (this.opts.perCoreCpu) {
-        cpu.cores.forEach((core, i) => {
-          const prev = prevCpu.cores[i];
-          const pct = prev ? cpuPercent(prev, core) : undefined;
-          if (pct !== undefined) node[`cpu.${i}.cpu_percent`] = pct;
-        });
-      }
-    }
-    if (cpu) this.prevCpu = cpu;
-    if (disk && this.diskBase) {
-      node['disk.in'] = (disk.readBytes - this.diskBase.readBytes) / MB;
-      node['disk.out'] = (disk.writeBytes - this.diskBase.writeBytes) / MB;
-    }
-    if (net && this.netBase) {
-      node['network.recv'] = net.recvBytes - this.netBase.recvBytes;
-      node['network.sent'] = net.sentBytes - this.netBase.sentBytes;
-    }
-  }
-
-  /** statfs can block on a dead network mount: bounded wait, and never two at once. */
-  private async diskUsage(): Promise<{ percent: number; usedBytes: number } | null> {
-    if (this.statfsInFlight) return null;
-    const call = statfs(this.diskPath).then(
-      (s) => {
-        const used = (s.blocks - s.bfree) * s.bsize;
-        const usable = used + s.bavail * s.bsize; // as df: space root reserves is not usable
-        return usable > 0 ? { percent: (used / usable) * 100, usedBytes: used } : null;
-      },
-      () => null,
-    );
-    this.statfsInFlight = call;
-    void call.finally(() => {
-      if (this.statfsInFlight === call) this.statfsInFlight = null;
-    });
-    return withDeadline(call, Math.min(this.intervalMs, 1000), null);
   }
 
   private maybePollApps(): void {
@@ -326,20 +251,4 @@ export class SystemSampler {
     })();
     await withDeadline(work, deadlineMs, undefined);
   }
-}
-
-function countedDisk(name: string): boolean {
-  let known = countedDiskCache.get(name);
-  if (known === undefined) countedDiskCache.set(name, (known = isCountedDisk(name)));
-  return known;
-}
-const countedDiskCache = new Map<string, boolean>();
-
-function withDeadline<T, D>(p: Promise<T>, ms: number, fallback: D): Promise<T | D> {
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<D>((resolve) => {
-    timer = setTimeout(() => resolve(fallback), ms);
-    timer.unref();
-  });
-  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
