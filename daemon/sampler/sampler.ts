@@ -5,7 +5,8 @@
 // Metric names and units: README.md next to this file.
 import { GpuLoop, probeGpus } from './gpu-loop.js';
 import { NodeCounters, withDeadline } from './node-metrics.js';
-import { GPU_QUERY_FIELDS, computeAppsArgs, parseComputeApps, resolveExecutable, runOnce, type ComputeApp, type GpuReading } from './nvidia-smi.js';
+import { ComputeAppsPoller } from './compute-apps.js';
+import { GPU_QUERY_FIELDS, resolveExecutable, type GpuReading } from './nvidia-smi.js';
 import { ProcessTreeTracker, gpuProcessMetrics } from './process-metrics.js';
 import { ProcessSnapshot } from './proc.js';
 
@@ -35,8 +36,13 @@ export interface SystemSamplerOptions {
   log?: (line: string) => void;
   /** Also report `cpu.<n>.cpu_percent` for every core; default false. */
   perCoreCpu?: boolean;
-  /** How often per-process GPU memory is polled while a pid is watched; default max(interval, 5000) ms. */
+  /**
+   * Per-process GPU memory (compute-apps) is polled while a pid is watched: when a
+   * pid is added or a GPU's used memory moves, at most this often; default max(interval, 5000) ms.
+   */
   computeAppsIntervalMs?: number;
+  /** ...and at least this often; default 60000 ms. */
+  computeAppsMaxAgeMs?: number;
   /** nvidia-smi silent this long counts as hung; default 3 × interval + 5000 ms. */
   gpuHangTimeoutMs?: number;
   gpuInitialBackoffMs?: number;
@@ -50,7 +56,6 @@ export interface SystemSamplerOptions {
 export class SystemSampler {
   private readonly intervalMs: number;
   private readonly log: (line: string) => void;
-  private readonly appsIntervalMs: number;
   private readonly queryDeadlineMs: number;
   private readonly subscribers = new Set<(s: SystemSample) => void>();
   private readonly watched = new Map<number, { refs: number; tracker: ProcessTreeTracker }>();
@@ -58,9 +63,7 @@ export class SystemSampler {
   private readonly gpuLatest = new Map<number, { reading: GpuReading; atMs: number }>();
   private gpuLoop: GpuLoop | null = null;
   private smiPath: string | null = null;
-  private apps: { list: ComputeApp[]; atMs: number } | null = null;
-  private appsInFlight: Promise<void> | null = null;
-  private appsStartedAtMs = 0;
+  private apps: ComputeAppsPoller | null = null;
   private readonly abort = new AbortController();
   private timer: NodeJS.Timeout | null = null;
   private ticking = false;
@@ -72,7 +75,6 @@ export class SystemSampler {
     this.intervalMs = Math.max(10, opts.intervalMs ?? 2000);
     this.log = opts.log ?? ((line) => process.stderr.write(`${line}\n`));
     this.counters = new NodeCounters(opts.diskPath ?? '/', opts.perCoreCpu ?? false, Math.min(this.intervalMs, 1000));
-    this.appsIntervalMs = opts.computeAppsIntervalMs ?? Math.max(this.intervalMs, 5000);
     this.queryDeadlineMs = opts.queryDeadlineMs ?? 10_000;
   }
 
@@ -107,6 +109,13 @@ export class SystemSampler {
       this.log(`sampler: ${this.smiPath} failed (${probe.reason}); GPU metrics are off until it works, retrying with backoff`);
     }
     if (this.state !== 'started') return;
+    this.apps = new ComputeAppsPoller({
+      file: this.smiPath,
+      minIntervalMs: this.opts.computeAppsIntervalMs ?? Math.max(this.intervalMs, 5000),
+      maxAgeMs: this.opts.computeAppsMaxAgeMs ?? 60_000,
+      deadlineMs: this.queryDeadlineMs,
+      signal: this.abort.signal,
+    });
     this.gpuLoop = new GpuLoop({
       file: this.smiPath,
       fields: probe.fields,
@@ -144,6 +153,7 @@ export class SystemSampler {
       const tracker = new ProcessTreeTracker(pid);
       tracker.measure(new ProcessSnapshot(), null, Date.now()); // CPU baseline, so the next sample has CPU %
       this.watched.set(pid, { refs: 1, tracker });
+      this.apps?.markDirty();
     }
   }
 
@@ -163,8 +173,13 @@ export class SystemSampler {
   }
 
   /** For benchmarks and tests: the nvidia-smi loop process and how often it was restarted. */
-  diagnostics(): { gpuToolPid: number | undefined; gpuToolRestarts: number; gpuEnabled: boolean } {
-    return { gpuToolPid: this.gpuLoop?.pid, gpuToolRestarts: this.gpuLoop?.restarts ?? 0, gpuEnabled: this.gpuLoop !== null };
+  diagnostics(): { gpuToolPid: number | undefined; gpuToolRestarts: number; gpuEnabled: boolean; computeAppsPolls: number } {
+    return {
+      gpuToolPid: this.gpuLoop?.pid,
+      gpuToolRestarts: this.gpuLoop?.restarts ?? 0,
+      gpuEnabled: this.gpuLoop !== null,
+      computeAppsPolls: this.apps?.polls ?? 0,
+    };
   }
 
   private async tick(): Promise<void> {
@@ -203,7 +218,7 @@ export class SystemSampler {
     const processes = new Map<number, Record<string, number>>();
     if (this.watched.size > 0) {
       const snap = new ProcessSnapshot();
-      const apps = this.freshApps(nowMs);
+      const apps = this.apps?.latest(nowMs) ?? null;
       const indexByUuid = new Map(this.gpus().map((g) => [g.uuid, g.index]));
       for (const [pid, { tracker }] of this.watched) {
         const measured = tracker.measure(snap, memory?.limitBytes ?? null, nowMs);
@@ -218,19 +233,14 @@ export class SystemSampler {
   }
 
   private maybePollApps(): void {
-    if (!this.gpuLoop || !this.smiPath || this.watched.size === 0 || this.appsInFlight) return;
-    if (Date.now() - this.appsStartedAtMs < this.appsIntervalMs - this.intervalMs / 2) return;
-    this.appsStartedAtMs = Date.now();
-    const deadline = Math.min(this.queryDeadlineMs, Math.max(this.appsIntervalMs, 2000));
-    this.appsInFlight = runOnce(this.smiPath, computeAppsArgs(), deadline, 1000, this.abort.signal).then((r) => {
-      this.appsInFlight = null;
-      if (r.ok) this.apps = { list: parseComputeApps(r.stdout), atMs: Date.now() };
-    });
-  }
-
-  private freshApps(nowMs: number): ComputeApp[] | null {
-    if (!this.apps || nowMs - this.apps.atMs > 2 * this.appsIntervalMs + this.queryDeadlineMs) return null;
-    return this.apps.list;
+    if (!this.apps || this.watched.size === 0) return;
+    const memory = new Map<number, { usedBytes: number; totalBytes: number }>();
+    for (const [index, { reading }] of this.gpuLatest) {
+      const usedBytes = reading.metrics.memoryAllocatedBytes;
+      const totalBytes = this.gpuStatic.get(index)?.memoryTotalBytes;
+      if (usedBytes !== undefined && totalBytes) memory.set(index, { usedBytes, totalBytes });
+    }
+    this.apps.maybePoll(memory);
   }
 
   /**
@@ -247,7 +257,7 @@ export class SystemSampler {
     const work = (async () => {
       if (opts.finalSample && wasStarted) this.emit(await this.sampleNow());
       this.abort.abort();
-      await Promise.all([this.gpuLoop?.stop(Math.max(100, deadlineMs - 500)), this.appsInFlight]);
+      await Promise.all([this.gpuLoop?.stop(Math.max(100, deadlineMs - 500)), this.apps?.inFlight]);
     })();
     await withDeadline(work, deadlineMs, undefined);
   }

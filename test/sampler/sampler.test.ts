@@ -231,6 +231,24 @@ describe('SystemSampler with nvidia-smi', () => {
     await waitFor('a sample without the dead tree', 5000, () => h.samples.slice(m + 1).some((x) => !x.processes.has(fam.child)));
   });
 
+  it('polls compute-apps when a pid is watched and when GPU memory moves, not every interval', async () => {
+    const steady = harness({}, { computeAppsIntervalMs: 200 });
+    await steady.sampler.start();
+    steady.sampler.watch(process.pid);
+    await waitFor('10 samples', 10_000, () => steady.samples.length >= 10);
+    // Memory in h100x8.csv moves by 2 MiB between frames, far below 1 % of 80 GB: one poll (the watch).
+    expect(steady.spawns().filter((x) => x.query === 'apps')).toHaveLength(1);
+    expect(steady.sampler.diagnostics().computeAppsPolls).toBe(1);
+    await steady.sampler.stop();
+
+    const moving = harness({ FAKE_NVSMI_FIXTURE: 'h100x8-alloc.csv' }, { computeAppsIntervalMs: 400 });
+    await moving.sampler.start();
+    moving.sampler.watch(process.pid);
+    await waitFor('3 polls', 10_000, () => moving.spawns().filter((x) => x.query === 'apps').length >= 3 && true);
+    const at = moving.spawns().filter((x) => x.query === 'apps').map((x) => x.at);
+    at.slice(1).forEach((t, i) => expect(t - at[i]!).toBeGreaterThanOrEqual(390)); // never more often than the minimum
+  });
+
   it('stop({ finalSample }) emits one last sample, kills nvidia-smi, and ends sampling', async () => {
     const h = harness({});
     await h.sampler.start();
