@@ -6,9 +6,34 @@
 // memory and never wait on a disk, and a sync read costs a fraction of an async
 // one (no thread-pool hop, no promise), which is what keeps sampling cheap.
 import { existsSync, readFileSync, readdirSync } from 'node:fs';
+import { endianness } from 'node:os';
 
-/** Linux reports process CPU times in USER_HZ ticks, fixed at 100 for userspace. */
-export const TICKS_PER_SECOND = 100;
+/**
+ * The kernel's page size and USER_HZ, from the ELF auxiliary vector the kernel
+ * gave this process (AT_PAGESZ = 6, AT_CLKTCK = 17); Node has no sysconf().
+ * Falls back to the usual 4096 and 100.
+ */
+function auxv(): { pageSize: number; ticksPerSecond: number } {
+  const out = { pageSize: 4096, ticksPerSecond: 100 };
+  try {
+    const buf = readFileSync('/proc/self/auxv');
+    if (!['x64', 'arm64', 'ppc64', 's390x', 'riscv64', 'loong64'].includes(process.arch) || buf.length % 16 !== 0) return out;
+    const read = (at: number): bigint => (endianness() === 'LE' ? buf.readBigUInt64LE(at) : buf.readBigUInt64BE(at));
+    for (let i = 0; i + 16 <= buf.length; i += 16) {
+      const type = read(i);
+      if (type === 6n) out.pageSize = Number(read(i + 8));
+      if (type === 17n) out.ticksPerSecond = Number(read(i + 8));
+    }
+  } catch {
+    // no /proc/self/auxv: keep the defaults
+  }
+  return out;
+}
+const AUXV = auxv();
+
+/** Process CPU times in /proc are in USER_HZ ticks (100 on every mainstream Linux). */
+export const TICKS_PER_SECOND = AUXV.ticksPerSecond;
+export const PAGE_SIZE = AUXV.pageSize;
 
 export function readText(path: string): string | null {
   try {
@@ -103,6 +128,8 @@ export interface PidStat {
   /** Start time in ticks after boot: with pid, identifies a process across pid reuse. */
   startTicks: number;
   threads: number;
+  /** Resident set size (field 24, in pages) in bytes. */
+  rssBytes: number;
 }
 
 /** `/proc/<pid>/stat` → the fields we use; the command name may hold spaces and parentheses. */
@@ -112,24 +139,13 @@ export function parsePidStat(pid: number, text: string): PidStat | null {
   // Fields after the name, numbered from 3 (state) as in proc(5).
   const f = text.slice(close + 2).trim().split(/\s+/);
   const field = (n: number): number => Number(f[n - 3]);
-  const stat = { pid, ppid: field(4), cpuTicks: field(14) + field(15), startTicks: field(22), threads: field(20) };
+  const stat = { pid, ppid: field(4), cpuTicks: field(14) + field(15), startTicks: field(22), threads: field(20), rssBytes: field(24) * PAGE_SIZE };
   return Number.isFinite(stat.ppid) && Number.isFinite(stat.cpuTicks) ? stat : null;
-}
-
-/** `/proc/<pid>/status` → resident set size in bytes (VmRSS), 0 for kernel threads/zombies. */
-export function parseRssBytes(statusText: string): number {
-  const m = /^VmRSS:\s+(\d+)\s+kB/m.exec(statusText);
-  return m ? Number(m[1]) * 1024 : 0;
 }
 
 export function readPidStat(pid: number, procRoot = '/proc'): PidStat | null {
   const text = readText(`${procRoot}/${pid}/stat`);
   return text === null ? null : parsePidStat(pid, text);
-}
-
-export function readRssBytes(pid: number, procRoot = '/proc'): number | null {
-  const text = readText(`${procRoot}/${pid}/status`);
-  return text === null ? null : parseRssBytes(text);
 }
 
 /**

@@ -2,22 +2,44 @@
 // children, e.g. dataloader workers): CPU, RSS, and the GPU memory the tree
 // holds according to nvidia-smi's compute-apps list.
 import type { ComputeApp } from './nvidia-smi.js';
-import { TICKS_PER_SECOND, readRssBytes, type ProcessSnapshot } from './proc.js';
+import { TICKS_PER_SECOND, type ProcessSnapshot } from './proc.js';
 
 const MB = 1024 * 1024;
 
 /**
  * Remembers a tree's CPU ticks between samples so that CPU % covers exactly the
  * interval. Keys are pid + start time, so a reused pid never inherits ticks.
+ *
+ * Finding descendants means reading a `children` file per thread of every
+ * member (a PyTorch rank has dozens of threads) or scanning all of /proc, so it
+ * is redone every `rediscoverMs`; in between only the known members' stat files
+ * are read. A new child process is therefore counted at most `rediscoverMs` late.
  */
 export class ProcessTreeTracker {
   private prevTicks: Map<string, number> | null = null;
   private prevAtMs = 0;
+  private members: Map<number, number> | null = null; // pid → start ticks
+  private discoveredAtMs = 0;
 
   constructor(
     readonly root: number,
-    private readonly procRoot = '/proc',
+    private readonly rediscoverMs = 0,
   ) {}
+
+  private currentMembers(snap: ProcessSnapshot, nowMs: number): number[] {
+    if (this.members === null || nowMs - this.discoveredAtMs >= this.rediscoverMs) {
+      const pids = snap.tree(this.root);
+      this.members = new Map(pids.map((pid) => [pid, snap.stat(pid)?.startTicks ?? -1]));
+      this.discoveredAtMs = nowMs;
+      return pids;
+    }
+    const alive: number[] = [];
+    for (const [pid, start] of this.members) {
+      if (snap.stat(pid)?.startTicks === start) alive.push(pid);
+      else this.members.delete(pid); // exited, or the pid now belongs to someone else
+    }
+    return alive[0] === this.root ? alive : [];
+  }
 
   /**
    * The tree's metrics now, or null when the root process is gone.
@@ -25,7 +47,7 @@ export class ProcessTreeTracker {
    * call, which only sets the baseline.
    */
   measure(snap: ProcessSnapshot, memoryLimitBytes: number | null, nowMs: number): { pids: number[]; metrics: Record<string, number> } | null {
-    const pids = snap.tree(this.root);
+    const pids = this.currentMembers(snap, nowMs);
     if (pids.length === 0) return null;
     const ticks = new Map<string, number>();
     let rssBytes = 0;
@@ -35,7 +57,7 @@ export class ProcessTreeTracker {
       if (!st) continue;
       ticks.set(`${pid}:${st.startTicks}`, st.cpuTicks);
       threads += Number.isFinite(st.threads) ? st.threads : 0;
-      rssBytes += readRssBytes(pid, this.procRoot) ?? 0;
+      rssBytes += Number.isFinite(st.rssBytes) ? st.rssBytes : 0;
     }
     const metrics: Record<string, number> = {
       'proc.memory.rssMB': rssBytes / MB,

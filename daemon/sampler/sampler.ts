@@ -43,6 +43,8 @@ export interface SystemSamplerOptions {
   computeAppsIntervalMs?: number;
   /** ...and at least this often; default 60000 ms. */
   computeAppsMaxAgeMs?: number;
+  /** How often a watched pid's descendants are looked for again; default max(interval, 5000) ms. */
+  processDiscoveryMs?: number;
   /** nvidia-smi silent this long counts as hung; default 3 × interval + 5000 ms. */
   gpuHangTimeoutMs?: number;
   gpuInitialBackoffMs?: number;
@@ -150,7 +152,7 @@ export class SystemSampler {
     const entry = this.watched.get(pid);
     if (entry) entry.refs++;
     else {
-      const tracker = new ProcessTreeTracker(pid);
+      const tracker = new ProcessTreeTracker(pid, this.opts.processDiscoveryMs ?? Math.max(this.intervalMs, 5000));
       tracker.measure(new ProcessSnapshot(), null, Date.now()); // CPU baseline, so the next sample has CPU %
       this.watched.set(pid, { refs: 1, tracker });
       this.apps?.markDirty();

@@ -1,9 +1,9 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryReading, parseMeminfo, readCgroupMemory } from '../../daemon/sampler/memory.js';
-import { ProcessSnapshot, cpuPercent, parseDiskstats, parseNetDev, parsePidStat, parseProcStat, parseRssBytes } from '../../daemon/sampler/proc.js';
+import { PAGE_SIZE, ProcessSnapshot, TICKS_PER_SECOND, cpuPercent, parseDiskstats, parseNetDev, parsePidStat, parseProcStat } from '../../daemon/sampler/proc.js';
 import { ProcessTreeTracker, gpuProcessMetrics } from '../../daemon/sampler/process-metrics.js';
 import { spawnBusyFamily } from './family.js';
 
@@ -44,10 +44,16 @@ describe('/proc parsers', () => {
 
   it('reads ppid, CPU ticks and start time from /proc/<pid>/stat even with ") (" in the name', () => {
     const text = '8635 (we ird) (name) R 8630 8630 5483 0 -1 4194304 99 0 0 0 17 4 0 0 20 0 3 0 63233 3133440 365 18446744073709551615';
-    expect(parsePidStat(8635, text)).toEqual({ pid: 8635, ppid: 8630, cpuTicks: 21, startTicks: 63233, threads: 3 });
+    expect(parsePidStat(8635, text)).toEqual({ pid: 8635, ppid: 8630, cpuTicks: 21, startTicks: 63233, threads: 3, rssBytes: 365 * PAGE_SIZE });
     expect(parsePidStat(1, 'garbage')).toBeNull();
-    expect(parseRssBytes('Name:\tcat\nVmRSS:\t    2160 kB\n')).toBe(2160 * 1024);
-    expect(parseRssBytes('Name:\tkthreadd\n')).toBe(0);
+  });
+
+  it('knows USER_HZ and the page size, and its RSS agrees with VmRSS of /proc/self/status', () => {
+    expect(TICKS_PER_SECOND).toBe(100);
+    expect([4096, 16384, 65536]).toContain(PAGE_SIZE);
+    const vmRss = Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync('/proc/self/status', 'utf8'))![1]) * 1024;
+    const fromStat = parsePidStat(process.pid, readFileSync('/proc/self/stat', 'utf8'))!.rssBytes;
+    expect(Math.abs(fromStat - vmRss) / vmRss).toBeLessThan(0.05);
   });
 });
 
@@ -128,6 +134,25 @@ describe('process trees (real processes)', () => {
     // The child busy-loops ~all the time; allow for a loaded 2-core machine.
     expect(second.metrics['proc.cpu.percent']).toBeGreaterThan(20);
     expect(second.metrics['proc.cpu.percent']).toBeLessThan(220);
+  });
+
+  it('between rediscoveries re-reads only known members: a new child waits, a dead one drops at once', async () => {
+    const slow = new ProcessTreeTracker(process.pid, 60_000);
+    const eager = new ProcessTreeTracker(process.pid, 0);
+    const count = (t: ProcessTreeTracker): number => t.measure(new ProcessSnapshot(), null, Date.now())!.metrics['proc.count']!;
+    const before = count(slow);
+    expect(count(eager)).toBe(before);
+    const fam = await spawnBusyFamily(cleanups);
+    expect(count(slow)).toBe(before); // not looked for yet
+    expect(count(eager)).toBe(before + 2);
+    await fam.kill();
+    const fresh = new ProcessTreeTracker(process.pid, 60_000);
+    expect(count(fresh)).toBe(before);
+    const withFamily = new ProcessTreeTracker(process.pid, 60_000);
+    const fam2 = await spawnBusyFamily(cleanups);
+    expect(count(withFamily)).toBe(before + 2);
+    await fam2.kill();
+    expect(count(withFamily)).toBe(before);
   });
 
   it('attributes compute-apps memory to the tree and copies its GPU metrics under gpu.process.<i>', () => {
