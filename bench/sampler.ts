@@ -46,10 +46,12 @@ interface Result {
   totalPct: number;
   samples: number;
   loops: number;
+  polls: number;
 }
 
 /** Runs `samplerCount` samplers for SECONDS; each watches `watchPerSampler` of the rank pids. */
-async function scenario(label: string, samplerCount: number, ranks: number[], watchPerSampler: number): Promise<Result> {
+async function scenario(label: string, samplerCount: number, ranks: number[], watchPerSampler: number, fixture = 'h100x8.csv'): Promise<Result> {
+  process.env.FAKE_NVSMI_FIXTURE = fixture;
   const samplers = Array.from({ length: samplerCount }, () => new SystemSampler({ intervalMs: INTERVAL_MS, log: () => {} }));
   let samples = 0;
   for (const s of samplers) s.onSample(() => samples++);
@@ -62,7 +64,9 @@ async function scenario(label: string, samplerCount: number, ranks: number[], wa
   const loops0 = loopPids.map((p) => cpuSeconds(p));
   const reaped0 = cpuSeconds('self', true);
   samples = 0;
+  const polls0 = samplers.reduce((n, s) => n + s.diagnostics().computeAppsPolls, 0);
   await sleep(SECONDS * 1000);
+  const polls = samplers.reduce((n, s) => n + s.diagnostics().computeAppsPolls, 0) - polls0;
   const wall = (performance.now() - t0) / 1000;
   const self = selfCpu() - self0;
   const loops = loopPids.reduce((sum, p, i) => sum + cpuSeconds(p) - loops0[i]!, 0);
@@ -77,6 +81,7 @@ async function scenario(label: string, samplerCount: number, ranks: number[], wa
     totalPct: pct(self + loops + reaped),
     samples,
     loops: loopPids.length,
+    polls,
   };
 }
 
@@ -93,21 +98,24 @@ async function main(): Promise<void> {
   symlinkSync(fake, join(bin, 'nvidia-smi'));
   process.env.PATH = `${bin}:${process.env.PATH ?? ''}`;
   delete process.env.FAKE_NVSMI_MODE;
-  process.env.FAKE_NVSMI_FIXTURE = 'h100x8.csv';
-  // Eight idle "ranks" to watch, as in the many-process pattern.
-  const ranks: ChildProcess[] = Array.from({ length: 8 }, () => spawn(process.execPath, ['-e', 'setInterval(() => {}, 1 << 30)'], { stdio: 'ignore' }));
+  // Eight idle "ranks" to watch, as in the many-process pattern, each with a few
+  // dozen threads like a PyTorch rank (finding descendants reads one file per thread).
+  const rank = "const { Worker } = require('node:worker_threads'); for (let i = 0; i < 16; i++) new Worker('setInterval(() => {}, 1 << 30)', { eval: true }); setInterval(() => {}, 1 << 30);";
+  const ranks: ChildProcess[] = Array.from({ length: 8 }, () => spawn(process.execPath, ['-e', rank], { stdio: 'ignore' }));
+  await sleep(2000);
   try {
     const pids = ranks.map((r) => r.pid!);
     const procs = readdirSync('/proc').filter((n) => /^\d+$/.test(n)).length;
     console.log(`sampler bench: 8 GPUs (fake nvidia-smi, h100x8.csv), interval ${INTERVAL_MS} ms, ${SECONDS} s per scenario, ${procs} processes on this machine, node ${process.version}`);
     const results = [
       await scenario('1 sampler per node, no pid watched (one-process pattern)', 1, pids, 0),
-      await scenario('1 sampler per node, 8 rank pids watched (compute-apps every 5 s)', 1, pids, 8),
+      await scenario('1 sampler per node, 8 rank pids watched, steady GPU memory (compute-apps polled once, at watch)', 1, pids, 8),
+      await scenario('1 sampler per node, 8 rank pids watched, GPU memory moving every second (worst case: compute-apps every 5 s)', 1, pids, 8, 'h100x8-alloc.csv'),
       await scenario('8 samplers, one per rank, 1 pid each (the wandb way)', 8, pids, 1),
     ];
     for (const r of results) {
       console.log(
-        `${r.label}\n  total ${r.totalPct.toFixed(3)} % of one core = daemon ${r.daemonPct.toFixed(3)} % + nvidia-smi loop x${r.loops} ${r.loopChildrenPct.toFixed(3)} % + one-shot queries ${r.reapedChildrenPct.toFixed(3)} %  (${r.samples} samples)`,
+        `${r.label}\n  total ${r.totalPct.toFixed(3)} % of one core = daemon ${r.daemonPct.toFixed(3)} % + nvidia-smi loop x${r.loops} ${r.loopChildrenPct.toFixed(3)} % + ${r.polls} compute-apps queries ${r.reapedChildrenPct.toFixed(3)} %  (${r.samples} samples)`,
       );
     }
     const shot = await oneShotCost(10);

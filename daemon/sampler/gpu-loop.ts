@@ -202,10 +202,10 @@ export type GpuProbe =
  * One query at start: learns the GPUs' static facts, and drops any field this
  * driver's nvidia-smi does not know (it refuses the whole query otherwise).
  */
-export async function probeGpus(file: string, fields: readonly string[], deadlineMs: number): Promise<GpuProbe> {
+export async function probeGpus(file: string, fields: readonly string[], deadlineMs: number, signal?: AbortSignal): Promise<GpuProbe> {
   let current = [...fields];
   for (let attempt = 0; attempt < 5; attempt++) {
-    const r = await runOnce(file, gpuOnceArgs(current), deadlineMs);
+    const r = await runOnce(file, gpuOnceArgs(current), deadlineMs, 1000, signal);
     const unknown = /Field "([^"]+)" is not a valid field to query/.exec(r.stdout + r.reason)?.[1];
     if (!r.ok && unknown && unknown !== 'index' && current.includes(unknown)) {
       current = current.filter((f) => f !== unknown);

@@ -98,7 +98,8 @@ export class SystemSampler {
       this.log(`sampler: no ${name} found${name.includes('/') ? '' : ' on PATH'}; GPU metrics are off`);
       return;
     }
-    const probe = await probeGpus(this.smiPath, GPU_QUERY_FIELDS, this.queryDeadlineMs);
+    const probe = await probeGpus(this.smiPath, GPU_QUERY_FIELDS, this.queryDeadlineMs, this.abort.signal);
+    if (this.state !== 'started') return; // stopped while probing: the probe was cancelled
     if (probe.ok) {
       for (const r of probe.readings) this.noteStatic(r);
       const names = [...new Set(probe.readings.map((r) => r.name ?? 'unknown'))].join(', ');

@@ -163,6 +163,19 @@ describe('SystemSampler with nvidia-smi', () => {
     expect(h.logs).toHaveLength(1); // silent while failing
   });
 
+  it('stop() during a hanging start-up probe cancels it at once, quietly', async () => {
+    const h = harness({ FAKE_NVSMI_MODE: 'hang' }, { queryDeadlineMs: 30_000 });
+    const starting = h.sampler.start();
+    const probe = await waitFor('the probe to start', 5000, () => h.spawns()[0]);
+    const t0 = Date.now();
+    await h.sampler.stop();
+    await starting;
+    expect(Date.now() - t0).toBeLessThan(2500);
+    await waitFor('the probe to be killed', 3000, () => !isAlive(probe.pid));
+    expect(h.spawns()).toHaveLength(1); // no loop was started
+    expect(h.logs).toEqual([]);
+  });
+
   it('with a driver error: one line, no GPU metrics, retries with backoff, CPU and memory still arrive', async () => {
     const h = harness({ FAKE_NVSMI_MODE: 'error' });
     await h.sampler.start();
