@@ -2,7 +2,9 @@
 // fixture-driven fake nvidia-smi) at a 1 s interval; and the same node sampled
 // the wandb way, by 8 samplers (one per rank). Prints figures, times nothing in CI.
 //
-//   npx tsc -p tsconfig.json && node dist/bench/sampler.js [--seconds 20]
+//   npx tsc -p tsconfig.json && node dist/bench/sampler.js [--seconds 20] [--real]
+//
+// --real: use the nvidia-smi found on PATH (a GPU node) instead of the fake.
 //
 // Cost = this process's CPU (process.cpuUsage) + the live nvidia-smi loop
 // children's CPU (/proc/<pid>/stat utime+stime) + reaped one-shot children
@@ -94,9 +96,12 @@ async function oneShotCost(n: number): Promise<{ daemonMs: number; toolMs: numbe
 }
 
 async function main(): Promise<void> {
+  const real = process.argv.includes('--real');
   const bin = mkdtempSync(join(tmpdir(), 'logd-bench-'));
-  symlinkSync(fake, join(bin, 'nvidia-smi'));
-  process.env.PATH = `${bin}:${process.env.PATH ?? ''}`;
+  if (!real) {
+    symlinkSync(fake, join(bin, 'nvidia-smi'));
+    process.env.PATH = `${bin}:${process.env.PATH ?? ''}`;
+  }
   delete process.env.FAKE_NVSMI_MODE;
   // Eight idle "ranks" to watch, as in the many-process pattern, each with a few
   // dozen threads like a PyTorch rank (finding descendants reads one file per thread).
@@ -106,7 +111,8 @@ async function main(): Promise<void> {
   try {
     const pids = ranks.map((r) => r.pid!);
     const procs = readdirSync('/proc').filter((n) => /^\d+$/.test(n)).length;
-    console.log(`sampler bench: 8 GPUs (fake nvidia-smi, h100x8.csv), interval ${INTERVAL_MS} ms, ${SECONDS} s per scenario, ${procs} processes on this machine, node ${process.version}`);
+    const gpus = real ? `real nvidia-smi on PATH` : '8 GPUs (fake nvidia-smi, h100x8.csv)';
+    console.log(`sampler bench: ${gpus}, interval ${INTERVAL_MS} ms, ${SECONDS} s per scenario, ${procs} processes on this machine, node ${process.version}`);
     const results = [
       await scenario('1 sampler per node, no pid watched (one-process pattern)', 1, pids, 0),
       await scenario('1 sampler per node, 8 rank pids watched, steady GPU memory (compute-apps polled once, at watch)', 1, pids, 8),

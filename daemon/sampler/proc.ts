@@ -239,3 +239,8 @@ export class ProcessSnapshot {
     return byParent;
   }
 }
+
+/** A root pid and all its live descendants (root first); empty when the root is gone. */
+export function processTree(root: number): number[] {
+  return new ProcessSnapshot().tree(root);
+}

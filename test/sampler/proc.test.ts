@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryReading, parseMeminfo, readCgroupMemory } from '../../daemon/sampler/memory.js';
-import { PAGE_SIZE, ProcessSnapshot, TICKS_PER_SECOND, cpuPercent, parseDiskstats, parseNetDev, parsePidStat, parseProcStat } from '../../daemon/sampler/proc.js';
+import { PAGE_SIZE, ProcessSnapshot, TICKS_PER_SECOND, processTree, cpuPercent, parseDiskstats, parseNetDev, parsePidStat, parseProcStat } from '../../daemon/sampler/proc.js';
 import { ProcessTreeTracker, gpuProcessMetrics } from '../../daemon/sampler/process-metrics.js';
 import { spawnBusyFamily } from './family.js';
 
@@ -122,7 +122,8 @@ describe('process trees (real processes)', () => {
       expect(pids[0]).toBe(fam.child);
       expect(pids).toContain(fam.grandchild);
     }
-    expect(new ProcessSnapshot().tree(2 ** 22 + 12345)).toEqual([]);
+    expect(processTree(fam.child).sort()).toEqual([fam.child, fam.grandchild].sort());
+    expect(processTree(2 ** 22 + 12345)).toEqual([]);
 
     const tracker = new ProcessTreeTracker(fam.child);
     const first = tracker.measure(new ProcessSnapshot(), 64 * GiB, Date.now())!;
