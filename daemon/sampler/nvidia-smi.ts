@@ -73,6 +73,7 @@ export type ParseResult<T> = { ok: true; value: T } | { ok: false; reason: strin
  */
 export function parseNumber(cell: string | undefined): number | undefined {
   if (cell === undefined) return undefined;
+  if (/^-?\d+(?:\.\d+)?$/.test(cell)) return Number(cell); // the common case, already trimmed
   const m = /^\s*(-?\d+(?:\.\d+)?)\s*(?:[A-Za-z%]+)?\s*$/.exec(cell);
   if (!m) return undefined;
   const n = Number(m[1]);
@@ -97,6 +98,13 @@ function splitCells(line: string, fieldCount: number): string[] {
   return cells.map((c) => c.trim());
 }
 
+const positionCache = new WeakMap<readonly string[], Map<string, number>>();
+function fieldPositions(fields: readonly string[]): Map<string, number> {
+  let map = positionCache.get(fields);
+  if (!map) positionCache.set(fields, (map = new Map(fields.map((f, i) => [f, i]))));
+  return map;
+}
+
 /**
  * Parses one `--query-gpu` line for `fields` (default: GPU_QUERY_FIELDS). A line
  * whose index is not a number (a driver error, a warning) is rejected with the
@@ -109,9 +117,10 @@ export function parseGpuLine(
   const text = line.trim();
   if (text === '') return { ok: false, reason: 'empty line' };
   const cells = splitCells(text, fields.length);
+  const positions = fieldPositions(fields);
   const cell = (f: string): string | undefined => {
-    const i = fields.indexOf(f);
-    return i >= 0 ? cells[i] : undefined;
+    const i = positions.get(f);
+    return i === undefined ? undefined : cells[i];
   };
   const index = parseNumber(cell('index'));
   if (index === undefined || !Number.isInteger(index) || index < 0 || !/^\d+$/.test(cell('index') ?? '')) {
