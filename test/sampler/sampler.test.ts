@@ -1,6 +1,7 @@
 // The real SystemSampler against the fake nvidia-smi (real processes, real /proc).
 import { spawn } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { SystemSampler, type SystemSample, type SystemSamplerOptions } from '../../daemon/sampler/sampler.js';
@@ -94,6 +95,17 @@ describe('SystemSampler with nvidia-smi', () => {
     // One probe and one loop process for ≥10 samples, one info line.
     expect(h.spawns().map((x) => x.kind)).toEqual(['once', 'loop']);
     expect(h.logs).toEqual(['sampler: 8 GPU(s) (NVIDIA H100 80GB HBM3), driver 550.54.15']);
+  });
+
+  it('drops a field an older nvidia-smi does not know, says so once, and reports the rest', async () => {
+    const h = harness({ FAKE_NVSMI_UNKNOWN_FIELD: 'pcie.link.gen.current' });
+    await h.sampler.start();
+    const s = await waitFor('a GPU sample', 10_000, () => h.samples.find((x) => withGpu(x, 7)));
+    expect(s.node).not.toHaveProperty(['gpu.0.pcieLinkGen']);
+    expect(s.node['gpu.0.pcieLinkWidth']).toBe(16); // the columns after it did not shift
+    expect(s.node['gpu.0.enforcedPowerLimitWatts']).toBe(700);
+    expect(h.logs).toEqual(['sampler: 8 GPU(s) (NVIDIA H100 80GB HBM3), driver 550.54.15; this nvidia-smi lacks pcie.link.gen.current']);
+    expect(h.spawns().map((x) => x.kind)).toEqual(['once', 'once', 'loop']);
   });
 
   it('reports a 1-GPU node, fan speed included', async () => {
@@ -193,13 +205,24 @@ describe('SystemSampler with nvidia-smi', () => {
   });
 
   it('without nvidia-smi on PATH: exactly one info line, and CPU/memory/disk/network still arrive', async () => {
-    const h = harness({}, {}, false);
+    const h = harness({}, { perCoreCpu: true, diskPath: tmpdir() }, false);
+    let throws = 0;
+    h.sampler.onSample(() => {
+      throws++;
+      throw new Error('a broken subscriber');
+    });
     await h.sampler.start();
     await waitFor('5 samples', 5000, () => h.samples.length >= 5);
-    expect(h.logs).toEqual(['sampler: no nvidia-smi found on PATH; GPU metrics are off']);
+    expect(throws).toBeGreaterThanOrEqual(5); // a throwing subscriber neither stops sampling nor the others
+    expect(h.logs).toEqual([
+      'sampler: no nvidia-smi found on PATH; GPU metrics are off',
+      'sampler: a sample subscriber threw (Error: a broken subscriber); further throws are not logged',
+    ]);
     expect(h.sampler.diagnostics().gpuEnabled).toBe(false);
     const s = h.samples.at(-1)!;
-    for (const key of ['cpu', 'memory_percent', 'disk./.usagePercent', 'disk.in', 'network.recv']) expect(s.node).toHaveProperty([key]);
+    for (const key of ['cpu', 'cpu.0.cpu_percent', 'cpu.1.cpu_percent', 'memory_percent', `disk.${tmpdir()}.usagePercent`, 'disk.in', 'network.recv']) {
+      expect(s.node).toHaveProperty([key]);
+    }
     expect(Object.keys(s.node).some((k) => k.startsWith('gpu.'))).toBe(false);
   });
 
@@ -247,8 +270,11 @@ describe('SystemSampler with nvidia-smi', () => {
   it('polls compute-apps when a pid is watched and when GPU memory moves, not every interval', async () => {
     const steady = harness({}, { computeAppsIntervalMs: 200 });
     await steady.sampler.start();
+    // Once the loop has reported (a GPU first seen after a poll is itself a reason to poll).
+    await waitFor('a GPU sample', 10_000, () => steady.samples.some((x) => withGpu(x, 7)));
     steady.sampler.watch(process.pid);
-    await waitFor('10 samples', 10_000, () => steady.samples.length >= 10);
+    const n = steady.samples.length;
+    await waitFor('10 samples', 10_000, () => steady.samples.length >= n + 10);
     // Memory in h100x8.csv moves by 2 MiB between frames, far below 1 % of 80 GB: one poll (the watch).
     expect(steady.spawns().filter((x) => x.query === 'apps')).toHaveLength(1);
     expect(steady.sampler.diagnostics().computeAppsPolls).toBe(1);
