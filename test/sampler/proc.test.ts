@@ -132,8 +132,8 @@ describe('process trees (real processes)', () => {
     const second = tracker.measure(new ProcessSnapshot(), 64 * GiB, Date.now())!;
     expect(second.metrics['proc.count']).toBe(2);
     expect(second.metrics['proc.memory.rssMB']).toBeGreaterThan(20); // two node processes
-    // The child busy-loops ~all the time; allow for a loaded 2-core machine.
-    expect(second.metrics['proc.cpu.percent']).toBeGreaterThan(20);
+    // The child busy-loops; an idle tree shows ~0. Low bar: a loaded 2-core machine.
+    expect(second.metrics['proc.cpu.percent']).toBeGreaterThan(5);
     expect(second.metrics['proc.cpu.percent']).toBeLessThan(220);
   });
 
