@@ -114,6 +114,7 @@ async function main(): Promise<void> {
     const gpus = real ? `real nvidia-smi on PATH` : '8 GPUs (fake nvidia-smi, h100x8.csv)';
     console.log(`sampler bench: ${gpus}, interval ${INTERVAL_MS} ms, ${SECONDS} s per scenario, ${procs} processes on this machine, node ${process.version}`);
     const results = [
+      await scenario('baseline: this process with no sampler (the floor every figure includes)', 0, pids, 0),
       await scenario('1 sampler per node, no pid watched (one-process pattern)', 1, pids, 0),
       await scenario('1 sampler per node, 8 rank pids watched, steady GPU memory (compute-apps polled once, at watch)', 1, pids, 8),
       await scenario('1 sampler per node, 8 rank pids watched, GPU memory moving every second (worst case: compute-apps every 5 s)', 1, pids, 8, 'h100x8-alloc.csv'),
