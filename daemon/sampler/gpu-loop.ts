@@ -4,8 +4,9 @@
 // per sample. Contract:
 // - any exit is followed by a restart after an exponential backoff, which resets
 //   once a process has stayed healthy for `healthyResetMs`;
-// - a process that prints nothing for `hangTimeoutMs` is killed (SIGTERM, then
-//   SIGKILL after `killGraceMs`) and replaced without waiting for it to exit;
+// - a process that prints no GPU reading for `hangTimeoutMs` (nothing, or only
+//   error lines) is killed (SIGTERM, then SIGKILL after `killGraceMs`) and
+//   replaced without waiting for it to exit;
 // - a failure streak is logged once, its recovery once: no error spam;
 // - stop() never takes longer than its deadline.
 import { execa, type ResultPromise } from 'execa';
@@ -16,7 +17,7 @@ export interface GpuLoopOptions {
   file: string;
   fields: readonly string[];
   intervalMs: number;
-  /** No output for this long means hung. Default 3 × interval + 5000 ms. */
+  /** No GPU reading for this long means hung. Default 3 × interval + 5000 ms. */
   hangTimeoutMs?: number;
   initialBackoffMs?: number;
   maxBackoffMs?: number;
@@ -38,7 +39,9 @@ export class GpuLoop {
   private restartTimer: NodeJS.Timeout | null = null;
   private watchdog: NodeJS.Timeout | null = null;
   private spawnedAt = 0;
-  private lastOutputAt = 0;
+  /** Last GPU reading from the current process (or its spawn time): a tool printing only errors is as good as hung. */
+  private lastReadingAt = 0;
+  private lastBadLine = '';
   private lastGoodAt = 0;
   private backoffMs: number;
   private failing = false;
@@ -88,8 +91,9 @@ export class GpuLoop {
       forceKillAfterDelay: this.killGraceMs,
     });
     this.child = child;
-    this.spawnedAt = this.lastOutputAt = Date.now();
+    this.spawnedAt = this.lastReadingAt = Date.now();
     this.lastGoodAt = 0;
+    this.lastBadLine = '';
     let badLine = '';
     let stderrTail = '';
     child.stderr?.on('data', (d: Buffer) => {
@@ -99,13 +103,13 @@ export class GpuLoop {
       createInterface({ input: child.stdout, crlfDelay: Infinity }).on('line', (line) => {
         if (gen !== this.generation) return;
         const now = Date.now();
-        this.lastOutputAt = now;
         const parsed = parseGpuLine(line, this.opts.fields);
         if (parsed.ok) {
-          this.lastGoodAt = now;
+          this.lastGoodAt = this.lastReadingAt = now;
           this.opts.onReading(parsed.value, now);
-        } else if (!badLine && line.trim() !== '') {
-          badLine = line.trim().slice(0, 300);
+        } else if (line.trim() !== '') {
+          this.lastBadLine = line.trim().slice(0, 300);
+          badLine ||= this.lastBadLine;
         }
       });
     }
@@ -126,7 +130,7 @@ export class GpuLoop {
     const child = this.child;
     if (!child || this.stopping) return;
     const now = Date.now();
-    const silentMs = now - this.lastOutputAt;
+    const silentMs = now - this.lastReadingAt;
     if (silentMs <= this.hangTimeoutMs) {
       // Recovered only once a process has lived and reported for a few intervals:
       // a tool that prints one frame and dies must not log "recovered" each time.
@@ -137,7 +141,8 @@ export class GpuLoop {
     // Replace it now; the old one gets SIGTERM, then SIGKILL from execa after killGraceMs.
     this.generation++;
     child.kill('SIGTERM');
-    this.onDead(`printed nothing for ${silentMs} ms (pid ${child.pid}); killed`);
+    const what = this.lastBadLine ? `gave no GPU reading for ${silentMs} ms, only lines like "${this.lastBadLine}"` : `printed nothing for ${silentMs} ms`;
+    this.onDead(`${what} (pid ${child.pid}); killed`);
   }
 
   private onDead(reason: string): void {

@@ -154,6 +154,20 @@ describe('SystemSampler with nvidia-smi', () => {
     await waitFor('a sample without GPU metrics', 10_000, () => h.samples.some((s) => !withGpu(s)));
   });
 
+  it('treats a tool that keeps printing only error lines as hung: killed and replaced', async () => {
+    const h = harness({ FAKE_NVSMI_FIXTURE: 'gpu-lost-only.txt' });
+    await h.sampler.start();
+    const loops = await waitFor('a second loop start', 10_000, () => {
+      const l = h.spawns().filter((x) => x.kind === 'loop');
+      return l.length >= 2 && l;
+    });
+    expect(loops[1]!.at - loops[0]!.at).toBeGreaterThanOrEqual(1000);
+    await waitFor('the first loop process to be gone', 3000, () => !isAlive(loops[0]!.pid));
+    // The probe already said why, once; the replacements are quiet.
+    expect(h.logs).toEqual([expect.stringMatching(/failed \(no GPU lines: Unable to determine the device handle for GPU0000:3B:00.0: Unknown Error\)/)]);
+    expect(h.samples.every((s) => !withGpu(s))).toBe(true);
+  });
+
   it('bounds start() and stop() when nvidia-smi hangs and ignores SIGTERM (SIGKILL follows)', async () => {
     const h = harness({ FAKE_NVSMI_MODE: 'hang', FAKE_NVSMI_IGNORE_TERM: '1' }, { queryDeadlineMs: 1000 });
     const t0 = Date.now();
