@@ -1,11 +1,13 @@
 import { defineConfig } from 'vitest/config';
 
-// Integration tests start real processes and measure timing: one file at a time.
+// Tests start real daemons and worker processes; on a 2-core machine they run
+// one file at a time so timings stay sane.
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     pool: 'forks',
-    testTimeout: 60_000,
+    testTimeout: 120_000,
+    hookTimeout: 60_000,
     fileParallelism: false,
   },
 });
