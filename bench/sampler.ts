@@ -2,7 +2,7 @@
 // fixture-driven fake nvidia-smi) at a 1 s interval; and the same node sampled
 // the wandb way, by 8 samplers (one per rank). Prints figures, times nothing in CI.
 //
-//   npx tsc -p tsconfig.json && node dist/bench/sampler.js [--seconds 20] [--real]
+//   npx tsc -p tsconfig.json && node dist/bench/sampler.js [--seconds 20 | --quick] [--real]
 //
 // --real: use the nvidia-smi found on PATH (a GPU node) instead of the fake.
 //
@@ -22,7 +22,8 @@ const here = dirname(fileURLToPath(import.meta.url));
 const repo = resolve(here, '..', '..'); // dist/bench → repo root
 const fake = join(repo, 'test', 'fixtures', 'nvidia-smi', 'fake-nvidia-smi');
 const secondsArg = process.argv.indexOf('--seconds');
-const SECONDS = secondsArg > 0 ? Number(process.argv[secondsArg + 1]) : 20;
+// --quick (from `make bench`'s run-all): 5 s per scenario, figures coarser.
+const SECONDS = secondsArg > 0 ? Number(process.argv[secondsArg + 1]) : process.argv.includes('--quick') ? 5 : 20;
 const INTERVAL_MS = 1000;
 
 /** utime+stime (and, with `children`, cutime+cstime) of a pid, in seconds. */
