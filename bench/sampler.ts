@@ -106,7 +106,10 @@ async function main(): Promise<void> {
   delete process.env.FAKE_NVSMI_MODE;
   // Eight idle "ranks" to watch, as in the many-process pattern, each with a few
   // dozen threads like a PyTorch rank (finding descendants reads one file per thread).
-  const rank = "const { Worker } = require('node:worker_threads'); for (let i = 0; i < 16; i++) new Worker('setInterval(() => {}, 1 << 30)', { eval: true }); setInterval(() => {}, 1 << 30);";
+  // They exit on their own if this process dies without killing them.
+  const rank =
+    "const { Worker } = require('node:worker_threads'); for (let i = 0; i < 16; i++) new Worker('setInterval(() => {}, 1 << 30)', { eval: true });" +
+    `setInterval(() => { try { process.kill(${process.pid}, 0); } catch { process.exit(0); } }, 1000);`;
   const ranks: ChildProcess[] = Array.from({ length: 8 }, () => spawn(process.execPath, ['-e', rank], { stdio: 'ignore' }));
   await sleep(2000);
   try {
