@@ -1,16 +1,18 @@
 // A real process tree for attribution tests: a child that busy-loops and has
 // one idle grandchild. Cleaned up by the caller's cleanup list, and on its own
-// if the test process dies (the child watches for being orphaned).
+// if the test process dies.
 import { spawn } from 'node:child_process';
 import { isAlive, waitFor } from './helpers.js';
 
-const SCRIPT = `
+// Each waits on its parent by pid (not ppid === 1: orphans may go to a subreaper).
+const SCRIPT = (testPid: number): string => `
   const { spawn } = require('node:child_process');
-  const g = spawn(process.execPath, ['-e', 'setInterval(() => { if (process.ppid === 1) process.exit(0); }, 200)'], { stdio: 'ignore' });
+  const alive = (pid) => { try { process.kill(pid, 0); return true; } catch { return false; } };
+  const g = spawn(process.execPath, ['-e', 'setInterval(() => { try { process.kill(' + process.pid + ', 0); } catch { process.exit(0); } }, 200)'], { stdio: 'ignore' });
   process.stdout.write(String(g.pid) + '\\n');
   process.on('SIGTERM', () => { g.kill('SIGKILL'); process.exit(0); });
   (function burn() { const t = Date.now(); while (Date.now() - t < 50); setImmediate(burn); })();
-  setInterval(() => { if (process.ppid === 1) { g.kill('SIGKILL'); process.exit(0); } }, 200);`;
+  setInterval(() => { if (!alive(${testPid})) { g.kill('SIGKILL'); process.exit(0); } }, 200);`;
 
 export interface Family {
   child: number;
@@ -19,7 +21,7 @@ export interface Family {
 }
 
 export async function spawnBusyFamily(cleanups: Array<() => Promise<void> | void>): Promise<Family> {
-  const child = spawn(process.execPath, ['-e', SCRIPT], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, ['-e', SCRIPT(process.pid)], { stdio: ['ignore', 'pipe', 'inherit'] });
   const kill = async (): Promise<void> => {
     child.kill('SIGTERM');
     await waitFor('the test process family to exit', 5000, () => !isAlive(child.pid!) && !isAlive(grandchild));
