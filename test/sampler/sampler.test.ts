@@ -305,6 +305,21 @@ describe('SystemSampler with nvidia-smi', () => {
     expect(polls).toBeLessThanOrEqual(Math.floor((Date.now() - watchedAt) / 400) + 1);
   });
 
+  it('kills a compute-apps query that hangs at its deadline, quietly, and keeps sampling', async () => {
+    const h = harness({ FAKE_NVSMI_APPS_MODE: 'hang', FAKE_NVSMI_IGNORE_TERM: '1' }, { queryDeadlineMs: 800 });
+    await h.sampler.start();
+    h.sampler.watch(process.pid);
+    const query = await waitFor('a compute-apps query', 5000, () => h.spawns().find((x) => x.query === 'apps'));
+    await waitFor('the hung query to be SIGKILLed', 4000, () => !isAlive(query.pid));
+    const n = h.samples.length;
+    await waitFor('more samples', 5000, () => h.samples.length >= n + 3);
+    const s = h.samples.at(-1)!;
+    expect(withGpu(s, 7)).toBe(true);
+    expect(s.processes.get(process.pid)).toHaveProperty(['proc.memory.rssMB']);
+    expect(s.processes.get(process.pid)).not.toHaveProperty(['gpu.process.memoryAllocatedBytes']); // unknown, not 0
+    expect(h.logs).toEqual(['sampler: 8 GPU(s) (NVIDIA H100 80GB HBM3), driver 550.54.15']);
+  });
+
   it('stop({ finalSample }) emits one last sample, kills nvidia-smi, and ends sampling', async () => {
     const h = harness({});
     await h.sampler.start();
