@@ -1,0 +1,172 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import {
+  GPU_QUERY_FIELDS,
+  parseComputeApps,
+  parseGpuLine,
+  parseNumber,
+  resolveExecutable,
+  type GpuReading,
+} from '../../daemon/sampler/nvidia-smi.js';
+import { FIXTURES, useFakePath } from './helpers.js';
+
+const MiB = 1024 * 1024;
+const fixture = (name: string): string => readFileSync(join(FIXTURES, name), 'utf8');
+const lines = (name: string): string[] => fixture(name).split('\n').filter((l) => l.trim() !== '');
+function readings(name: string): GpuReading[] {
+  return lines(name).map((l) => {
+    const r = parseGpuLine(l);
+    if (!r.ok) throw new Error(r.reason);
+    return r.value;
+  });
+}
+
+describe('nvidia-smi query fields', () => {
+  it('are exactly the list the fixtures were captured for', () => {
+    expect(fixture('gpu-fields.txt').trim()).toBe(GPU_QUERY_FIELDS.join(','));
+  });
+});
+
+describe('parseGpuLine', () => {
+  it('reads every metric of an 8x H100 node, skipping [N/A] fan speed', () => {
+    const all = readings('h100x8.csv');
+    expect(all.map((r) => r.index)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7]);
+    const g0 = all[0]!;
+    expect(g0).toMatchObject({
+      uuid: 'GPU-5b4a1c3e-8f2d-4e6a-9b1c-2d3e4f5a6b7c',
+      name: 'NVIDIA H100 80GB HBM3',
+      driverVersion: '550.54.15',
+      memoryTotalBytes: 81559 * MiB,
+    });
+    expect(g0.metrics).toEqual({
+      gpu: 98,
+      memory: 61,
+      memoryAllocatedBytes: 72415 * MiB,
+      memoryAllocated: expect.closeTo((72415 / 81559) * 100, 9),
+      temp: 54,
+      powerWatts: 612.37,
+      enforcedPowerLimitWatts: 700,
+      powerPercent: expect.closeTo((612.37 / 700) * 100, 9),
+      smClock: 1980,
+      memoryClock: 2619,
+      pcieLinkGen: 5,
+      pcieLinkWidth: 16,
+      correctedMemoryErrors: 0,
+      uncorrectedMemoryErrors: 0,
+    });
+    expect(g0.metrics).not.toHaveProperty('fanSpeed');
+    expect(all[11]!.metrics.smClock).toBe(1755); // GPU 3 throttled in the second frame
+  });
+
+  it('reads a 1-GPU consumer node: fan speed present, ECC [N/A] absent', () => {
+    const [g] = readings('gpu1-rtx4090.csv');
+    expect(g!.name).toBe('NVIDIA GeForce RTX 4090');
+    expect(g!.metrics.fanSpeed).toBe(54);
+    expect(g!.metrics.pcieLinkGen).toBe(4);
+    expect(g!.metrics.powerPercent).toBeCloseTo((391.25 / 450) * 100, 9);
+    expect(g!.metrics).not.toHaveProperty('correctedMemoryErrors');
+    expect(g!.metrics).not.toHaveProperty('uncorrectedMemoryErrors');
+  });
+
+  it('leaves out [Not Supported], [N/A] and [Unknown Error] fields and what derives from them', () => {
+    const [vgpu, broken] = readings('not-supported.csv');
+    expect(vgpu!.metrics).toEqual({
+      gpu: 23,
+      memoryAllocatedBytes: 4096 * MiB,
+      memoryAllocated: expect.closeTo((4096 / 15360) * 100, 9),
+      smClock: 1590,
+      memoryClock: 5000,
+      correctedMemoryErrors: 0,
+      uncorrectedMemoryErrors: 0,
+    });
+    expect(broken!.metrics).toEqual({});
+    expect(broken!.memoryTotalBytes).toBe(15360 * MiB);
+    expect(broken!.name).toBe('GRID T4-16Q');
+  });
+
+  it('keeps the leading columns of a line with missing columns', () => {
+    const [, short] = readings('missing-column.csv');
+    expect(short!.index).toBe(1);
+    expect(short!.metrics).toEqual({
+      gpu: 57,
+      memory: 31,
+      temp: 49,
+      memoryAllocatedBytes: 40958 * MiB,
+      memoryAllocated: expect.closeTo((40958 / 81559) * 100, 9),
+    });
+    expect(short!.name).toBeNull();
+  });
+
+  it('rejects the driver error line and other non-GPU lines with the line as reason', () => {
+    const r = parseGpuLine(lines('driver-error.txt')[0]!);
+    expect(r.ok).toBe(false);
+    expect(!r.ok && r.reason).toContain("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver");
+    const [lost, ok] = lines('gpu-lost.txt').map((l) => parseGpuLine(l));
+    expect(lost!.ok).toBe(false);
+    expect(ok!.ok).toBe(true);
+    expect(parseGpuLine('').ok).toBe(false);
+    expect(parseGpuLine('1.5, GPU-x, 1').ok).toBe(false);
+  });
+
+  it('re-joins a GPU name that contains a comma (name is the last field)', () => {
+    const line = lines('h100x8.csv')[0]!.replace('NVIDIA H100 80GB HBM3', 'Acme, Inc. X1');
+    const r = parseGpuLine(line);
+    expect(r.ok && r.value.name).toBe('Acme, Inc. X1');
+    expect(r.ok && r.value.metrics.gpu).toBe(98);
+  });
+
+  it('parses with a reduced field list (a field this driver lacks was dropped)', () => {
+    const fields = ['index', 'uuid', 'utilization.gpu', 'name'];
+    const r = parseGpuLine('2, GPU-abc, 77, NVIDIA A100-SXM4-40GB', fields);
+    expect(r.ok && r.value).toMatchObject({ index: 2, uuid: 'GPU-abc', name: 'NVIDIA A100-SXM4-40GB', metrics: { gpu: 77 } });
+  });
+});
+
+describe('parseNumber', () => {
+  it('accepts plain numbers and a stray unit, refuses every non-value', () => {
+    expect(parseNumber(' 612.37 ')).toBe(612.37);
+    expect(parseNumber('35 %')).toBe(35);
+    expect(parseNumber('700.00 W')).toBe(700);
+    expect(parseNumber('-3')).toBe(-3);
+    for (const bad of ['[N/A]', 'N/A', '[Not Supported]', '[Unknown Error]', '[GPU is lost]', '', '  ', 'abc', undefined]) {
+      expect(parseNumber(bad)).toBeUndefined();
+    }
+  });
+});
+
+describe('parseComputeApps', () => {
+  it('maps every process to its GPU memory, one row per (pid, GPU)', () => {
+    const apps = parseComputeApps(fixture('compute-apps-h100x8.csv'));
+    expect(apps).toHaveLength(9);
+    expect(apps.filter((a) => a.pid === 412873).map((a) => a.usedMemoryBytes)).toEqual([71920 * MiB, 494 * MiB]);
+    expect(apps[7]).toEqual({ pid: 412880, gpuUuid: 'GPU-d4c3b2a1-1234-4abc-9def-0123456789ab', usedMemoryBytes: 71918 * MiB });
+  });
+
+  it('keeps a process whose memory is [N/A] with null bytes, and ignores "No running processes found"', () => {
+    expect(parseComputeApps(fixture('compute-apps-na.csv'))).toEqual([
+      { pid: 23817, gpuUuid: 'GPU-3f1b2c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d', usedMemoryBytes: null },
+      { pid: 23818, gpuUuid: 'GPU-3f1b2c4d-5e6f-7a8b-9c0d-1e2f3a4b5c6d', usedMemoryBytes: 3712 * MiB },
+    ]);
+    expect(parseComputeApps(fixture('compute-apps-none.txt'))).toEqual([]);
+    expect(parseComputeApps(fixture('driver-error.txt'))).toEqual([]);
+  });
+});
+
+describe('resolveExecutable', () => {
+  it('finds nvidia-smi through PATH and reports its absence as null', () => {
+    const withFake = useFakePath(true);
+    try {
+      expect(resolveExecutable('nvidia-smi')).toBe(join(withFake.dir, 'nvidia-smi'));
+    } finally {
+      withFake.restore();
+    }
+    const without = useFakePath(false);
+    try {
+      expect(resolveExecutable('nvidia-smi')).toBeNull();
+      expect(resolveExecutable('/nonexistent/nvidia-smi')).toBeNull();
+    } finally {
+      without.restore();
+    }
+  });
+});
