@@ -37,7 +37,8 @@ export function makeEnv(extra: Record<string, string> = {}): TestEnv {
   return {
     dir, env, dataDir, runtimeDir,
     cleanup: async () => {
-      await killDaemon(runtimeDir);
+      // Every daemon whose data dir lies under this test's dir, whatever runtime dir the test gave it.
+      await killDaemon(dir);
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
@@ -70,8 +71,8 @@ export async function waitUntil(pred: () => boolean | Promise<boolean>, timeoutM
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
 }
 
-export async function killDaemon(runtimeDir: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
-  for (const pid of daemonPids(runtimeDir)) {
+export async function killDaemon(dir: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  for (const pid of daemonPids(dir)) {
     try {
       process.kill(pid, signal);
     } catch {
@@ -81,8 +82,8 @@ export async function killDaemon(runtimeDir: string, signal: NodeJS.Signals = 'S
   }
 }
 
-/** Every live `logd serve` process whose runtime dir is this one. */
-export function daemonPids(runtimeDir: string): number[] {
+/** Every live `logd serve` process whose runtime dir is `dir` or whose data or runtime dir lies below it. */
+export function daemonPids(dir: string): number[] {
   const out: number[] = [];
   for (const d of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
@@ -90,7 +91,9 @@ export function daemonPids(runtimeDir: string): number[] {
       const cmd = fs.readFileSync(`/proc/${d}/cmdline`, 'utf8');
       if (!cmd.includes('cli.js\0serve')) continue;
       const env = fs.readFileSync(`/proc/${d}/environ`, 'utf8');
-      if (env.split('\0').includes(`LOGD_RUNTIME_DIR=${runtimeDir}`) && alive(Number(d))) out.push(Number(d));
+      const vars = env.split('\0');
+      const under = (name: string) => vars.some((v) => v === `${name}=${dir}` || v.startsWith(`${name}=${dir}/`));
+      if ((under('LOGD_RUNTIME_DIR') || under('LOGD_DIR')) && alive(Number(d))) out.push(Number(d));
     } catch {
       /* raced with exit */
     }

@@ -100,7 +100,7 @@ describe('lifecycle', () => {
       const r = await runScript(t, file);
       expect(r.exitCode, r.stderr).toBe(code);
       const id = r.stdout.trim();
-      await waitUntil(async () => (await cliJson(t, ['show', id])).state !== 'running', 5000, `run ${id} to be final`);
+      await waitUntil(async () => (await cliJson(t, ['show', id])).state !== 'running', 15_000, `run ${id} to be final`);
       const info = await cliJson(t, ['show', id]);
       expect(info.state).toBe(state);
       expect(info.exitCode).toBe(code);
