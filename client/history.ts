@@ -30,8 +30,8 @@ function concat32(parts: Uint32Array[], n: number): Uint32Array {
 }
 
 /** Stored rows in arrival order; `keys` limits the metrics, `tailRows` > 0 keeps only the last rows. */
-export async function readHistory(conn: Connection, runId: string, opts: { keys?: string[]; tailRows?: number; timeoutMs?: number } = {}): Promise<History> {
-  const call = conn.readHistory({ runId, keys: opts.keys ?? [], tailRows: opts.tailRows ?? 0 });
+export async function readHistory(conn: Connection, runId: string, opts: { keys?: string[]; tailRows?: number; system?: boolean; timeoutMs?: number } = {}): Promise<History> {
+  const call = conn.readHistory({ runId, keys: opts.keys ?? [], tailRows: opts.tailRows ?? 0, system: !!opts.system });
   const keys: string[] = [];
   const steps: Float64Array[] = [], times: Float64Array[] = [], ids: Uint32Array[] = [], vals: Float64Array[] = [], writers: Uint32Array[] = [], counts: Uint32Array[] = [];
   let rows = 0, pairs = 0;

@@ -59,11 +59,12 @@ program
   .option('--port <n>', 'also listen on TCP (0 picks a free port); every call then needs the token', intArg('--port'))
   .option('--host <addr>', 'TCP address to bind', '127.0.0.1')
   .option('--allow-remote', 'allow --host to be a non-loopback address')
+  .option('--sample-interval <ms>', 'system-metric sampling interval in ms (0: off; default LOGD_SAMPLE_INTERVAL_MS or 2000)', intArg('--sample-interval'))
   .addOption(new Option('--sidecar', 'exit when idle (used when a client auto-starts the daemon)').hideHelp())
-  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean }) => {
+  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number }) => {
     const { serve } = await import('./daemon.js');
     try {
-      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote });
+      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval });
     } catch (e) {
       fail((e as Error).message);
     }
@@ -145,8 +146,16 @@ program
     console.log(`created: ${j.createdAt}${j.finishedAt ? `, finished: ${j.finishedAt}` : ''}`);
     console.log(`config:  ${JSON.stringify(j.config)}`);
     console.log(`summary: ${JSON.stringify(j.summary)}`);
-    const meta = j.metadata as { host?: string; pid?: number; rank?: unknown };
+    const meta = j.metadata as { host?: string; pid?: number; rank?: unknown; system?: { gpus: Array<{ index: number; name: string }>; last: Record<string, number> | null } | null };
     console.log(`host: ${meta.host}, pid ${meta.pid}, rank ${JSON.stringify(meta.rank)}`);
+    if (meta.system) {
+      if (meta.system.gpus.length) {
+        const byName = new Map<string, number>();
+        for (const g of meta.system.gpus) byName.set(g.name, (byName.get(g.name) ?? 0) + 1);
+        console.log(`gpus: ${[...byName].map(([n, c]) => `${c} x ${n}`).join(', ')}`);
+      }
+      if (meta.system.last) console.log(`system (last sample): ${formatSystem(meta.system.last)}`);
+    }
     if (last.length) {
       console.log(`last ${last.length} row(s):`);
       for (const x of last) console.log(`  ${JSON.stringify(x)}`);
@@ -162,13 +171,14 @@ program
   .option('--force', 'overwrite --output if it exists')
   .option('--keys <list>', 'only these metrics (comma-separated)')
   .option('--raw', 'rows exactly as stored (arrival order, with _writer), not merged by step')
-  .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean }) => {
+  .option('--system', "the node's system metrics sampled while the run was alive, instead of its history")
+  .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean; system?: boolean }) => {
     if (o.output && fs.existsSync(o.output) && !o.force) fail(`${o.output} exists; add --force to overwrite it`);
     const conn = await queryConnection();
     await conn.unary<unknown, RunInfo>('getRun', { runId: id }, CALL_MS).catch((e: Error) => fail(e.message));
     const keys = o.keys ? o.keys.split(',').map((k) => k.trim()).filter(Boolean) : [];
-    const h = await readHistory(conn, id, { keys });
-    const groups = o.raw ? rawRows(h) : mergeBySteps(h);
+    const h = await readHistory(conn, id, { keys, system: !!o.system });
+    const groups = o.raw || o.system ? rawRows(h) : mergeBySteps(h);
     const lines = o.format === 'jsonl' ? jsonLines(h, groups, !!o.raw) : csvLines(h, groups, !!o.raw);
     const fd = o.output ? fs.openSync(o.output, o.force ? 'w' : 'wx') : 1;
     let buf: string[] = [];
@@ -187,6 +197,15 @@ program
       process.stderr.write(`logd: wrote ${groups.length} rows of run ${id} to ${o.output}\n`);
     }
   });
+
+/** The run's own process first, then the node; full list with `export --system`. */
+function formatSystem(last: Record<string, number>): string {
+  const keys = Object.keys(last).sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : 1));
+  return keys.slice(0, 24).map((k) => `${k}=${Math.round(last[k] * 100) / 100}`).join(' ') + (keys.length > 24 ? ` … (${keys.length} metrics)` : '');
+}
+function rank(k: string): number {
+  return k.startsWith('proc.') || k.startsWith('gpu.process.') ? 0 : k.startsWith('writer') ? 1 : k.startsWith('gpu.') ? 3 : 2;
+}
 
 /** Synchronous full write (stdout may be a pipe that takes a little at a time). */
 function writeAll(fd: number, text: string): void {

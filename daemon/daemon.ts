@@ -17,12 +17,15 @@ import { rowFromLive } from './index-rows.js';
 import { ingestAllSpool } from './spool.js';
 import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/service-file.js';
 import { raiseHttp2ReceiveWindow } from './http2-window.js';
+import { SystemMetrics } from './system.js';
 
 export interface ServeOptions {
   sidecar: boolean;
   port: number | null;
   host: string;
   allowRemote: boolean;
+  /** Sampling interval; 0 turns system metrics off; undefined: LOGD_SAMPLE_INTERVAL_MS. */
+  sampleIntervalMs?: number;
 }
 
 export const EXIT_ALREADY_RUNNING = 3;
@@ -73,6 +76,7 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
 
   const store = Store.open(paths.dataDir, log);
   const registry = new Registry(store, tunables, log);
+  if (opts.sampleIntervalMs !== 0) registry.system = new SystemMetrics(paths.dataDir, opts.sampleIntervalMs ?? tunables.sampleIntervalMs, log);
   const finaliser = new Finaliser(registry);
   recover(registry, finaliser);
 
@@ -124,6 +128,7 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     failsafe.unref();
     try {
       await finaliser.killAll(`daemon stopped (${why})`);
+      await registry.system?.stop();
       await registry.flushAll(tunables.shutdownTimeoutMs);
     } catch (e) {
       log(`server: error while stopping: ${(e as Error).message}`);
@@ -189,6 +194,7 @@ function recover(registry: Registry, finaliser: Finaliser): void {
       }
       for (const w of r.writers) if (w) run.restoreWriter(w, r.maxSeq[w.idx] ?? 0);
       registry.runs.set(id, run);
+      registry.adopt(run);
       store.index.upsert(rowFromLive(run));
       finaliser.armRecoveryTimer(run);
       log(`store: recovered open run ${id} (${r.summary.rows} rows); waiting for its writers`);

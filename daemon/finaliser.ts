@@ -23,7 +23,10 @@ export class Finaliser {
   constructor(private reg: Registry) {
     // Local writers are watched by pid: a process can close its stream while
     // idle (so it can exit) and still be attached.
-    this.liveness = setInterval(() => this.checkWriters(), 500);
+    this.liveness = setInterval(() => {
+      this.checkWriters();
+      reg.system?.reconcile(reg.runs.values());
+    }, 500);
     this.liveness.unref();
   }
 
@@ -70,6 +73,7 @@ export class Finaliser {
       if (run.final) return;
       if (run.crashTimer) clearTimeout(run.crashTimer);
       run.crashTimer = null;
+      await this.reg.system?.sampleNow(); // the run's last system sample
       run.state = state;
       run.reason = reason;
       run.exitCode = exitCode;
@@ -92,6 +96,8 @@ export class Finaliser {
       }
       this.reg.log(`finaliser: run ${run.id} ${state}${reason ? ` (${reason})` : ''}, ${run.summary.rows} rows`);
       this.reg.notify();
+      // Sampling runs while runs are open.
+      if (this.reg.openRuns().length === 0) await this.reg.system?.stop();
     };
     const p = this.queue.then(step, step);
     this.queue = p.catch((e) => this.reg.log(`finaliser: run ${run.id}: ${(e as Error).message}`));

@@ -13,6 +13,7 @@ import { parseJsonObject } from '../src/json.js';
 import type { ClientInfo, OpenWriterMsg, RecordBatchMsg } from '../src/wire.js';
 import type { DaemonTunables } from '../src/config.js';
 import { RunSummary } from './summary.js';
+import type { SystemMetrics } from './system.js';
 
 /** Backpressure: a run with more than this many bytes waiting for fsync stops reading its streams. */
 const PAUSE_BYTES = 32 * 1024 * 1024;
@@ -48,6 +49,8 @@ export class Registry {
   private storageError: string | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private waiters = new Set<() => void>();
+  /** The node's system metrics (null: sampling off). */
+  system: SystemMetrics | null = null;
 
   constructor(readonly store: Store, readonly tunables: DaemonTunables, readonly log: (line: string) => void) {}
 
@@ -85,6 +88,7 @@ export class Registry {
     // opens its stream still ends up `crashed`.
     run.addWriter(meta.ownerWriterId, meta.pid, meta.host, meta.rank);
     this.runs.set(id, run);
+    this.adopt(run);
     this.touch();
     return run;
   }
@@ -129,6 +133,7 @@ export class Registry {
     w.detached = false;
     w.lastSeen = Date.now();
     w.keyMap = run.intern(open.keys);
+    this.system?.reconcile(this.runs.values());
     if (run.crashTimer && w.meta.writerId === run.meta.ownerWriterId) {
       clearTimeout(run.crashTimer);
       run.crashTimer = null;
@@ -270,6 +275,14 @@ export class Registry {
       };
       this.waiters.add(check);
     });
+  }
+
+  /** A run became live here: it gets the node's system metrics. */
+  adopt(run: LiveRun): void {
+    if (!this.system) return;
+    run.system = this.system;
+    this.system.ensureRunning();
+    this.system.reconcile(this.runs.values());
   }
 
   touch(): void {

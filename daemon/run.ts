@@ -9,6 +9,7 @@ import { bytesOf, type WriteRequestMsg, type WriteResponseMsg, type RunInfo } fr
 import type { CheckedBatch } from './validate.js';
 import { processStartTime } from './liveness.js';
 import { toJson } from '../src/json.js';
+import { runWindow, type SystemMetrics } from './system.js';
 
 export type WriteCall = grpc.ServerDuplexStream<WriteRequestMsg, WriteResponseMsg>;
 
@@ -47,6 +48,8 @@ export class LiveRun {
   finishArrivedAt = 0;
   /** Bytes appended but not yet durable (for backpressure). */
   pendingBytes = 0;
+  /** The node's sampler, for this run's view of system metrics. */
+  system: SystemMetrics | null = null;
 
   constructor(
     readonly meta: RunMeta,
@@ -151,6 +154,7 @@ export class LiveRun {
       stats: this.summary.stats(this.keys),
       stepsBackwards: this.summary.stepsBackwards,
       lastStep: this.summary.lastStep,
+      system: this.system ? { gpus: this.system.gpus(), last: this.system.lastForRun(runWindow(this)) } : null,
     };
   }
 

@@ -3,7 +3,8 @@
 import * as grpc from '@grpc/grpc-js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { serviceDefinition, TOKEN_METADATA_KEY, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../src/wire.js';
-import { LogdError, invalid, notFound } from '../src/errors.js';
+import { LogdError, invalid, notFound, failedPrecondition } from '../src/errors.js';
+import { runWindow, type RunWindow } from './system.js';
 import { LOGD_VERSION, PROTOCOL_VERSION } from '../src/config.js';
 import { checkRunId } from '../src/names.js';
 import type { Registry } from './registry.js';
@@ -132,7 +133,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return { runsKilled: n };
     }),
 
-    readHistory: ((call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number }, HistoryChunkMsg>) => {
+    readHistory: ((call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number; system: boolean }, HistoryChunkMsg>) => {
       if (!tokenOk(call.metadata, ctx.token)) {
         call.emit('error', UNAUTH);
         return;
@@ -150,7 +151,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
   };
 }
 
-async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number }, HistoryChunkMsg>): Promise<void> {
+async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number; system: boolean }, HistoryChunkMsg>): Promise<void> {
   const id = call.request.runId;
   if (checkRunId(id) !== null || !reg.store.exists(id)) throw notFound(`run ${JSON.stringify(id.slice(0, 80))} does not exist; list runs with \`logd runs\``);
   const wanted = new Set(call.request.keys);
@@ -163,13 +164,26 @@ async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ ru
       chunks.push({ keys: added, rows: f.rows, steps: bytesOf(f.steps), times: bytesOf(f.times), counts: bytesOf(f.counts), keyIds: bytesOf(f.keyIds), values: bytesOf(f.values), writer: b.writerIdx });
     }
   };
-  if (call.request.tailRows > 0) reg.store.readHistoryTail(id, call.request.tailRows, onChunk);
+  if (call.request.system) {
+    if (!reg.system) throw failedPrecondition('system metrics are off on this daemon (it was started with --sample-interval 0)');
+    reg.system.readForRun(windowOf(reg, id), new Set(), onChunk);
+  } else if (call.request.tailRows > 0) reg.store.readHistoryTail(id, call.request.tailRows, onChunk);
   else reg.store.readHistory(id, onChunk);
   for (const c of chunks) {
     if (call.cancelled) return;
     if (!call.write(c)) await new Promise((r) => call.once('drain', r));
   }
   call.end();
+}
+
+/** A run's lifetime and processes, live or from the index. */
+function windowOf(reg: Registry, id: string): RunWindow {
+  const live = reg.runs.get(id);
+  if (live) return runWindow(live);
+  const row = reg.store.index.get(id);
+  if (!row) throw notFound(`run ${id} is not in the index`);
+  const meta = JSON.parse(row.metadata_json || '{}') as { pid?: number; writers?: Array<{ idx: number; pid: number }> };
+  return runWindow({ createdAt: row.created_at, finishedAt: row.finished_at, ownerPid: meta.pid ?? 0, writers: meta.writers ?? [] });
 }
 
 /** Only the wanted keys, and only rows that have one of them. */

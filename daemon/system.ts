@@ -1,0 +1,202 @@
+// System metrics in the daemon: one sampler per node, running while runs are
+// open, stored ONCE per node in LOGD_DIR/system/records.log (one HISTORY frame
+// per sample). A run sees the node's samples taken while it was alive, plus
+// the process metrics of its own writers: no copy per run, however many ranks.
+//
+// Stored keys: node metrics as the sampler names them (`cpu`, `gpu.0.gpu`, …);
+// a watched process's metrics as `@<pid>/<name>`. For a run, the owner's
+// `@<pid>/proc.cpu.percent` reads as `proc.cpu.percent` and another writer's
+// as `writer<idx>/proc.cpu.percent`; other processes' keys are left out.
+import fs from 'node:fs';
+import path from 'node:path';
+import { RecordLog } from './store/record-log.js';
+import { FrameType, encodeHistory, decodeHistory, jsonFrame, parseFrameJson, type HistoryBatch } from './store/format.js';
+import { scanFrames } from '../src/frames.js';
+import { bytesOf } from '../src/wire.js';
+import { SystemSampler, type SystemSample, type GpuStaticInfo } from './sampler/sampler.js';
+import type { LiveRun } from './run.js';
+
+export interface RunWindow { from: number; to: number; ownerPid: number; writerPids: Map<number, number> }
+
+export class SystemMetrics {
+  private log: RecordLog;
+  private readonly file: string;
+  private keys: string[] = [];
+  private keyIndex = new Map<string, number>();
+  private sampler: SystemSampler | null = null;
+  private watched = new Set<number>();
+  private seq = 0;
+  private lastGpus: GpuStaticInfo[] = [];
+  last: SystemSample | null = null;
+
+  constructor(dataDir: string, private intervalMs: number, private logLine: (l: string) => void, private nvidiaSmi?: string) {
+    const dir = path.join(dataDir, 'system');
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+    this.file = path.join(dir, 'records.log');
+    this.log = RecordLog.open(this.file, (type, p) => {
+      if (type !== FrameType.KEYS) return;
+      const k = parseFrameJson<{ first: number; names: string[] }>(p);
+      for (let i = 0; i < k.names.length; i++) this.intern1(k.names[i], k.first + i);
+    }).log;
+  }
+
+  private intern1(name: string, id: number): void {
+    this.keys[id] = name;
+    this.keyIndex.set(name, id);
+  }
+
+  get running(): boolean {
+    return this.sampler !== null;
+  }
+
+  /** Starts sampling (in the background: a broken driver must not delay serving). */
+  ensureRunning(): void {
+    if (this.sampler) return;
+    const s = new SystemSampler({ intervalMs: this.intervalMs, log: this.logLine, nvidiaSmi: this.nvidiaSmi });
+    s.onSample((x) => this.record(x));
+    this.sampler = s;
+    this.watched.clear();
+    void s.start().catch((e) => this.logLine(`sampler: could not start: ${(e as Error).message}`));
+  }
+
+  /** Stops sampling after one last sample (no open runs left). */
+  async stop(): Promise<void> {
+    const s = this.sampler;
+    if (!s) return;
+    this.sampler = null;
+    this.lastGpus = s.gpus();
+    await s.stop({ finalSample: true });
+    await this.log.sync().catch(() => {});
+  }
+
+  /** A sample now (a run is finishing), recorded like any other; bounded by its deadline. */
+  async sampleNow(timeoutMs = 1000): Promise<void> {
+    const s = this.sampler;
+    if (!s) return;
+    const sample = await Promise.race([s.sampleNow(), new Promise<null>((r) => setTimeout(() => r(null), timeoutMs).unref())]);
+    if (sample) this.record(sample);
+  }
+
+  gpus(): GpuStaticInfo[] {
+    return this.sampler?.gpus() ?? this.lastGpus;
+  }
+
+  /** Watches exactly the local processes that write to open runs. */
+  reconcile(runs: Iterable<LiveRun>): void {
+    const s = this.sampler;
+    if (!s) return;
+    const want = new Set<number>();
+    for (const run of runs) {
+      if (run.final) continue;
+      for (const w of run.writers.values()) if (!w.detached && w.local && w.meta.pid > 0) want.add(w.meta.pid);
+    }
+    for (const pid of want) if (!this.watched.has(pid)) (s.watch(pid), this.watched.add(pid));
+    for (const pid of this.watched) if (!want.has(pid)) (s.unwatch(pid), this.watched.delete(pid));
+  }
+
+  private record(sample: SystemSample): void {
+    this.last = sample;
+    const names: string[] = [];
+    const values: number[] = [];
+    for (const [k, v] of Object.entries(sample.node)) (names.push(k), values.push(v));
+    for (const [pid, m] of sample.processes) for (const [k, v] of Object.entries(m)) (names.push(`@${pid}/${k}`), values.push(v));
+    if (names.length === 0) return;
+    const added: string[] = [];
+    const first = this.keys.length;
+    const ids = new Uint32Array(names.length);
+    names.forEach((n, i) => {
+      let id = this.keyIndex.get(n);
+      if (id === undefined) {
+        id = this.keys.length;
+        this.intern1(n, id);
+        added.push(n);
+      }
+      ids[i] = id;
+    });
+    if (added.length) this.log.append(FrameType.KEYS, jsonFrame({ first, names: added }));
+    this.log.append(FrameType.HISTORY, encodeHistory({
+      writerIdx: 0, seq: ++this.seq, rows: 1,
+      steps: bytesOf(new Float64Array([this.seq])), times: bytesOf(new Float64Array([sample.time])),
+      values: bytesOf(new Float64Array(values)), counts: bytesOf(new Uint32Array([names.length])), keyIds: bytesOf(ids),
+    }));
+    this.log.sync().catch((e) => this.logLine(`sampler: cannot store system metrics: ${(e as Error).message}`));
+  }
+
+  /** The run's view of one sample's keys (null: not this run's). */
+  static runKey(name: string, w: RunWindow): string | null {
+    if (name[0] !== '@') return name;
+    const slash = name.indexOf('/');
+    const pid = Number(name.slice(1, slash));
+    const rest = name.slice(slash + 1);
+    if (pid === w.ownerPid) return rest;
+    const idx = w.writerPids.get(pid);
+    return idx === undefined ? null : `writer${idx}/${rest}`;
+  }
+
+  /** The samples taken while the run was alive, keys as the run sees them. */
+  readForRun(w: RunWindow, wanted: Set<string>, onChunk: (b: HistoryBatch, newKeys: string[]) => void): void {
+    const out: string[] = [];
+    const outIndex = new Map<string, number>();
+    const map: number[] = []; // stored id -> output id, -1 dropped
+    let reported = 0;
+    scanFrames(this.file, (type, p) => {
+      if (type === FrameType.KEYS) {
+        const k = parseFrameJson<{ first: number; names: string[] }>(p);
+        for (let i = 0; i < k.names.length; i++) {
+          const name = SystemMetrics.runKey(k.names[i], w);
+          if (name === null || (wanted.size > 0 && !wanted.has(name))) map[k.first + i] = -1;
+          else {
+            let id = outIndex.get(name);
+            if (id === undefined) (id = out.length, out.push(name), outIndex.set(name, id));
+            map[k.first + i] = id;
+          }
+        }
+        return;
+      }
+      if (type !== FrameType.HISTORY) return;
+      const b = decodeHistory(p);
+      if (b.times[0] < w.from || b.times[0] > w.to) return;
+      const ids: number[] = [];
+      const vals: number[] = [];
+      for (let i = 0; i < b.keyIds.length; i++) {
+        const id = map[b.keyIds[i]];
+        if (id >= 0) (ids.push(id), vals.push(b.values[i]));
+      }
+      if (ids.length === 0) return;
+      onChunk({
+        writerIdx: 0, seq: b.seq, rows: 1, steps: b.steps, times: b.times, counts: new Uint32Array([ids.length]),
+        keyIds: new Uint32Array(ids), values: new Float64Array(vals),
+      }, out.slice(reported));
+      reported = out.length;
+    });
+  }
+
+  /** The last sample as the run sees it (for `logd show`). */
+  lastForRun(w: RunWindow): Record<string, number> | null {
+    if (!this.last) return null;
+    const o: Record<string, number> = {};
+    for (const [k, v] of Object.entries(this.last.node)) o[k] = v;
+    for (const [pid, m] of this.last.processes) {
+      for (const [k, v] of Object.entries(m)) {
+        const name = SystemMetrics.runKey(`@${pid}/${k}`, w);
+        if (name) o[name] = v;
+      }
+    }
+    return o;
+  }
+
+  close(): void {
+    this.log.close();
+  }
+}
+
+export function runWindow(run: LiveRun | { createdAt: number; finishedAt: number; ownerPid: number; writers: Array<{ idx: number; pid: number }> }): RunWindow {
+  if ('meta' in run) {
+    const writerPids = new Map<number, number>();
+    for (const w of run.writerList) if (w && w.meta.pid !== run.meta.pid) writerPids.set(w.meta.pid, w.meta.idx);
+    return { from: run.meta.createdAt - 1, to: run.finishedAt || Infinity, ownerPid: run.meta.pid, writerPids };
+  }
+  const writerPids = new Map<number, number>();
+  for (const w of run.writers) if (w.pid !== run.ownerPid) writerPids.set(w.pid, w.idx);
+  return { from: run.createdAt - 1, to: run.finishedAt || Infinity, ownerPid: run.ownerPid, writerPids };
+}
