@@ -8,7 +8,7 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { clientTunables, rankEnv, resolvePaths, LOGD_VERSION, PROTOCOL_VERSION } from '../src/config.js';
-import { parseServiceAddress, type ClientInfo, type RunInfo, type ServiceAddress } from '../src/wire.js';
+import { parseServiceAddress, messageType, type ClientInfo, type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { toJson } from '../src/json.js';
 import { connectionFor, CallError, type Connection } from './connection.js';
 import { findDaemon, fromServiceFile, DaemonStartError } from './discovery.js';
@@ -51,7 +51,13 @@ function preconnect(): void {
     if (t.mode === 'disabled') return;
     const addr = t.service ? parseServiceAddress(t.service) : fromServiceFile(resolvePaths());
     // A Hello warms the channel and the call path (and checks the protocol early).
-    if (addr) void connectionFor(addr).unary('hello', { protocolVersion: PROTOCOL_VERSION, client: clientInfo() }, 2000).catch(() => {});
+    if (!addr) return;
+    void connectionFor(addr).unary('hello', { protocolVersion: PROTOCOL_VERSION, client: clientInfo() }, 2000).catch(() => {});
+    // protobufjs compiles each message's codec on first use: do it now, not inside init().
+    for (const name of ['CreateRunRequest', 'RunInfo', 'WriteRequest', 'WriteResponse', 'FinishRunRequest', 'FinishRunResponse']) {
+      const type = messageType(name);
+      type.decode(type.encode({}).finish());
+    }
   } catch {
     /* init() will say what is wrong */
   }
