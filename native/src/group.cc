@@ -1,0 +1,181 @@
+#include "group.h"
+
+#include "errors.h"
+
+#include <thread>
+
+namespace logd {
+
+GroupState::GroupState(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
+                       std::string backendName, int rankIn, int worldSizeIn, std::chrono::milliseconds timeoutIn)
+    : backend(std::move(backendName)),
+      rank(rankIn),
+      worldSize(worldSizeIn),
+      timeout(timeoutIn),
+      store_(std::move(store)),
+      pg_(std::move(pg)) {}
+
+void GroupState::Start(Napi::Env env) {
+  tsfn_ = Tsfn::New(env, "logd-process-group", 0, 1, nullptr);
+  // Idle groups must not keep the process alive; Submit refs while ops pend.
+  tsfn_.Unref(env);
+  auto self = shared_from_this();
+  std::thread([self] { self->IssueLoop(); }).detach();
+  std::thread([self] { self->WaitLoop(); }).detach();
+}
+
+Napi::Promise GroupState::Submit(Napi::Env env, PendingOp* op) {
+  op->owner = shared_from_this();
+  Napi::Promise promise = op->deferred.Promise();
+  if (op->baton->kind == OpKind::Destroy) destroyRequested = true;
+  if (pendingOnJsThread_++ == 0) tsfn_.Ref(env);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    issueQueue_.push_back(op);
+  }
+  issueCv_.notify_one();
+  return promise;
+}
+
+void GroupState::IssueLoop() {
+  for (;;) {
+    PendingOp* op;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      issueCv_.wait(lock, [&] { return !issueQueue_.empty(); });
+      op = issueQueue_.front();
+      issueQueue_.pop_front();
+    }
+    const bool last = op->baton->kind == OpKind::Destroy;
+    if (!last) Issue(*op->baton);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      waitQueue_.push_back(op);
+    }
+    waitCv_.notify_one();
+    if (last) return;
+  }
+}
+
+void GroupState::Issue(CollectiveBaton& b) {
+  try {
+    switch (b.kind) {
+      case OpKind::AllReduce: {
+        c10d::AllreduceOptions o;
+        o.reduceOp = b.reduceOp;
+        o.timeout = timeout;
+        b.work = pg_->allreduce(b.inputs, o);
+        break;
+      }
+      case OpKind::Broadcast: {
+        c10d::BroadcastOptions o;
+        o.rootRank = b.root;
+        o.timeout = timeout;
+        b.work = pg_->broadcast(b.inputs, o);
+        break;
+      }
+      case OpKind::AllGather: {
+        std::vector<std::vector<at::Tensor>> outs{b.outputs};
+        c10d::AllgatherOptions o;
+        o.timeout = timeout;
+        b.work = pg_->allgather(outs, b.inputs, o);
+        break;
+      }
+      case OpKind::ReduceScatter: {
+        std::vector<std::vector<at::Tensor>> ins{b.outputs};  // outputs holds the input chunks here
+        c10d::ReduceScatterOptions o;
+        o.reduceOp = b.reduceOp;
+        o.timeout = timeout;
+        b.work = pg_->reduce_scatter(b.inputs, ins, o);
+        break;
+      }
+      case OpKind::Barrier: {
+        c10d::BarrierOptions o;
+        o.timeout = timeout;
+        b.work = pg_->barrier(o);
+        break;
+      }
+      case OpKind::Destroy:
+        break;
+    }
+  } catch (const std::exception& e) {
+    b.errorName = ClassifyNativeFailure(e.what(), kNative);
+    b.errorMessage = FirstParagraph(e.what());
+  }
+}
+
+void GroupState::Complete(CollectiveBaton& b) {
+  if (!b.errorName.empty() || !b.work) return;
+  try {
+    // Work::wait throws "Operation timed out!" at the deadline; gloo's own
+    // timeout (same value) usually fires first with a more precise message.
+    b.work->wait(timeout);
+    if (b.averageAfterSum) {
+      at::Tensor& t = b.inputs[0];
+      if (at::isFloatingType(t.scalar_type())) t.div_(worldSize);
+      else t.div_(worldSize, "trunc");
+    }
+  } catch (const std::exception& e) {
+    b.errorName = ClassifyNativeFailure(e.what(), kNative);
+    b.errorMessage = FirstParagraph(e.what());
+    if (b.errorName == kTimeout && b.errorMessage.find("Operation timed out") != std::string::npos)
+      b.errorMessage = "collective did not complete within " + std::to_string(timeout.count()) +
+                       " ms (a peer is slow, stuck or gone)";
+  }
+  b.work.reset();
+}
+
+void GroupState::WaitLoop() {
+  for (;;) {
+    PendingOp* op;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      waitCv_.wait(lock, [&] { return !waitQueue_.empty(); });
+      op = waitQueue_.front();
+      waitQueue_.pop_front();
+    }
+    if (op->baton->kind == OpKind::Destroy) {
+      // Every earlier op has completed or failed, so this cannot wait for
+      // longer than their deadlines; it runs here, never on the JS thread.
+      try {
+        pg_.reset();
+        store_.reset();
+      } catch (const std::exception& e) {
+        op->baton->errorName = kNative;
+        op->baton->errorMessage = FirstParagraph(e.what());
+      }
+      PostCompletion(op);
+      return;
+    }
+    Complete(*op->baton);
+    PostCompletion(op);
+  }
+}
+
+void GroupState::PostCompletion(PendingOp* op) {
+  // Only fails once the function is released, which happens after the last op.
+  tsfn_.NonBlockingCall(op);
+}
+
+void GroupState::OnCompletion(Napi::Env env, Napi::Function, std::nullptr_t*, PendingOp* op) {
+  std::unique_ptr<PendingOp> owned(op);
+  if (env == nullptr) {  // environment is shutting down: nothing left to resolve
+    for (auto& ref : op->keepAlive) ref.SuppressDestruct();
+    return;
+  }
+  Napi::HandleScope scope(env);
+  CollectiveBaton& b = *op->baton;
+  std::shared_ptr<GroupState> group = op->owner;
+  if (b.errorName.empty()) {
+    op->deferred.Resolve(env.Undefined());
+  } else {
+    op->deferred.Reject(MakeNamedError(env, b.errorName, b.errorMessage).Value());
+  }
+  for (auto& ref : op->keepAlive) ref.Reset();
+  op->baton->inputs.clear();
+  op->baton->outputs.clear();
+  if (--group->pendingOnJsThread_ == 0) group->tsfn_.Unref(env);
+  if (b.kind == OpKind::Destroy) group->tsfn_.Release();
+}
+
+}  // namespace logd

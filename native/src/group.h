@@ -1,0 +1,87 @@
+// A live process group: the c10d objects plus two dedicated threads.
+//
+// Why not one AsyncWorker per collective: collectives can wait for a long time
+// (a barrier waits for the slowest rank), and parking them on libuv's 4-thread
+// pool would starve fs/dns/zlib work. Each group instead owns
+//   - an issuer thread, which hands collectives to c10d strictly in call order
+//     (every rank must issue the same sequence), and
+//   - a waiter thread, which waits for them in the same order with a deadline.
+// The per-op data is still a plain baton (CollectiveBaton): it is filled on the
+// JS thread, the two threads touch only the baton, and the completion is
+// delivered back to the JS thread through one ThreadSafeFunction.
+#pragma once
+#include <napi.h>
+
+#include <ATen/ATen.h>
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace logd {
+
+enum class OpKind { AllReduce, Broadcast, AllGather, ReduceScatter, Barrier, Destroy };
+
+// Everything one collective needs; no Napi types in here.
+struct CollectiveBaton {
+  OpKind kind = OpKind::Barrier;
+  std::vector<at::Tensor> inputs;   // allReduce/broadcast: the tensor itself
+  std::vector<at::Tensor> outputs;  // allGather: worldSize views into the output
+  c10d::ReduceOp reduceOp = c10d::ReduceOp::SUM;
+  bool averageAfterSum = false;  // gloo has no AVG: sum, then divide
+  int64_t root = 0;
+  c10::intrusive_ptr<c10d::Work> work;
+  std::string errorName;  // empty on success
+  std::string errorMessage;
+};
+
+// JS-thread side of one pending op: the promise and the typed arrays kept
+// alive until the collective completes (the tensors point into their memory).
+struct PendingOp {
+  std::unique_ptr<CollectiveBaton> baton;
+  Napi::Promise::Deferred deferred;
+  std::vector<Napi::Reference<Napi::Value>> keepAlive;
+  std::shared_ptr<class GroupState> owner;  // keeps the group alive until delivery
+  explicit PendingOp(Napi::Env env) : baton(new CollectiveBaton()), deferred(Napi::Promise::Deferred::New(env)) {}
+};
+
+class GroupState : public std::enable_shared_from_this<GroupState> {
+ public:
+  GroupState(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
+             std::string backend, int rank, int worldSize, std::chrono::milliseconds timeout);
+  // Starts the threads and the completion channel; call once, on the JS thread.
+  void Start(Napi::Env env);
+  // JS thread: queue an op (takes ownership). Returns its promise.
+  Napi::Promise Submit(Napi::Env env, PendingOp* op);
+
+  const std::string backend;
+  const int rank;
+  const int worldSize;
+  const std::chrono::milliseconds timeout;
+  bool destroyRequested = false;  // JS thread only
+
+ private:
+  void IssueLoop();
+  void WaitLoop();
+  void Issue(CollectiveBaton& b);
+  void Complete(CollectiveBaton& b);
+  void PostCompletion(PendingOp* op);
+  static void OnCompletion(Napi::Env env, Napi::Function, std::nullptr_t*, PendingOp* op);
+
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  std::mutex mutex_;
+  std::condition_variable issueCv_, waitCv_;
+  std::deque<PendingOp*> issueQueue_, waitQueue_;
+  using Tsfn = Napi::TypedThreadSafeFunction<std::nullptr_t, PendingOp, &GroupState::OnCompletion>;
+  Tsfn tsfn_;
+  int pendingOnJsThread_ = 0;  // JS thread only: refs the loop while > 0
+};
+
+}  // namespace logd
