@@ -7,11 +7,12 @@
 namespace logd {
 
 GroupState::GroupState(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
-                       std::string backendName, int rankIn, int worldSizeIn, std::chrono::milliseconds timeoutIn)
+                       std::string backendName, int rankIn, int worldSizeIn, std::chrono::milliseconds timeoutIn, bool checkCollectivesIn)
     : backend(std::move(backendName)),
       rank(rankIn),
       worldSize(worldSizeIn),
       timeout(timeoutIn),
+      checkCollectives(checkCollectivesIn),
       store_(std::move(store)),
       pg_(std::move(pg)) {}
 
@@ -57,8 +58,58 @@ void GroupState::IssueLoop() {
   }
 }
 
+namespace {
+constexpr int kFingerprintLen = 6;
+const char* KindName(int64_t k) {
+  static const char* names[] = {"allReduce", "broadcast", "allGather", "reduceScatter", "barrier", "destroy"};
+  return k >= 0 && k < 6 ? names[k] : "?";
+}
+std::string Describe(const int64_t* f) {
+  std::string s = KindName(f[0]);
+  if (f[0] == static_cast<int64_t>(OpKind::Barrier)) return s + "()";
+  s += "(" + std::to_string(f[2]) + " x " + c10::toString(static_cast<at::ScalarType>(f[1]));
+  if (f[3] != f[2]) s += " -> " + std::to_string(f[3]);
+  if (f[0] == static_cast<int64_t>(OpKind::Broadcast)) s += ", root " + std::to_string(f[4]);
+  return s + ")";
+}
+}  // namespace
+
+void GroupState::CheckSameCollective(CollectiveBaton& b) {
+  at::Tensor mine = at::zeros({kFingerprintLen}, at::kLong);
+  int64_t* f = mine.data_ptr<int64_t>();
+  f[0] = static_cast<int64_t>(b.kind);
+  if (!b.inputs.empty()) {
+    f[1] = static_cast<int64_t>(b.inputs[0].scalar_type());
+    f[2] = b.inputs[0].numel();
+    f[3] = f[2];
+    if (!b.outputs.empty()) f[3] = b.outputs[0].numel() * static_cast<int64_t>(b.outputs.size());
+  }
+  f[4] = b.root;
+  f[5] = static_cast<int64_t>(b.reduceOp.op_) * 2 + (b.averageAfterSum ? 1 : 0);
+  at::Tensor all = at::zeros({worldSize, kFingerprintLen}, at::kLong);
+  std::vector<at::Tensor> in{mine};
+  std::vector<std::vector<at::Tensor>> out(1, all.unbind(0));
+  c10d::AllgatherOptions o;
+  o.timeout = timeout;
+  pg_->allgather(out, in, o)->wait(timeout);
+  const int64_t* rows = all.data_ptr<int64_t>();
+  bool same = true;
+  for (int r = 0; r < worldSize && same; ++r)
+    same = std::equal(f, f + kFingerprintLen, rows + r * kFingerprintLen);
+  if (same) return;
+  std::string msg = "ranks called different collectives at the same point (every rank must issue the same sequence):";
+  for (int r = 0; r < worldSize; ++r) msg += " rank " + std::to_string(r) + ": " + Describe(rows + r * kFingerprintLen) + ";";
+  msg.back() = '.';
+  b.errorName = kInvalidArgument;
+  b.errorMessage = msg;
+}
+
 void GroupState::Issue(CollectiveBaton& b) {
   try {
+    if (checkCollectives) {
+      CheckSameCollective(b);
+      if (!b.errorName.empty()) return;
+    }
     switch (b.kind) {
       case OpKind::AllReduce: {
         c10d::AllreduceOptions o;

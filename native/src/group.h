@@ -54,7 +54,8 @@ struct PendingOp {
 class GroupState : public std::enable_shared_from_this<GroupState> {
  public:
   GroupState(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
-             std::string backend, int rank, int worldSize, std::chrono::milliseconds timeout);
+             std::string backend, int rank, int worldSize, std::chrono::milliseconds timeout,
+             bool checkCollectives);
   // Starts the threads and the completion channel; call once, on the JS thread.
   void Start(Napi::Env env);
   // JS thread: queue an op (takes ownership). Returns its promise.
@@ -64,12 +65,17 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   const int rank;
   const int worldSize;
   const std::chrono::milliseconds timeout;
+  // Before each collective, all-gather a fingerprint (kind, dtype, sizes,
+  // root, op) so a mismatch rejects on every rank instead of gloo aborting
+  // the process ("op.preamble.length <= op.nbytes") or hanging.
+  const bool checkCollectives;
   bool destroyRequested = false;  // JS thread only
 
  private:
   void IssueLoop();
   void WaitLoop();
   void Issue(CollectiveBaton& b);
+  void CheckSameCollective(CollectiveBaton& b);
   void Complete(CollectiveBaton& b);
   void PostCompletion(PendingOp* op);
   static void OnCompletion(Napi::Env env, Napi::Function, std::nullptr_t*, PendingOp* op);

@@ -16,6 +16,7 @@
 
 #include <torch/version.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 namespace logd {
@@ -30,6 +31,7 @@ struct InitBaton {
   int port = 0;
   std::string path;
   std::chrono::milliseconds timeout{30000};
+  bool checkCollectives = true;
   std::string errorName;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
@@ -57,6 +59,7 @@ class InitWorker : public Napi::AsyncWorker {
   void Execute() override {
     InitBaton& b = *baton_;
     const char* stage = "rendezvous";
+    auto t0 = std::chrono::steady_clock::now();
     try {
       c10::intrusive_ptr<c10d::Store> base;
       if (b.storeKind == "tcp") {
@@ -64,7 +67,9 @@ class InitWorker : public Napi::AsyncWorker {
         o.port = static_cast<std::uint16_t>(b.port);
         o.isServer = b.rank == 0;
         o.numWorkers = b.worldSize;
-        o.waitWorkers = true;
+        // gloo's connect below waits for every rank anyway; the server's own
+        // wait-for-workers overshoots the timeout by about a second.
+        o.waitWorkers = false;
         o.timeout = b.timeout;
         base = c10::make_intrusive<c10d::TCPStore>(b.host, o);
       } else {
@@ -72,6 +77,10 @@ class InitWorker : public Napi::AsyncWorker {
         base->setTimeout(b.timeout);
       }
       auto store = c10::make_intrusive<c10d::PrefixStore>("logd/0/", base);
+      // One deadline for the whole init: gloo's full-mesh connect gets what
+      // the store rendezvous left of it.
+      auto left = b.timeout - std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+      base->setTimeout(std::max(left, std::chrono::milliseconds(1)));
       stage = "connecting the process group";
       if (b.backend == "gloo") {
         auto opts = c10d::ProcessGroupGloo::Options::create(b.timeout);
@@ -103,7 +112,8 @@ class InitWorker : public Napi::AsyncWorker {
   void OnOK() override {
     Napi::Env env = Env();
     InitBaton& b = *baton_;
-    auto group = std::make_shared<GroupState>(b.store, b.pg, b.backend, b.rank, b.worldSize, b.timeout);
+    auto group = std::make_shared<GroupState>(b.store, b.pg, b.backend, b.rank, b.worldSize, b.timeout,
+                                              b.checkCollectives);
     group->Start(env);
     auto* box = new std::shared_ptr<GroupState>(std::move(group));
     auto handle = Napi::External<std::shared_ptr<GroupState>>::New(
@@ -145,6 +155,9 @@ Napi::Value InitProcessGroup(const Napi::CallbackInfo& info) {
   b->worldSize = static_cast<int>(GetInt(o, "worldSize"));
   b->storeKind = GetString(o, "storeKind");
   b->timeout = std::chrono::milliseconds(GetInt(o, "timeoutMs"));
+  Napi::Value check = o.Get("checkCollectives");
+  if (!check.IsBoolean()) ThrowInvalid(env, "initProcessGroup: 'checkCollectives' must be a boolean");
+  b->checkCollectives = check.As<Napi::Boolean>().Value();
   if (b->storeKind == "tcp") {
     b->host = GetString(o, "host");
     b->port = static_cast<int>(GetInt(o, "port"));
