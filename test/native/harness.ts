@@ -40,17 +40,17 @@ export interface Spawned {
   waitForLine(rank: number, line: string): Promise<void>;
 }
 
-/** Starts `node cmd...` once per rank; `argsFor(rank)` and `envFor(rank)` fill in the rest. */
+/** Starts `node args...` (or `command args...`) once per rank; `argsFor(rank)` and `envFor(rank)` fill in the rest. */
 export function spawnRanks(
   worldSize: number,
   argsFor: (rank: number) => string[],
-  opts: { deadlineMs: number; envFor?: (rank: number) => Record<string, string>; ranks?: number[] },
+  opts: { deadlineMs: number; envFor?: (rank: number) => Record<string, string>; ranks?: number[]; command?: string },
 ): Spawned {
   const ranks = opts.ranks ?? Array.from({ length: worldSize }, (_, r) => r);
   const lineWaiters: Array<{ rank: number; line: string; resolve: () => void }> = [];
   const stdouts = new Map<number, string>();
   const procs = ranks.map((rank) => {
-    const child = spawn(process.execPath, argsFor(rank), {
+    const child = spawn(opts.command ?? process.execPath, argsFor(rank), {
       cwd: repoRoot,
       env: { ...process.env, ...(opts.envFor?.(rank) ?? {}) },
       stdio: ['ignore', 'pipe', 'pipe'],
