@@ -21,8 +21,7 @@ void GroupState::Start(Napi::Env env) {
   // Idle groups must not keep the process alive; Submit refs while ops pend.
   tsfn_.Unref(env);
   auto self = shared_from_this();
-  std::thread([self] { self->IssueLoop(); }).detach();
-  std::thread([self] { self->WaitLoop(); }).detach();
+  std::thread([self] { self->Loop(); }).detach();
 }
 
 Napi::Promise GroupState::Submit(Napi::Env env, PendingOp* op) {
@@ -32,30 +31,10 @@ Napi::Promise GroupState::Submit(Napi::Env env, PendingOp* op) {
   if (pendingOnJsThread_++ == 0) tsfn_.Ref(env);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    issueQueue_.push_back(op);
+    queue_.push_back(op);
   }
-  issueCv_.notify_one();
+  queueCv_.notify_one();
   return promise;
-}
-
-void GroupState::IssueLoop() {
-  for (;;) {
-    PendingOp* op;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      issueCv_.wait(lock, [&] { return !issueQueue_.empty(); });
-      op = issueQueue_.front();
-      issueQueue_.pop_front();
-    }
-    const bool last = op->baton->kind == OpKind::Destroy;
-    if (!last) Issue(*op->baton);
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      waitQueue_.push_back(op);
-    }
-    waitCv_.notify_one();
-    if (last) return;
-  }
 }
 
 namespace {
@@ -176,18 +155,25 @@ void GroupState::Complete(CollectiveBaton& b) {
   b.work.reset();
 }
 
-void GroupState::WaitLoop() {
+void GroupState::Loop() {
+  std::deque<PendingOp*> inFlight;  // issued to c10d, oldest first
   for (;;) {
-    PendingOp* op;
+    std::deque<PendingOp*> fresh;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      waitCv_.wait(lock, [&] { return !waitQueue_.empty(); });
-      op = waitQueue_.front();
-      waitQueue_.pop_front();
+      if (inFlight.empty()) queueCv_.wait(lock, [&] { return !queue_.empty(); });
+      fresh.swap(queue_);
     }
+    for (PendingOp* op : fresh) {
+      if (op->baton->kind != OpKind::Destroy) Issue(*op->baton);
+      inFlight.push_back(op);
+    }
+    PendingOp* op = inFlight.front();
+    inFlight.pop_front();
     if (op->baton->kind == OpKind::Destroy) {
-      // Every earlier op has completed or failed, so this cannot wait for
-      // longer than their deadlines; it runs here, never on the JS thread.
+      // JS refuses ops after destroy(), so this is the last one and every
+      // earlier op has completed or failed: freeing c10d cannot outlast their
+      // deadlines, and it happens here, never on the JS thread.
       try {
         pg_.reset();
         store_.reset();

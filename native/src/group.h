@@ -1,13 +1,16 @@
-// A live process group: the c10d objects plus two dedicated threads.
+// A live process group: the c10d objects plus one dedicated thread.
 //
 // Why not one AsyncWorker per collective: collectives can wait for a long time
 // (a barrier waits for the slowest rank), and parking them on libuv's 4-thread
-// pool would starve fs/dns/zlib work. Each group instead owns
-//   - an issuer thread, which hands collectives to c10d strictly in call order
-//     (every rank must issue the same sequence), and
-//   - a waiter thread, which waits for them in the same order with a deadline.
+// pool would starve fs/dns/zlib work. Each group instead owns one thread that
+//   - hands every queued collective to c10d strictly in call order (every rank
+//     must issue the same sequence), so ops queued together are in flight
+//     together, and then
+//   - waits for the oldest one with a deadline, and loops.
+// One thread rather than an issuer/waiter pair saves a thread wake-up per op,
+// which is most of the cost of small collectives on a busy machine.
 // The per-op data is still a plain baton (CollectiveBaton): it is filled on the
-// JS thread, the two threads touch only the baton, and the completion is
+// JS thread, the group thread touches only the baton, and the completion is
 // delivered back to the JS thread through one ThreadSafeFunction.
 #pragma once
 #include <napi.h>
@@ -72,8 +75,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   bool destroyRequested = false;  // JS thread only
 
  private:
-  void IssueLoop();
-  void WaitLoop();
+  void Loop();
   void Issue(CollectiveBaton& b);
   void CheckSameCollective(CollectiveBaton& b);
   void Complete(CollectiveBaton& b);
@@ -83,8 +85,8 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
   std::mutex mutex_;
-  std::condition_variable issueCv_, waitCv_;
-  std::deque<PendingOp*> issueQueue_, waitQueue_;
+  std::condition_variable queueCv_;
+  std::deque<PendingOp*> queue_;  // submitted, not yet handed to c10d
   using Tsfn = Napi::TypedThreadSafeFunction<std::nullptr_t, PendingOp, &GroupState::OnCompletion>;
   Tsfn tsfn_;
   int pendingOnJsThread_ = 0;  // JS thread only: refs the loop while > 0
