@@ -89,7 +89,8 @@ export function resolveInitOptions(opts: InitProcessGroupOptions, env: NodeJS.Pr
   const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new InvalidArgumentError(`initProcessGroup: timeoutMs must be a positive integer (got ${timeoutMs})`);
   const initMethod = opts.initMethod ?? 'env://';
-  const base = { backend: opts.backend, timeoutMs, checkCollectives: opts.checkCollectives ?? true };
+  const checkCollectives = opts.checkCollectives ?? env.LOGD_CHECK_COLLECTIVES !== '0';
+  const base = { backend: opts.backend, timeoutMs, checkCollectives };
   let resolved: NativeInitOptions;
   if (initMethod === 'env://') {
     const host = env.MASTER_ADDR;

@@ -69,7 +69,8 @@ export interface InitProcessGroupOptions {
    * Before every collective, all-gather a small fingerprint (op, dtype, sizes,
    * root) so ranks that disagree get InvalidArgumentError instead of gloo
    * aborting the process or hanging. Costs one tiny extra collective per call
-   * (visible only for small messages). Default true; same on every rank.
+   * (visible only for small messages). Default true unless LOGD_CHECK_COLLECTIVES=0;
+   * must be the same on every rank.
    */
   checkCollectives?: boolean;
 }
