@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { InvalidArgumentError, NativeUnavailableError, toNativeError } from './errors.js';
+import { InvalidArgumentError, NativeUnavailableError, NotSupportedError, toNativeError } from './errors.js';
 import type {
   Backend,
   InitProcessGroupOptions,
@@ -177,6 +177,11 @@ export async function initProcessGroup(opts: InitProcessGroupOptions): Promise<P
   try {
     const native = requireBinding();
     const resolved = resolveInitOptions(opts);
+    if (!native.buildInfo().backends.includes(resolved.backend)) {
+      throw new NotSupportedError(
+        `backend '${resolved.backend}' is not compiled in: this libtorch has no CUDA. Use backend 'gloo', or build against a CUDA libtorch (LOGD_TORCH_PREFIX) and re-run \`make native\``,
+      );
+    }
     const handle = await native.initProcessGroup(resolved);
     return new NativeProcessGroup(native, handle, resolved.rank, resolved.worldSize, resolved.backend);
   } catch (err) {

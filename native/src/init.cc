@@ -58,6 +58,14 @@ class InitWorker : public Napi::AsyncWorker {
  protected:
   void Execute() override {
     InitBaton& b = *baton_;
+#ifndef LOGD_WITH_NCCL
+    if (b.backend == "nccl") {
+      b.errorName = kNotSupported;
+      SetError("backend 'nccl' is not compiled in: this libtorch has no CUDA. Use backend 'gloo', or build "
+               "against a CUDA libtorch (LOGD_TORCH_PREFIX) and re-run `make native`");
+      return;
+    }
+#endif
     const char* stage = "rendezvous";
     auto t0 = std::chrono::steady_clock::now();
     try {
@@ -91,11 +99,6 @@ class InitWorker : public Napi::AsyncWorker {
         auto opts = c10d::ProcessGroupNCCL::Options::create();
         opts->timeout = b.timeout;
         b.pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, b.rank, b.worldSize, opts);
-#else
-        b.errorName = kNotSupported;
-        SetError("backend 'nccl' is not compiled in: this libtorch has no CUDA. Use backend 'gloo', or build "
-                 "against a CUDA libtorch (LOGD_TORCH_PREFIX) and re-run `make native`");
-        return;
 #endif
       }
       b.store = base;
