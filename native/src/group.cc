@@ -148,6 +148,7 @@ void GroupState::Complete(CollectiveBaton& b) {
   } catch (const std::exception& e) {
     b.errorName = ClassifyNativeFailure(e.what(), kNative);
     b.errorMessage = FirstParagraph(e.what());
+    b.abandoned = !b.work->isCompleted();
     if (b.errorName == kTimeout && b.errorMessage.find("Operation timed out") != std::string::npos)
       b.errorMessage = "collective did not complete within " + std::to_string(timeout.count()) +
                        " ms (a peer is slow, stuck or gone)";
@@ -208,7 +209,11 @@ void GroupState::OnCompletion(Napi::Env env, Napi::Function, std::nullptr_t*, Pe
   } else {
     op->deferred.Reject(MakeNamedError(env, b.errorName, b.errorMessage).Value());
   }
-  for (auto& ref : op->keepAlive) ref.Reset();
+  for (auto& ref : op->keepAlive) {
+    if (b.abandoned) group->abandonedArrays_.push_back(std::move(ref));
+    else ref.Reset();
+  }
+  if (b.kind == OpKind::Destroy) group->abandonedArrays_.clear();
   op->baton->inputs.clear();
   op->baton->outputs.clear();
   if (--group->pendingOnJsThread_ == 0) group->tsfn_.Unref(env);

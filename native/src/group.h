@@ -42,6 +42,7 @@ struct CollectiveBaton {
   c10::intrusive_ptr<c10d::Work> work;
   std::string errorName;  // empty on success
   std::string errorMessage;
+  bool abandoned = false;  // we stopped waiting but c10d may still touch the memory
 };
 
 // JS-thread side of one pending op: the promise and the typed arrays kept
@@ -90,6 +91,10 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   using Tsfn = Napi::TypedThreadSafeFunction<std::nullptr_t, PendingOp, &GroupState::OnCompletion>;
   Tsfn tsfn_;
   int pendingOnJsThread_ = 0;  // JS thread only: refs the loop while > 0
+  // JS thread only: arrays of ops that timed out while c10d still held them;
+  // released once destroy() has torn c10d down, so gloo never writes into
+  // memory the GC has freed.
+  std::vector<Napi::Reference<Napi::Value>> abandonedArrays_;
 };
 
 }  // namespace logd

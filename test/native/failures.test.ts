@@ -23,6 +23,9 @@ describe.skipIf(skip)(`native failure handling${skip ? ` — skipped: ${reason}`
       expect(o.result).toMatchObject({ ok: false });
       expect(['PeerLostError', 'CollectiveTimeoutError']).toContain(o.result!.name);
       expect(o.result!.ms).toBeLessThan(timeoutMs + SLACK_MS);
+      expect(o.result!.destroyed).toMatchObject({ ok: true });
+      expect(o.result!.destroyed.ms).toBeLessThan(timeoutMs + SLACK_MS);
+      expect(o.result!.destroyMaxGap).toBeLessThan(250); // the event loop kept ticking during destroy()
     }
   });
 

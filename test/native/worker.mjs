@@ -95,7 +95,16 @@ const scenarios = {
       return {};
     }
     const r = await settle(pg.allReduce(new Float32Array(1024), 'sum'));
-    return r;
+    // destroy() after a dead peer must resolve, and must not stall the loop meanwhile.
+    let maxGap = 0;
+    let last = performance.now();
+    const timer = setInterval(() => {
+      maxGap = Math.max(maxGap, performance.now() - last);
+      last = performance.now();
+    }, 10);
+    const destroyed = await settle(pg.destroy());
+    clearInterval(timer);
+    return { ...r, destroyed, destroyMaxGap: maxGap };
   },
   // Different lengths on different ranks: must reject, not hang or corrupt.
   async mismatch(pg) {
