@@ -29,6 +29,22 @@ describe.skipIf(skip)(`native failure handling${skip ? ` — skipped: ${reason}`
     }
   });
 
+  it('a peer that is alive but never joins makes the others reject with CollectiveTimeoutError at the timeout', async () => {
+    const port = await freePort();
+    const timeoutMs = 2000;
+    const run = spawnRanks(2, (rank) => [workerScript, 'killed', String(rank), '2', `tcp://127.0.0.1:${port}`, String(timeoutMs)], { deadlineMs: 30_000 });
+    await run.waitForLine(1, 'READY');
+    const rank0 = await new Promise<number | null>((resolve) => run.procs[0]!.on('close', resolve));
+    run.procs[1]!.kill('SIGKILL');
+    const [o] = await run.done;
+    expect(rank0, o!.stderr).toBe(0);
+    expect(o!.result).toMatchObject({ ok: false, name: 'CollectiveTimeoutError' });
+    expect(o!.result!.ms).toBeGreaterThan(timeoutMs - 100);
+    expect(o!.result!.ms).toBeLessThan(timeoutMs + SLACK_MS);
+    expect(o!.result!.destroyed).toMatchObject({ ok: true });
+    expect(o!.result!.destroyMaxGap).toBeLessThan(250);
+  });
+
   it('init rejects with CollectiveTimeoutError when another rank never starts (server side)', async () => {
     const port = await freePort();
     const [rank0] = await spawnRanks(2, (rank) => [workerScript, 'ops', String(rank), '2', `tcp://127.0.0.1:${port}`, '2000'], {
