@@ -116,6 +116,8 @@ async function main(): Promise<void> {
       console.log(`| ${human(bytes)} | ${t.iters} | ${bt.toFixed(3)} | ${bf.toFixed(3)} | ${(bf / bt).toFixed(2)}x | ${bc.toFixed(3)} | ${(bc / bt).toFixed(2)}x |`);
     });
   }
+  // Load from other processes is the main source of noise on small machines; show it.
+  console.log(`\nload average at end ${loadavg().map((l) => l.toFixed(2)).join(' ')}`);
 }
 
 main().catch((err: Error) => {
