@@ -24,6 +24,8 @@ export interface LaunchOptions {
 }
 
 const NODE_SCRIPT = /\.(m|c)?js$/;
+/** ensureDaemon has its own deadlines; this one only guarantees launch itself never hangs. */
+const ENSURE_DAEMON_TIMEOUT_MS = 60_000;
 
 /** torchrun's per-rank variables. */
 export function rankEnv(opts: LaunchOptions, localRank: number): Record<string, string> {
@@ -95,11 +97,17 @@ export async function launch(opts: LaunchOptions): Promise<number> {
   const stderr = opts.stderr ?? process.stderr;
   let daemonEnv: Record<string, string> = {};
   if (opts.ensureDaemon) {
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`no answer within ${ENSURE_DAEMON_TIMEOUT_MS} ms`)), ENSURE_DAEMON_TIMEOUT_MS);
+    });
     try {
-      daemonEnv = await opts.ensureDaemon();
+      daemonEnv = await Promise.race([opts.ensureDaemon(), deadline]);
     } catch (err) {
-      stderr.write(`launch: could not reach or start the logd daemon: ${(err as Error).message}\n`);
+      stderr.write(`launch: could not reach or start the logd daemon: ${(err as Error).message} (start one with \`logd serve\`, or check LOGD_SERVICE)\n`);
       return 1;
+    } finally {
+      clearTimeout(timer);
     }
   }
   const isNode = NODE_SCRIPT.test(opts.script);
