@@ -78,6 +78,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
  private:
   void Loop();
   void Issue(CollectiveBaton& b);
+  void IssueDirect(PendingOp* op);
   void CheckSameCollective(CollectiveBaton& b);
   void Complete(CollectiveBaton& b);
   void PostCompletion(PendingOp* op);

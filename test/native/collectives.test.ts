@@ -52,6 +52,10 @@ describe.skipIf(skip)(`native collectives (gloo)${skip ? ` — skipped: ${reason
     assertOps(await runScenario('ops', 2), 2);
   });
 
+  it('the same holds on the fast path (checkCollectives off: issued from the JS thread, completed from gloo)', async () => {
+    assertOps(await runScenario('ops', 2, 10_000, { LOGD_CHECK_COLLECTIVES: '0' }), 2);
+  });
+
   it('the same holds for 4 ranks rendezvousing through env:// like torchrun', async () => {
     const port = await freePort();
     const outcomes = await spawnRanks(4, (rank) => [workerScript, 'ops', String(rank), '4', 'env://', '20000'], {
@@ -77,8 +81,8 @@ describe.skipIf(skip)(`native collectives (gloo)${skip ? ` — skipped: ${reason
     }
   });
 
-  it('a long barrier leaves timers and the libuv pool (fs) running', async () => {
-    const [rank0] = await runScenario('eventloop', 2);
+  it.each([['on', '1'], ['off', '0']])('a long barrier leaves timers and the libuv pool (fs) running (check %s)', async (_, check) => {
+    const [rank0] = await runScenario('eventloop', 2, 10_000, { LOGD_CHECK_COLLECTIVES: check });
     expect(rank0!.code, rank0!.stderr).toBe(0);
     const r = rank0!.result!;
     expect(r.barrierMs).toBeGreaterThan(1300); // it really waited for rank 1

@@ -9,10 +9,13 @@ const reason = !isAvailable() ? loadError() : NOT_BUILT;
 const SLACK_MS = 1500;
 
 describe.skipIf(skip)(`native failure handling${skip ? ` — skipped: ${reason}` : ''}`, () => {
-  it('a peer SIGKILLed mid-collective makes the others reject within the timeout', async () => {
+  it.each([['on', '1'], ['off', '0']])('a peer SIGKILLed mid-collective makes the others reject within the timeout (check %s)', async (_, check) => {
     const port = await freePort();
     const timeoutMs = 5000;
-    const run = spawnRanks(3, (rank) => [workerScript, 'killed', String(rank), '3', `tcp://127.0.0.1:${port}`, String(timeoutMs)], { deadlineMs: 30_000 });
+    const run = spawnRanks(3, (rank) => [workerScript, 'killed', String(rank), '3', `tcp://127.0.0.1:${port}`, String(timeoutMs)], {
+      deadlineMs: 30_000,
+      envFor: () => ({ LOGD_CHECK_COLLECTIVES: check }),
+    });
     await run.waitForLine(2, 'READY');
     // Ranks 0 and 1 are now (or soon) inside an allReduce that rank 2 never joins.
     await new Promise((r) => setTimeout(r, 300));
@@ -29,10 +32,13 @@ describe.skipIf(skip)(`native failure handling${skip ? ` — skipped: ${reason}`
     }
   });
 
-  it('a peer that is alive but never joins makes the others reject with CollectiveTimeoutError at the timeout', async () => {
+  it.each([['on', '1'], ['off', '0']])('a peer that is alive but never joins makes the others reject with CollectiveTimeoutError at the timeout (check %s)', async (_, check) => {
     const port = await freePort();
     const timeoutMs = 2000;
-    const run = spawnRanks(2, (rank) => [workerScript, 'killed', String(rank), '2', `tcp://127.0.0.1:${port}`, String(timeoutMs)], { deadlineMs: 30_000 });
+    const run = spawnRanks(2, (rank) => [workerScript, 'killed', String(rank), '2', `tcp://127.0.0.1:${port}`, String(timeoutMs)], {
+      deadlineMs: 30_000,
+      envFor: () => ({ LOGD_CHECK_COLLECTIVES: check }),
+    });
     await run.waitForLine(1, 'READY');
     const rank0 = await new Promise<number | null>((resolve) => run.procs[0]!.on('close', resolve));
     run.procs[1]!.kill('SIGKILL');

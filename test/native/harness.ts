@@ -92,9 +92,10 @@ export function spawnRanks(
 }
 
 /** Runs one worker.mjs scenario on every rank over tcp:// and waits for all. */
-export async function runScenario(scenario: string, worldSize: number, timeoutMs = 10_000, deadlineMs = 30_000): Promise<RankOutcome[]> {
+export async function runScenario(scenario: string, worldSize: number, timeoutMs = 10_000, env: Record<string, string> = {}): Promise<RankOutcome[]> {
   const port = await freePort();
   return spawnRanks(worldSize, (rank) => [workerScript, scenario, String(rank), String(worldSize), `tcp://127.0.0.1:${port}`, String(timeoutMs)], {
-    deadlineMs,
+    deadlineMs: 30_000,
+    envFor: () => env,
   }).done;
 }
