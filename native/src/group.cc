@@ -29,7 +29,9 @@ Napi::Promise GroupState::Submit(Napi::Env env, PendingOp* op) {
   Napi::Promise promise = op->deferred.Promise();
   if (op->baton->kind == OpKind::Destroy) destroyRequested = true;
   if (pendingOnJsThread_++ == 0) tsfn_.Ref(env);
-  if (!checkCollectives && op->baton->kind != OpKind::Destroy) {
+  // NCCL's first op creates communicators (a blocking rendezvous), so only
+  // gloo takes the JS-thread fast path.
+  if (!checkCollectives && backend == "gloo" && op->baton->kind != OpKind::Destroy) {
     IssueDirect(op);
     return promise;
   }
