@@ -26,6 +26,7 @@ void GroupState::Start(Napi::Env env) {
 
 Napi::Promise GroupState::Submit(Napi::Env env, PendingOp* op) {
   op->owner = shared_from_this();
+  op->seq = nextSeq_++;
   Napi::Promise promise = op->deferred.Promise();
   if (op->baton->kind == OpKind::Destroy) destroyRequested = true;
   if (pendingOnJsThread_++ == 0) tsfn_.Ref(env);
@@ -164,8 +165,8 @@ void GroupState::Complete(CollectiveBaton& b) {
 
 // Fast path (checkCollectives off): gloo's enqueue does not block, so the op
 // is handed to c10d right here on the JS thread, in call order, and its
-// future's callback (on gloo's single worker thread, so in order) posts the
-// completion. Two thread hops per op, as in torch.distributed, instead of
+// future's callback (on a gloo worker thread) posts the completion, and
+// OnCompletion puts completions back in call order. Two thread hops per op, as in torch.distributed, instead of
 // four through the group thread. Deadlines come from gloo's own timeout,
 // which is set to timeoutMs. The work holds the tensors until gloo is done
 // with them, so nothing is ever abandoned on this path.
@@ -231,28 +232,39 @@ void GroupState::PostCompletion(PendingOp* op) {
 }
 
 void GroupState::OnCompletion(Napi::Env env, Napi::Function, std::nullptr_t*, PendingOp* op) {
-  std::unique_ptr<PendingOp> owned(op);
   if (env == nullptr) {  // environment is shutting down: nothing left to resolve
     for (auto& ref : op->keepAlive) ref.SuppressDestruct();
+    delete op;
     return;
   }
+  // gloo's two workers may finish ops out of order; promises settle in call
+  // order, so hold early finishers until their predecessors are delivered.
+  std::shared_ptr<GroupState> group = op->owner;
+  group->finished_.emplace(op->seq, op);
+  for (auto it = group->finished_.begin(); it != group->finished_.end() && it->first == group->nextToDeliver_;
+       it = group->finished_.erase(it)) {
+    ++group->nextToDeliver_;
+    group->Deliver(env, std::unique_ptr<PendingOp>(it->second));
+  }
+}
+
+void GroupState::Deliver(Napi::Env env, std::unique_ptr<PendingOp> op) {
   Napi::HandleScope scope(env);
   CollectiveBaton& b = *op->baton;
-  std::shared_ptr<GroupState> group = op->owner;
   if (b.errorName.empty()) {
     op->deferred.Resolve(env.Undefined());
   } else {
     op->deferred.Reject(MakeNamedError(env, b.errorName, b.errorMessage).Value());
   }
   for (auto& ref : op->keepAlive) {
-    if (b.abandoned) group->abandonedArrays_.push_back(std::move(ref));
+    if (b.abandoned) abandonedArrays_.push_back(std::move(ref));
     else ref.Reset();
   }
-  if (b.kind == OpKind::Destroy) group->abandonedArrays_.clear();
-  op->baton->inputs.clear();
-  op->baton->outputs.clear();
-  if (--group->pendingOnJsThread_ == 0) group->tsfn_.Unref(env);
-  if (b.kind == OpKind::Destroy) group->tsfn_.Release();
+  if (b.kind == OpKind::Destroy) abandonedArrays_.clear();
+  b.inputs.clear();
+  b.outputs.clear();
+  if (--pendingOnJsThread_ == 0) tsfn_.Unref(env);
+  if (b.kind == OpKind::Destroy) tsfn_.Release();
 }
 
 }  // namespace logd

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -52,6 +53,7 @@ struct PendingOp {
   Napi::Promise::Deferred deferred;
   std::vector<Napi::Reference<Napi::Value>> keepAlive;
   std::shared_ptr<class GroupState> owner;  // keeps the group alive until delivery
+  uint64_t seq = 0;                          // call order within the group
   explicit PendingOp(Napi::Env env) : baton(new CollectiveBaton()), deferred(Napi::Promise::Deferred::New(env)) {}
 };
 
@@ -83,6 +85,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   void Complete(CollectiveBaton& b);
   void PostCompletion(PendingOp* op);
   static void OnCompletion(Napi::Env env, Napi::Function, std::nullptr_t*, PendingOp* op);
+  void Deliver(Napi::Env env, std::unique_ptr<PendingOp> op);
 
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::ProcessGroup> pg_;
@@ -92,6 +95,9 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   using Tsfn = Napi::TypedThreadSafeFunction<std::nullptr_t, PendingOp, &GroupState::OnCompletion>;
   Tsfn tsfn_;
   int pendingOnJsThread_ = 0;  // JS thread only: refs the loop while > 0
+  uint64_t nextSeq_ = 0;        // JS thread only
+  uint64_t nextToDeliver_ = 0;  // JS thread only
+  std::map<uint64_t, PendingOp*> finished_;  // JS thread only: done, waiting for predecessors
   // JS thread only: arrays of ops that timed out while c10d still held them;
   // released once destroy() has torn c10d down, so gloo never writes into
   // memory the GC has freed.

@@ -93,9 +93,6 @@ class InitWorker : public Napi::AsyncWorker {
       if (b.backend == "gloo") {
         auto opts = c10d::ProcessGroupGloo::Options::create(b.timeout);
         opts->devices.push_back(GlooDevice(b));
-        // Without the mismatch check, completions are delivered straight from
-        // gloo's worker; one worker keeps them in call order.
-        if (!b.checkCollectives) opts->threads = 1;
         b.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, b.rank, b.worldSize, opts);
       } else {
 #ifdef LOGD_WITH_NCCL

@@ -28,6 +28,8 @@ function expectedOps(n: number) {
   out.view = [-1, -1, ranks.reduce((a, r) => a + r + 1, 0), ranks.reduce((a, r) => a + r + 2, 0), -1];
   out.inflight = Array.from({ length: 8 }, (_, i) => i * n + ranks.reduce((a, r) => a + r, 0));
   out.inflightOrder = [0, 1, 2, 3, 4, 5, 6, 7];
+  out.mixedOrder = [0, 1, 2, 3, 4];
+  out.mixedValues = [n, n, n];
   return out;
 }
 

@@ -49,6 +49,13 @@ const scenarios = {
     await Promise.all(many.map((t, i) => pg.allReduce(t, 'sum').then(() => order.push(i))));
     out.inflight = many.map((t) => t[0]);
     out.inflightOrder = order;
+    // A large op followed by small ones: gloo may finish the small ones first,
+    // but promises must still settle in call order.
+    const mixed = [new Float32Array(1 << 20).fill(1), ...Array.from({ length: 4 }, () => new Float32Array([1]))];
+    const mixedOrder = [];
+    await Promise.all(mixed.map((t, i) => pg.allReduce(t, 'sum').then(() => mixedOrder.push(i))));
+    out.mixedOrder = mixedOrder;
+    out.mixedValues = [mixed[0][0], mixed[0][(1 << 20) - 1], mixed[4][0]];
     await pg.barrier();
     out.badGather = await settle(pg.allGather(new Int32Array(2 * worldSize + 1), new Int32Array([1, 2])));
     out.badType = await settle(pg.allGather(new Float32Array(worldSize), new Int32Array([1])));
