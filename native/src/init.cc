@@ -104,10 +104,12 @@ class InitWorker : public Napi::AsyncWorker {
       b.store = base;
     } catch (const std::exception& e) {
       const char* name = ClassifyNativeFailure(e.what(), kInit);
+      std::string cause = FirstParagraph(e.what());
+      while (!cause.empty() && cause.back() == '.') cause.pop_back();
       b.errorName = name == kTimeout ? kTimeout : kInit;
       SetError(std::string("initProcessGroup failed while ") + stage + " (rank " + std::to_string(b.rank) + " of " +
                std::to_string(b.worldSize) + ", timeout " + std::to_string(b.timeout.count()) +
-               " ms): " + FirstParagraph(e.what()) +
+               " ms): " + cause +
                ". Check that every rank starts with the same MASTER_ADDR/MASTER_PORT and WORLD_SIZE.");
     }
   }
