@@ -90,7 +90,7 @@ export function resolveInitOptions(opts: InitProcessGroupOptions, env: NodeJS.Pr
   if (!Number.isInteger(timeoutMs) || timeoutMs <= 0) throw new InvalidArgumentError(`initProcessGroup: timeoutMs must be a positive integer (got ${timeoutMs})`);
   const initMethod = opts.initMethod ?? 'env://';
   const checkCollectives = opts.checkCollectives ?? env.LOGD_CHECK_COLLECTIVES !== '0';
-  const base = { backend: opts.backend, timeoutMs, checkCollectives };
+  const base = { backend: opts.backend, timeoutMs, checkCollectives, localRank: 0 };
   let resolved: NativeInitOptions;
   if (initMethod === 'env://') {
     const host = env.MASTER_ADDR;
@@ -108,6 +108,7 @@ export function resolveInitOptions(opts: InitProcessGroupOptions, env: NodeJS.Pr
   } else {
     throw new InvalidArgumentError(`initProcessGroup: initMethod must be env://, tcp://host:port or file:///path (got '${initMethod}')`);
   }
+  resolved.localRank = opts.localRank ?? (env.LOCAL_RANK !== undefined ? intFrom(undefined, 'LOCAL_RANK', 'local rank', env) : resolved.rank);
   if (resolved.worldSize < 1 || resolved.rank >= resolved.worldSize) {
     throw new InvalidArgumentError(`initProcessGroup: rank ${resolved.rank} is outside 0..${resolved.worldSize - 1}`);
   }

@@ -30,6 +30,7 @@ export interface NativeInitOptions {
   path: string | null; // storeKind 'file'
   timeoutMs: number;
   checkCollectives: boolean;
+  localRank: number; // CUDA device index for nccl; unused by gloo
 }
 
 /** Exactly what addon.cc registers, same names, same order. Every promise rejects with an Error whose `name` is a NativeErrorName. */
@@ -73,6 +74,8 @@ export interface InitProcessGroupOptions {
    * must be the same on every rank.
    */
   checkCollectives?: boolean;
+  /** CUDA device for nccl (host arrays are staged through it). Default $LOCAL_RANK, else rank. */
+  localRank?: number;
 }
 
 /** Lifecycle of a ProcessGroup object. */

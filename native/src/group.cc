@@ -7,12 +7,13 @@
 namespace logd {
 
 GroupState::GroupState(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
-                       std::string backendName, int rankIn, int worldSizeIn, std::chrono::milliseconds timeoutIn, bool checkCollectivesIn)
+                       std::string backendName, int rankIn, int worldSizeIn, std::chrono::milliseconds timeoutIn, bool checkCollectivesIn, int deviceIndexIn)
     : backend(std::move(backendName)),
       rank(rankIn),
       worldSize(worldSizeIn),
       timeout(timeoutIn),
       checkCollectives(checkCollectivesIn),
+      deviceIndex(deviceIndexIn),
       store_(std::move(store)),
       pg_(std::move(pg)) {}
 
@@ -73,11 +74,15 @@ void GroupState::CheckSameCollective(CollectiveBaton& b) {
   f[4] = b.root;
   f[5] = static_cast<int64_t>(b.reduceOp.op_) * 2 + (b.averageAfterSum ? 1 : 0);
   at::Tensor all = at::zeros({worldSize, kFingerprintLen}, at::kLong);
-  std::vector<at::Tensor> in{mine};
-  std::vector<std::vector<at::Tensor>> out(1, all.unbind(0));
+  const bool onDevice = backend == "nccl";  // NCCL only moves CUDA tensors
+  const at::Device device(onDevice ? at::kCUDA : at::kCPU, onDevice ? static_cast<c10::DeviceIndex>(deviceIndex) : -1);
+  at::Tensor gathered = onDevice ? all.to(device) : all;
+  std::vector<at::Tensor> in{onDevice ? mine.to(device) : mine};
+  std::vector<std::vector<at::Tensor>> out(1, gathered.unbind(0));
   c10d::AllgatherOptions o;
   o.timeout = timeout;
   pg_->allgather(out, in, o)->wait(timeout);
+  if (onDevice) all.copy_(gathered);
   const int64_t* rows = all.data_ptr<int64_t>();
   bool same = true;
   for (int r = 0; r < worldSize && same; ++r)
@@ -90,12 +95,32 @@ void GroupState::CheckSameCollective(CollectiveBaton& b) {
   b.errorMessage = msg;
 }
 
+// NCCL works on CUDA tensors only: copy the host arrays to this rank's device
+// before the op, and the results back after it (typed arrays stay the API).
+// Untested in CI (no GPU); gloo never takes this path.
+void GroupState::StageToDevice(CollectiveBaton& b) {
+  const at::Device device(at::kCUDA, static_cast<c10::DeviceIndex>(deviceIndex));
+  b.hostInputs = b.inputs;
+  b.hostOutputs = b.outputs;
+  for (auto& t : b.inputs) t = t.to(device);
+  for (auto& t : b.outputs) t = b.kind == OpKind::AllGather ? at::empty_like(t, t.options().device(device)) : t.to(device);
+}
+
+void GroupState::CopyBackToHost(CollectiveBaton& b) {
+  if (b.kind == OpKind::AllGather) {
+    for (size_t i = 0; i < b.hostOutputs.size(); ++i) b.hostOutputs[i].copy_(b.outputs[i]);
+  } else {
+    for (size_t i = 0; i < b.hostInputs.size(); ++i) b.hostInputs[i].copy_(b.inputs[i]);
+  }
+}
+
 void GroupState::Issue(CollectiveBaton& b) {
   try {
     if (checkCollectives) {
       CheckSameCollective(b);
       if (!b.errorName.empty()) return;
     }
+    if (backend == "nccl") StageToDevice(b);
     switch (b.kind) {
       case OpKind::AllReduce: {
         c10d::AllreduceOptions o;
@@ -147,6 +172,7 @@ void GroupState::Complete(CollectiveBaton& b) {
     // Work::wait throws "Operation timed out!" at the deadline; gloo's own
     // timeout (same value) usually fires first with a more precise message.
     b.work->wait(timeout);
+    CopyBackToHost(b);
     if (b.averageAfterSum) {
       at::Tensor& t = b.inputs[0];
       if (at::isFloatingType(t.scalar_type())) t.div_(worldSize);

@@ -37,6 +37,8 @@ struct CollectiveBaton {
   OpKind kind = OpKind::Barrier;
   std::vector<at::Tensor> inputs;   // allReduce/broadcast: the tensor itself
   std::vector<at::Tensor> outputs;  // allGather: worldSize views into the output
+  // NCCL only: the host views above, while inputs/outputs are device copies.
+  std::vector<at::Tensor> hostInputs, hostOutputs;
   c10d::ReduceOp reduceOp = c10d::ReduceOp::SUM;
   bool averageAfterSum = false;  // gloo has no AVG: sum, then divide
   int64_t root = 0;
@@ -61,7 +63,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
  public:
   GroupState(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
              std::string backend, int rank, int worldSize, std::chrono::milliseconds timeout,
-             bool checkCollectives);
+             bool checkCollectives, int deviceIndex);
   // Starts the threads and the completion channel; call once, on the JS thread.
   void Start(Napi::Env env);
   // JS thread: queue an op (takes ownership). Returns its promise.
@@ -75,12 +77,15 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   // root, op) so a mismatch rejects on every rank instead of gloo aborting
   // the process ("op.preamble.length <= op.nbytes") or hanging.
   const bool checkCollectives;
+  const int deviceIndex;  // CUDA device for nccl (LOCAL_RANK); unused by gloo
   bool destroyRequested = false;  // JS thread only
 
  private:
   void Loop();
   void Issue(CollectiveBaton& b);
   void IssueDirect(PendingOp* op);
+  void StageToDevice(CollectiveBaton& b);
+  static void CopyBackToHost(CollectiveBaton& b);
   void CheckSameCollective(CollectiveBaton& b);
   void Complete(CollectiveBaton& b);
   void PostCompletion(PendingOp* op);

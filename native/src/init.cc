@@ -32,6 +32,7 @@ struct InitBaton {
   std::string path;
   std::chrono::milliseconds timeout{30000};
   bool checkCollectives = true;
+  int localRank = 0;
   std::string errorName;
   c10::intrusive_ptr<c10d::Store> store;
   c10::intrusive_ptr<c10d::ProcessGroup> pg;
@@ -118,7 +119,7 @@ class InitWorker : public Napi::AsyncWorker {
     Napi::Env env = Env();
     InitBaton& b = *baton_;
     auto group = std::make_shared<GroupState>(b.store, b.pg, b.backend, b.rank, b.worldSize, b.timeout,
-                                              b.checkCollectives);
+                                              b.checkCollectives, b.localRank);
     group->Start(env);
     auto* box = new std::shared_ptr<GroupState>(std::move(group));
     auto handle = Napi::External<std::shared_ptr<GroupState>>::New(
@@ -163,6 +164,7 @@ Napi::Value InitProcessGroup(const Napi::CallbackInfo& info) {
   Napi::Value check = o.Get("checkCollectives");
   if (!check.IsBoolean()) ThrowInvalid(env, "initProcessGroup: 'checkCollectives' must be a boolean");
   b->checkCollectives = check.As<Napi::Boolean>().Value();
+  b->localRank = static_cast<int>(GetInt(o, "localRank"));
   if (b->storeKind == "tcp") {
     b->host = GetString(o, "host");
     b->port = static_cast<int>(GetInt(o, "port"));

@@ -7,7 +7,9 @@ describe('resolveInitOptions', () => {
     const env = { MASTER_ADDR: 'node0', MASTER_PORT: '29501', RANK: '3', WORLD_SIZE: '8' };
     expect(resolveInitOptions({ backend: 'gloo', timeoutMs: 1000 }, env)).toEqual({
       backend: 'gloo', rank: 3, worldSize: 8, storeKind: 'tcp', host: 'node0', port: 29501, path: null, timeoutMs: 1000, checkCollectives: true,
+      localRank: 3,
     });
+    expect(resolveInitOptions({ backend: 'gloo' }, { ...env, LOCAL_RANK: '1' }).localRank).toBe(1);
   });
 
   it('explicit rank/worldSize win over the environment; LOGD_CHECK_COLLECTIVES=0 turns the check off', () => {

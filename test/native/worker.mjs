@@ -122,7 +122,7 @@ const scenarios = {
 const t0 = performance.now();
 let pg;
 try {
-  pg = await native.initProcessGroup({ backend: 'gloo', rank, worldSize, initMethod, timeoutMs });
+  pg = await native.initProcessGroup({ backend: process.env.LOGD_TEST_BACKEND ?? 'gloo', rank, worldSize, initMethod, timeoutMs, localRank: rank });
 } catch (e) {
   result({ init: 'failed', ms: performance.now() - t0, ...errInfo(e) });
   process.exit(3);
