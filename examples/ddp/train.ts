@@ -86,7 +86,9 @@ async function main(): Promise<void> {
   const group = logMode === 'none' ? null : await sharedGroupName(pg);
   if (logMode === 'all' || (logMode === 'rank0' && rank === 0)) {
     const spec = 'logd'; // resolved at run time: the client is an optional peer of this example
-    const logd = (await import(spec)) as LogdClient;
+    const logd = (await import(spec).catch((err: Error) => {
+      throw new Error(`--log ${logMode} needs the logd client package (build it with \`make build\`), or pass --log none: ${err.message}`);
+    })) as LogdClient;
     run = await logd.init({
       project: 'ddp-example',
       name: `rank-${rank}`,

@@ -36,6 +36,29 @@ describe('DistributedSampler look-alike', () => {
   });
 });
 
+describe.skipIf(!isAvailable() || !distReady)('DDP example on its own data and sampler', () => {
+  it('trains deterministically across 3 ranks (padding path) with --log none (no logd client needed)', async () => {
+    const runOnce = async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'logd-ddp-own-'));
+      const sink = new PassThrough();
+      let output = '';
+      sink.on('data', (d: Buffer) => (output += d.toString()));
+      const code = await launch({
+        nprocPerNode: 3, nnodes: 1, nodeRank: 0, masterAddr: '127.0.0.1', masterPort: await freePort(), graceMs: 2000,
+        script: join(repoRoot, 'dist', 'examples', 'ddp', 'train.js'),
+        args: ['--out', join(dir, 'ts.json'), '--log', 'none', '--seed', '7', '--timeout-ms', '30000'],
+        stdout: sink, stderr: sink,
+      });
+      expect(code, output).toBe(0);
+      expect(output).toContain('[rank 0] epoch 9 loss');
+      return JSON.parse(readFileSync(join(dir, 'ts.json'), 'utf8'));
+    };
+    const [a, b] = [await runOnce(), await runOnce()];
+    expect(a.steps).toBe(40); // 100 samples padded to 102, 34 per rank: 4 batches x 10 epochs
+    expect(a).toEqual(b);
+  });
+});
+
 describe.skipIf(skipReason !== null)(`DDP example vs PyTorch DDP${skipReason ? ` — skipped: ${skipReason}` : ''}`, () => {
   for (const worldSize of [1, 2, 4]) {
     it(`ends with PyTorch's weights (within 1e-5) on ${worldSize} rank(s)`, async () => {
