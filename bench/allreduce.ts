@@ -4,7 +4,7 @@
 //   node dist/bench/allreduce.js [--ranks 2,4] [--min 4096] [--max 67108864] [--rounds 3]
 //
 // busbw = 2 (n - 1) / n * bytes / time (the NCCL-tests convention), float32,
-// iterations per size = clamp(128 MiB / bytes, 5, 200) after 3 warm-up calls.
+// iterations per size = clamp(128 MiB / bytes, 5, 200) after 20 warm-up calls.
 // The implementations run alternately for --rounds rounds and each size keeps
 // its best round, so load from other processes on a shared machine hits both
 // sides alike instead of whichever happened to run during a spike.
@@ -21,6 +21,7 @@ import { parseArgs } from 'node:util';
 const here = fileURLToPath(import.meta.url);
 const repoRoot = join(dirname(here), '..', '..'); // dist/bench/allreduce.js -> repo root
 const BUDGET = 128 * 1024 * 1024;
+const WARMUP = 20; // also lets V8 tier up the JS loop; same count on the torch side
 const PYTHON = '/usr/bin/python3';
 
 interface Point {
@@ -35,7 +36,7 @@ async function worker(sizes: number[], check: boolean): Promise<void> {
   for (const bytes of sizes) {
     const t = new Float32Array(bytes / 4).fill(1);
     const iters = Math.max(5, Math.min(200, Math.floor(BUDGET / bytes)));
-    for (let i = 0; i < 3; i++) await pg.allReduce(t, 'sum');
+    for (let i = 0; i < WARMUP; i++) await pg.allReduce(t, 'sum');
     await pg.barrier();
     const t0 = performance.now();
     for (let i = 0; i < iters; i++) await pg.allReduce(t, 'sum');

@@ -21,7 +21,7 @@ def main():
     for nbytes in sizes:
         t = torch.ones(nbytes // 4, dtype=torch.float32)
         iters = max(5, min(200, budget // nbytes))
-        for _ in range(3):
+        for _ in range(20):  # same warm-up as bench/allreduce.ts
             dist.all_reduce(t)
         dist.barrier()
         t0 = time.perf_counter()
