@@ -57,6 +57,12 @@ std::string Describe(const int64_t* f) {
   s += "(" + std::to_string(f[2]) + " x " + c10::toString(static_cast<at::ScalarType>(f[1]));
   if (f[3] != f[2]) s += " -> " + std::to_string(f[3]);
   if (f[0] == static_cast<int64_t>(OpKind::Broadcast)) s += ", root " + std::to_string(f[4]);
+  if (f[0] == static_cast<int64_t>(OpKind::AllReduce) || f[0] == static_cast<int64_t>(OpKind::ReduceScatter)) {
+    static const char* ops[] = {"sum", "avg", "product", "min", "max"};
+    const int64_t op = f[5] / 2;
+    const std::string name = (f[5] & 1) ? std::string("avg") : (op >= 0 && op < 5 ? std::string(ops[op]) : "op " + std::to_string(op));
+    s += ", " + name;
+  }
   return s + ")";
 }
 }  // namespace

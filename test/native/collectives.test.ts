@@ -73,13 +73,18 @@ describe.skipIf(skip)(`native collectives (gloo)${skip ? ` — skipped: ${reason
     assertOps(outcomes, 2);
   });
 
-  it('ranks passing different sizes all reject with InvalidArgumentError naming both shapes', async () => {
+  it('ranks disagreeing on sizes, reduce op or collective all reject with InvalidArgumentError naming each call, and the group stays usable', async () => {
     const outcomes = await runScenario('mismatch', 2, 5000);
     for (const o of outcomes) {
       expect(o.code, o.stderr).toBe(0);
       expect(o.result).toMatchObject({ ok: false, name: 'InvalidArgumentError' });
-      expect(o.result!.message).toContain('rank 0: allReduce(4 x Float)');
-      expect(o.result!.message).toContain('rank 1: allReduce(8 x Float)');
+      expect(o.result!.message).toContain('rank 0: allReduce(4 x Float, sum)');
+      expect(o.result!.message).toContain('rank 1: allReduce(8 x Float, sum)');
+      expect(o.result!.ops).toMatchObject({ ok: false, name: 'InvalidArgumentError' });
+      expect(o.result!.ops.message).toContain('rank 1: allReduce(4 x Float, max)');
+      expect(o.result!.kinds).toMatchObject({ ok: false, name: 'InvalidArgumentError' });
+      expect(o.result!.kinds.message).toMatch(/rank 0: barrier\(\); rank 1: broadcast\(2 x Int, root 0\)/);
+      expect(o.result!.after).toBe(3); // the group still works afterwards
     }
   });
 

@@ -114,8 +114,16 @@ const scenarios = {
     return { ...r, destroyed, destroyMaxGap: maxGap };
   },
   // Different lengths on different ranks: must reject, not hang or corrupt.
+  // Then different reduce ops, then different collectives; afterwards the
+  // group must still work.
   async mismatch(pg) {
-    return settle(pg.allReduce(new Float32Array(rank === 0 ? 4 : 8), 'sum'));
+    const sizes = await settle(pg.allReduce(new Float32Array(rank === 0 ? 4 : 8), 'sum'));
+    const ops = await settle(pg.allReduce(new Float32Array(4), rank === 0 ? 'sum' : 'max'));
+    const kinds = await settle(rank === 0 ? pg.barrier() : pg.broadcast(new Int32Array(2), 0));
+    const after = new Float64Array([rank + 1]);
+    await pg.allReduce(after, 'sum');
+    await pg.destroy();
+    return { ...sizes, ops, kinds, after: after[0] };
   },
 };
 
