@@ -7,6 +7,7 @@ import { parseServiceAddress, type RunInfo, type ServiceAddress } from '../src/w
 import { connectionFor, type Connection } from '../client/connection.js';
 import { findDaemon, fromServiceFile } from '../client/discovery.js';
 import { readHistory, mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
+import { registerLaunchCommand } from './launch-main.js';
 
 const CALL_MS = 30_000;
 
@@ -231,6 +232,13 @@ program
     const r = await connectionFor(addr).unary<unknown, { runsKilled: number }>('shutdown', {}, CALL_MS).catch((e: Error) => fail(e.message, 3));
     console.log(`logd: daemon stopping; ${r.runsKilled} open run(s) finalised as killed`);
   });
+
+// `logd launch`: torchrun-style ranks; the node's daemon is made sure of once, before any rank starts.
+registerLaunchCommand(program, async () => {
+  const { setup } = await import('../client/index.js');
+  const { service } = await setup();
+  return { LOGD_SERVICE: service };
+});
 
 program.parseAsync(process.argv).then(
   () => {
