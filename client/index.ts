@@ -32,6 +32,8 @@ export interface InitOptions {
   id?: string;
   /** online (default): stored and uploaded; offline: stored locally only; disabled: every call is a no-op. */
   mode?: 'online' | 'offline' | 'disabled';
+  /** Sample system metrics at least this often while the run is open (default: the daemon's interval). */
+  sampleIntervalMs?: number;
 }
 
 const warn = (m: string) => process.stderr.write(m.endsWith('\n') ? m : m + '\n');
@@ -97,7 +99,7 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   const info = await withDaemon((c) =>
     c.unary<unknown, RunInfo>('createRun', {
       client: clientInfo(), project: opts.project ?? '', name: opts.name ?? '', group: opts.group ?? '', jobType: opts.jobType ?? '',
-      configJson: toJson(opts.config ?? {}), tags: opts.tags ?? [], id: opts.id ?? '', mode, notes: opts.notes ?? '',
+      configJson: toJson(opts.config ?? {}), tags: opts.tags ?? [], id: opts.id ?? '', mode, notes: opts.notes ?? '', sampleIntervalMs: opts.sampleIntervalMs ?? 0,
     }, t.callTimeoutMs),
   );
   const addr = await findDaemon();

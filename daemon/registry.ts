@@ -20,7 +20,7 @@ const PAUSE_BYTES = 32 * 1024 * 1024;
 
 export interface CreateRunInput {
   client: ClientInfo | null; project: string; name: string; group: string; jobType: string;
-  configJson: string; tags: string[]; id: string; mode: string; notes: string;
+  configJson: string; tags: string[]; id: string; mode: string; notes: string; sampleIntervalMs?: number;
 }
 
 export function newId(bytes = 8): string {
@@ -88,7 +88,7 @@ export class Registry {
     // opens its stream still ends up `crashed`.
     run.addWriter(meta.ownerWriterId, meta.pid, meta.host, meta.rank);
     this.runs.set(id, run);
-    this.adopt(run);
+    this.adopt(run, req.sampleIntervalMs);
     this.touch();
     return run;
   }
@@ -278,10 +278,12 @@ export class Registry {
   }
 
   /** A run became live here: it gets the node's system metrics. */
-  adopt(run: LiveRun): void {
+  adopt(run: LiveRun, sampleIntervalMs = 0): void {
     if (!this.system) return;
     run.system = this.system;
-    this.system.ensureRunning();
+    run.sampleIntervalMs = sampleIntervalMs;
+    const asked = this.openRuns().map((r) => r.sampleIntervalMs).filter((ms) => ms > 0);
+    this.system.ensureRunning(Math.min(this.system.defaultIntervalMs, ...asked));
     this.system.reconcile(this.runs.values());
   }
 

@@ -50,6 +50,8 @@ export class LiveRun {
   pendingBytes = 0;
   /** The node's sampler, for this run's view of system metrics. */
   system: SystemMetrics | null = null;
+  /** The sampling interval this run asked for (0: the daemon's). */
+  sampleIntervalMs = 0;
 
   constructor(
     readonly meta: RunMeta,

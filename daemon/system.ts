@@ -29,6 +29,8 @@ export class SystemMetrics {
   private lastGpus: GpuStaticInfo[] = [];
   last: SystemSample | null = null;
 
+  private runningIntervalMs = 0;
+
   constructor(dataDir: string, private intervalMs: number, private logLine: (l: string) => void, private nvidiaSmi?: string) {
     const dir = path.join(dataDir, 'system');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
@@ -45,14 +47,30 @@ export class SystemMetrics {
     this.keyIndex.set(name, id);
   }
 
+  /** The daemon's own interval (LOGD_SAMPLE_INTERVAL_MS or --sample-interval). */
+  get defaultIntervalMs(): number {
+    return this.intervalMs;
+  }
+
   get running(): boolean {
     return this.sampler !== null;
   }
 
-  /** Starts sampling (in the background: a broken driver must not delay serving). */
-  ensureRunning(): void {
-    if (this.sampler) return;
-    const s = new SystemSampler({ intervalMs: this.intervalMs, log: this.logLine, nvidiaSmi: this.nvidiaSmi });
+  /**
+   * Starts sampling (in the background: a broken driver must not delay
+   * serving) at `intervalMs`, or restarts the sampler when a run asks for a
+   * shorter interval than the one it runs at.
+   */
+  ensureRunning(intervalMs = this.intervalMs): void {
+    if (this.sampler && intervalMs >= this.runningIntervalMs) return;
+    if (this.sampler) {
+      const old = this.sampler;
+      this.sampler = null;
+      void old.stop();
+      this.logLine(`sampler: a run asked for a ${intervalMs} ms interval; sampling every ${intervalMs} ms from now on`);
+    }
+    this.runningIntervalMs = intervalMs;
+    const s = new SystemSampler({ intervalMs, log: this.logLine, nvidiaSmi: this.nvidiaSmi });
     s.onSample((x) => this.record(x));
     this.sampler = s;
     this.watched.clear();

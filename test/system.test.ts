@@ -89,6 +89,17 @@ describe('system metrics', () => {
     expect(held[0]['gpu.process.gpus']).toBe(1);
   });
 
+  it('a run can ask for a shorter sampling interval than the daemon default', async () => {
+    t = makeEnv({ LOGD_SAMPLE_INTERVAL_MS: '5000' });
+    t.env.PATH = fakeGpuPath(t.dir);
+    const w = script(t, 'fast.mjs', worker.replace("logd.init({ project: 'sys', name: process.argv[2] })", "logd.init({ project: 'sys', name: 'fast', sampleIntervalMs: 100 })"));
+    const r = await runScript(t, w);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const id = r.stdout.split('\n').find((l) => l.startsWith('run '))!.slice(4);
+    const rows = await exportJsonl(t, id, ['--system', '--keys', 'cpu']);
+    expect(rows.length).toBeGreaterThanOrEqual(6); // 1.5 s at 100 ms; at the default 5 s there would be one or two
+  });
+
   it('without nvidia-smi: one info line, no GPU metrics, everything else works', async () => {
     t = makeEnv({ LOGD_SAMPLE_INTERVAL_MS: '200' });
     t.env.PATH = path.dirname(process.execPath); // node only: no nvidia-smi anywhere
