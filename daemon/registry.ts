@@ -8,7 +8,7 @@ import { FINAL_STATES, type RunMeta, type RankMeta } from './store/format.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
 import { checkBatch } from './validate.js';
 import { LogdError, invalid, notFound, denied, failedPrecondition, alreadyExists } from '../src/errors.js';
-import { checkRunId, checkLabel } from '../src/names.js';
+import { checkRunId, checkLabel, checkKey } from '../src/names.js';
 import { parseJsonObject } from '../src/json.js';
 import type { ClientInfo, OpenWriterMsg, RecordBatchMsg } from '../src/wire.js';
 import type { DaemonTunables } from '../src/config.js';
@@ -120,6 +120,10 @@ export class Registry {
     const run = this.authorizedRun(open.runId, open.runToken);
     if (run.final) throw failedPrecondition(`run ${run.id} is ${run.state}; it takes no more records`);
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(open.writerId)) throw invalid('writer_id must be 1-64 characters of A-Z a-z 0-9 _ -');
+    // The names a reconnecting writer already uses go into the run's
+    // dictionary as they are, so they pass the same check as new_keys.
+    const badKey = open.keys.map(checkKey).find(Boolean);
+    if (badKey) throw invalid(`open: ${badKey}`);
     let w = run.writers.get(open.writerId);
     if (!w) {
       if (run.state === 'finishing') throw failedPrecondition(`run ${run.id} is finishing; it takes no new writers`);
