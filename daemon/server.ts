@@ -36,9 +36,19 @@ function tokenOk(md: grpc.Metadata, token: string): boolean {
 
 const UNAUTH = { code: grpc.status.UNAUTHENTICATED, details: `missing or wrong ${TOKEN_METADATA_KEY}; take the token from the daemon's service file or LOGD_SERVICE` };
 
+/**
+ * Status details travel in an HTTP/2 trailer that grpc-js URI-encodes, and
+ * encodeURI throws on a lone surrogate: one echoed back from a client's bad
+ * string (protobufjs decodes UTF-8-encoded surrogates as they are) took the
+ * whole daemon down. Details are made well-formed first.
+ */
+function safeDetails(s: string): string {
+  return (s as string & { toWellFormed(): string }).toWellFormed();
+}
+
 function toStatus(e: unknown): grpc.ServiceError {
-  if (e instanceof LogdError) return Object.assign(new Error(e.message), { code: e.code, details: e.message, metadata: new grpc.Metadata() });
-  const msg = `internal error: ${(e as Error)?.message ?? String(e)}`;
+  if (e instanceof LogdError) return Object.assign(new Error(e.message), { code: e.code, details: safeDetails(e.message), metadata: new grpc.Metadata() });
+  const msg = safeDetails(`internal error: ${(e as Error)?.message ?? String(e)}`);
   return Object.assign(new Error(msg), { code: grpc.status.INTERNAL, details: msg, metadata: new grpc.Metadata() });
 }
 
@@ -225,7 +235,7 @@ function handleWrite(ctx: ServerContext, call: WriteCall): void {
   };
   const fail = (code: grpc.status, details: string) => {
     end(false);
-    call.emit('error', { code, details });
+    call.emit('error', { code, details: safeDetails(details) });
   };
   call.on('data', (msg: WriteRequestMsg) => {
     try {
