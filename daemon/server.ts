@@ -11,7 +11,7 @@ import type { Registry } from './registry.js';
 import type { Finaliser } from './finaliser.js';
 import type { LiveRun, Writer, WriteCall } from './run.js';
 import { rowFromLive, infoFromRow } from './index-rows.js';
-import { bytesOf } from '../src/wire.js';
+import { bytesOf, Undecodable } from '../src/wire.js';
 import type { HistoryBatch } from './store/format.js';
 
 export interface ServerContext {
@@ -57,6 +57,10 @@ function unary<Req, Res>(ctx: ServerContext, fn: (req: Req) => Res | Promise<Res
   return ((call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
     if (!tokenOk(call.metadata, ctx.token)) {
       cb(UNAUTH as grpc.ServiceError);
+      return;
+    }
+    if (call.request instanceof Undecodable) {
+      cb(toStatus(invalid(call.request.reason)));
       return;
     }
     Promise.resolve()
@@ -148,6 +152,10 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
         call.emit('error', UNAUTH);
         return;
       }
+      if ((call.request as unknown) instanceof Undecodable) {
+        call.emit('error', toStatus(invalid((call.request as unknown as Undecodable).reason)));
+        return;
+      }
       void streamHistory(reg, call).catch((e) => call.emit('error', toStatus(e)));
     }) as Handler,
 
@@ -237,8 +245,9 @@ function handleWrite(ctx: ServerContext, call: WriteCall): void {
     end(false);
     call.emit('error', { code, details: safeDetails(details) });
   };
-  call.on('data', (msg: WriteRequestMsg) => {
+  call.on('data', (msg: WriteRequestMsg | Undecodable) => {
     try {
+      if (msg instanceof Undecodable) return fail(grpc.status.INVALID_ARGUMENT, msg.reason);
       if (msg.open) {
         if (run) return fail(grpc.status.INVALID_ARGUMENT, 'the stream is already open; send OpenWriter once, first');
         ({ run, writer } = reg.openWriter(call, msg.open));
