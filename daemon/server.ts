@@ -138,6 +138,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
         pid: process.pid, version: LOGD_VERSION, addresses: ctx.addresses(), dataDir: reg.store.dataDir,
         startedAt: ctx.startedAt, sidecar: ctx.sidecar, openRuns: reg.openRuns().map((r) => r.info()),
         clients: [...writerClients, ...[...clients.values()].filter((c) => !seen.has(c.pid))], recordsStored: reg.recordsStored,
+        storageProblem: reg.storageProblem ?? '',
       };
     }),
 
