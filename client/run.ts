@@ -97,6 +97,16 @@ export class Run {
     this.nextStep = step + 1;
   }
 
+  /**
+   * What keeps records from being stored right now, as the daemon or the
+   * connection reported it (a full disk, a daemon being restarted, records
+   * waiting on disk past the memory bound); null when all is well. Logging
+   * goes on meanwhile: nothing is dropped.
+   */
+  get problem(): string | null {
+    return this.writer.lastProblem;
+  }
+
   /** A string another process can pass to `attach()` to log into this run. */
   handle(): string {
     const address: ServiceAddress = this.writer.address;

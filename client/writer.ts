@@ -267,6 +267,8 @@ export class BatchWriter {
       this.acked(m.opened.lastSeq);
       this.pump();
     } else if (m.ack) {
+      // An ack means the daemon stores again: a storage problem it reported is over.
+      if (this.overflow.count === 0) this.lastProblem = null;
       this.acked(m.ack.seq);
       this.armIdle();
     } else if (m.control) {
