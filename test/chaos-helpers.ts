@@ -28,7 +28,7 @@ export function chaosWorker(t: TestEnv, opts: { flushEvery?: number; chunk?: num
     const run = await logd.init({ project: 'chaos', name: 'rank' + rank, group: 'chaos' });
     console.log('run ' + run.id);
     if (go) while (!fs.existsSync(go)) await new Promise((r) => setTimeout(r, 10));
-    let worstLog = 0, worstChunk = 0;
+    let worstLog = 0, worstChunk = 0, lastProblem = null;
     for (let s = 0; s < steps; s += ${chunk}) {
       const c0 = performance.now();
       for (let step = s; step < Math.min(steps, s + ${chunk}); step++) {
@@ -39,6 +39,8 @@ export function chaosWorker(t: TestEnv, opts: { flushEvery?: number; chunk?: num
         worstLog = Math.max(worstLog, performance.now() - t0);
       }
       worstChunk = Math.max(worstChunk, performance.now() - c0);
+      if (run.problem && run.problem !== lastProblem) console.log('problem ' + run.problem);
+      lastProblem = run.problem;
       if (${flushEvery} > 0 && (s / ${chunk}) % ${flushEvery} === ${flushEvery} - 1) {
         const upTo = Math.min(steps, s + ${chunk});
         if (await run.flush(2000)) console.log('acked ' + upTo);
