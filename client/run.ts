@@ -125,6 +125,20 @@ export class Run {
   }
 
   private async doFinish(exitCode: number, timeoutMs: number): Promise<FinishResult> {
+    // An awaited finish keeps the process alive until it returns (its
+    // deadline bounds that). Without this, under load, the event loop could
+    // drain while finish waited on the daemon (grpc-js holds no ref on some
+    // of its waits): the process then exited 0 without its finish, and the
+    // run was marked crashed.
+    const hold = setInterval(() => {}, 1 << 30);
+    try {
+      return await this.finishWithin(exitCode, timeoutMs);
+    } finally {
+      clearInterval(hold);
+    }
+  }
+
+  private async finishWithin(exitCode: number, timeoutMs: number): Promise<FinishResult> {
     const deadline = Date.now() + timeoutMs;
     const acked = await this.writer.waitAcked(timeoutMs);
     if (!acked) {
