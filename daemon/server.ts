@@ -38,9 +38,9 @@ const UNAUTH = { code: grpc.status.UNAUTHENTICATED, details: `missing or wrong $
 
 /**
  * Status details travel in an HTTP/2 trailer that grpc-js URI-encodes, and
- * encodeURI throws on a lone surrogate: one echoed back from a client's bad
- * string (protobufjs decodes UTF-8-encoded surrogates as they are) took the
- * whole daemon down. Details are made well-formed first.
+ * encodeURI throws on a lone surrogate. One got there from a client's input
+ * (JSON.parse names a bad token by one UTF-16 unit, half an emoji) and took
+ * the whole daemon down. Details are made well-formed first.
  */
 function safeDetails(s: string): string {
   return (s as string & { toWellFormed(): string }).toWellFormed();
