@@ -78,7 +78,7 @@ describe('kill -9 on a shared run', () => {
     expect(brows.map((r) => r.b)).toEqual(Array.from({ length: 3000 }, (_, i) => i));
   });
 
-  it('of the owner while a child holds it: crashed within 5 s, acknowledged rows kept, the still-logging child's later rows refused', async () => {
+  it('of the owner while a child holds it: crashed within 5 s, acknowledged rows kept, later rows of the still-logging child refused', async () => {
     t = makeEnv();
     const { owner, bystander } = setup(t);
     const o = spawnScript(t, owner, [`${t.dir}/never`]);
