@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeEnv, spawnScript, startDaemon, serviceFile, waitUntil, alive, cliJson, type TestEnv } from './helpers.js';
-import { SOAK, chaosWorker, runIdOf, lastAcked, expectExactlyOnce } from './chaos-helpers.js';
+import { SOAK, TEST_MS, chaosWorker, runIdOf, lastAcked, expectExactlyOnce } from './chaos-helpers.js';
 
 let t: TestEnv;
 afterEach(async () => t && (await t.cleanup()));
@@ -60,7 +60,7 @@ describe.each(['standalone', 'sidecar'] as const)('kill -9 of a %s daemon while 
       await expectExactlyOnce(t, runIdOf(w.lines)!, rank, STEPS);
     }
     console.log(`chaos: kill -9 of a ${kind} daemon under ${WRITERS} writers x ${STEPS} steps: 0 lost, 0 duplicated, all finished ${reconnectMs} ms after the kill`);
-  });
+  }, TEST_MS);
 });
 
 describe('kill -9 of the daemon in the middle of writes, again and again', () => {
@@ -109,5 +109,5 @@ describe('kill -9 of the daemon in the middle of writes, again and again', () =>
     // Whatever was stored is each step once, in order, with the right values.
     await expectExactlyOnce(t, id, 3, stored);
     console.log(`chaos: ${ROUNDS} kill -9 rounds (${torn} with a torn tail): ${stored} rows stored, every acknowledged one present, 0 duplicated`);
-  });
+  }, TEST_MS);
 });

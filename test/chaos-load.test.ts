@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeEnv, startDaemon, spawnScript, script, waitUntil, alive, cliJson, exportJsonl, type TestEnv } from './helpers.js';
-import { SOAK, chaosWorker, runIdOf, expectExactlyOnce } from './chaos-helpers.js';
+import { SOAK, TEST_MS, chaosWorker, runIdOf, expectExactlyOnce } from './chaos-helpers.js';
 
 let t: TestEnv;
 afterEach(async () => t && (await t.cleanup()));
@@ -41,7 +41,7 @@ describe('many at once', () => {
     const points = WRITERS * STEPS * 10;
     Object.assign(loadFigures, { writers: WRITERS, steps: STEPS, points, startMs: started - t0, logToFinishMs: ms, pointsPerSec: Math.round(points / (ms / 1000)), worstLogMs: worstLog });
     console.log(`load: ${WRITERS} writers x ${STEPS} steps x 10 metrics = ${points} points; start of 64 processes ${started - t0} ms; first log to last finish ${ms} ms (${Math.round(points / (ms / 1000))} points/s); worst log() ${worstLog.toFixed(2)} ms; 0 lost, 0 duplicated`);
-  });
+  }, TEST_MS);
 });
 
 describe('one client flooding', () => {
@@ -110,5 +110,5 @@ describe('one client flooding', () => {
     expect(info.summary.f49).toBe((flooded.steps - 1) * 64 + 49);
     figures.flood = { steps: flooded.steps, points: flooded.steps * 50, backpressure: flooded.sawProblem || '(none reported)' };
     console.log(`fairness: ${JSON.stringify(figures)}`);
-  });
+  }, TEST_MS);
 });

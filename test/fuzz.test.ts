@@ -13,6 +13,7 @@ import { makeEnv, startDaemon, alive, exportJsonl, cliJson, type TestEnv } from 
 import { prng, RawClient, NASTY_STRINGS, mutate, randomBytes, enc, lenField, intField, f64, u32, type Rng } from './fuzz-wire.js';
 
 const SEED = Number(process.env.LOGD_FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
+const TEST_MS = process.env.LOGD_SOAK === '1' || process.env.LOGD_FUZZ_ITERS ? 1_800_000 : 120_000;
 const SCALE = Number(process.env.LOGD_FUZZ_ITERS ?? (process.env.LOGD_SOAK === '1' ? 20 : 1)); // multiplies the CI counts
 const RUN_ID_RE = /^[A-Za-z0-9_-]{1,64}$/;
 const CONTROL = /[\u0000-\u001f\u007f]/;
@@ -98,7 +99,7 @@ describe('fuzz', () => {
     s.write(Buffer.from([0x72, 0x0c, 0xc5, 0x71, 0x71]));
     expect((await st).code).toBe(grpc.status.INVALID_ARGUMENT);
     expect(alive(daemonPid)).toBe(true);
-  });
+  }, TEST_MS);
 
   it('unary calls with random, mutated and nasty messages: a clear status each, no escape from LOGD_DIR, the daemon stays up', async () => {
     const r = prng(SEED);
@@ -128,7 +129,7 @@ describe('fuzz', () => {
     for (const id of created) expect(fs.existsSync(path.join(t.dataDir, 'runs', id, 'records.log'))).toBe(true);
     const runs = await cliJson(t, ['runs', '--limit', '100000']);
     expect(runs.length).toBe(before + created.length);
-  });
+  }, TEST_MS);
 
   it('write streams with valid, invalid, duplicated, out-of-order and huge-seq batches store exactly what the protocol says', async () => {
     const r = prng(SEED + 1);
@@ -211,7 +212,7 @@ describe('fuzz', () => {
     const got = rows.map((x) => x.v as number).sort((a, b) => a - b);
     expect(got).toEqual([...expected].sort((a, b) => a - b));
     for (const x of rows) expect(Number.isSafeInteger(x._step) && (x._step as number) >= 0).toBe(true);
-  });
+  }, TEST_MS);
 
   it('byte-mutated messages on write streams: each stream ends with a clear status or is answered; nothing invalid is stored', async () => {
     const r = prng(SEED + 2);
@@ -248,7 +249,7 @@ describe('fuzz', () => {
       for (const k of Object.keys(x)) expect(k).not.toMatch(CONTROL);
     }
     console.log(`fuzz: seed ${SEED}: ${fuzzed.unary} unary calls, ${fuzzed.batches} modelled batches, ${fuzzed.mutatedStreamMessages} mutated stream messages; daemon up, 0 invalid rows stored`);
-  });
+  }, TEST_MS);
 });
 
 import { T } from './fuzz-wire.js';
