@@ -10,6 +10,7 @@ afterEach(async () => t && (await t.cleanup()));
 function setup(env: TestEnv) {
   const child = script(env, 'child.mjs', `
     const run = await logd.attach(process.argv[2]);
+    process.stdout.on('error', () => {}); // its stdout goes to the owner: once the owner is killed, it logs on regardless
     let step = 0;
     for (;;) {
       for (let i = 0; i < 100; i++, step++) run.log({ child: step }, { step });
