@@ -3,6 +3,7 @@ import type { RunInfo, ServiceAddress } from '../src/wire.js';
 import { formatServiceAddress } from '../src/wire.js';
 import { parseJsonObject } from '../src/json.js';
 import type { BatchWriter } from './writer.js';
+import { CallError } from './connection.js';
 
 export type RunState = 'running' | 'finishing' | 'finished' | 'crashed' | 'killed';
 
@@ -152,12 +153,7 @@ export class Run {
       return { state: 'finishing', message, timedOut: true };
     }
     try {
-      const left = Math.max(1, deadline - Date.now());
-      const res = await this.writer.connection.unary<unknown, { run: RunInfo; message: string; timedOut: boolean }>(
-        'finishRun',
-        { runId: this.id, runToken: this.runToken, writerId: this.writer.writerId, exitCode, timeoutMs: left, lastSeq: this.writer.lastSeq },
-        left + 2000,
-      );
+      const res = await this.finishCall(exitCode, deadline);
       if (res.message && res.timedOut) this.warn(`logd: ${res.message}`);
       return { state: res.run.state as RunState, message: res.message, timedOut: res.timedOut };
     } catch (e) {
@@ -170,6 +166,37 @@ export class Run {
     } finally {
       this.writer.close();
       live.delete(this);
+    }
+  }
+
+  /**
+   * FinishRun, sent again to the daemon found anew while time is left when
+   * the one it went to is gone (UNAVAILABLE: killed or restarting; the
+   * records it acknowledged are in its log, which the next daemon recovers).
+   * A daemon killed after it finalised the run refuses the retry with
+   * FAILED_PRECONDITION; the run's final state is then read back.
+   */
+  private async finishCall(exitCode: number, deadline: number): Promise<{ run: RunInfo; message: string; timedOut: boolean }> {
+    let retried = false;
+    for (;;) {
+      const left = Math.max(1, deadline - Date.now());
+      try {
+        return await this.writer.connection.unary<unknown, { run: RunInfo; message: string; timedOut: boolean }>(
+          'finishRun',
+          { runId: this.id, runToken: this.runToken, writerId: this.writer.writerId, exitCode, timeoutMs: left, lastSeq: this.writer.lastSeq },
+          left + 2000,
+        );
+      } catch (e) {
+        if (!(e instanceof CallError)) throw e;
+        if (retried && e.code === 9 /* FAILED_PRECONDITION */) {
+          const run = await this.writer.connection.unary<unknown, RunInfo>('getRun', { runId: this.id }, Math.max(1, deadline - Date.now()));
+          if (run.state !== 'running' && run.state !== 'finishing') return { run, message: '', timedOut: false };
+        }
+        if (e.code !== 14 /* UNAVAILABLE */ || deadline - Date.now() < 500) throw e;
+        retried = true;
+        await new Promise((r) => setTimeout(r, 200));
+        await this.writer.rediscover();
+      }
     }
   }
 
