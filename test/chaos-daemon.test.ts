@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, spawnScript, startDaemon, serviceFile, waitUntil, alive, cliJson, type TestEnv } from './helpers.js';
+import { makeEnv, spawnScript, startDaemon, serviceFile, waitUntil, alive, cliJson, script, exportJsonl, type TestEnv } from './helpers.js';
 import { SOAK, TEST_MS, chaosWorker, runIdOf, lastAcked, expectExactlyOnce } from './chaos-helpers.js';
 
 let t: TestEnv;
@@ -111,3 +111,40 @@ describe('kill -9 of the daemon in the middle of writes, again and again', () =>
     console.log(`chaos: ${ROUNDS} kill -9 rounds (${torn} with a torn tail): ${stored} rows stored, every acknowledged one present, 0 duplicated`);
   }, TEST_MS);
 });
+
+describe('kill -9 of the daemon while a finish is in flight', () => {
+  it('finish is sent again to the restarted daemon and the run ends finished, within its deadline', async () => {
+    t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
+    let d = await startDaemon(t);
+    const w = script(t, 'finisher.mjs', `
+      import fs from 'node:fs';
+      const run = await logd.init({ project: 'finish-kill' });
+      for (let s = 0; s < 2000; s++) run.log({ v: s }, { step: s });
+      await run.flush();
+      console.log('run ' + run.id);
+      while (!fs.existsSync(process.argv[2])) await new Promise((r) => setTimeout(r, 10));
+      const t0 = Date.now();
+      const res = await run.finish({ timeoutMs: 30000 });
+      console.log('finished ' + JSON.stringify({ ...res, ms: Date.now() - t0 }));
+    `);
+    const go = path.join(t.dir, 'go');
+    const worker = spawnScript(t, w, [go], { LOGD_NO_AUTOSTART: '1' });
+    await waitUntil(() => !!runIdOf(worker.lines), 30_000, 'the worker to flush');
+    const id = runIdOf(worker.lines)!;
+    process.kill(d.pid, 'SIGSTOP'); // the FinishRun call will wait on a daemon that cannot answer...
+    fs.writeFileSync(go, '');
+    await new Promise((r) => setTimeout(r, 700));
+    await killNine(d.pid); // ...and then dies under it
+    await new Promise((r) => setTimeout(r, 1000));
+    d = await startDaemon(t);
+    await waitUntil(() => worker.lines.some((l) => l.startsWith('finished ')), 40_000, 'the worker to finish');
+    const res = JSON.parse(worker.lines.find((l) => l.startsWith('finished '))!.slice(9));
+    expect(res).toMatchObject({ state: 'finished', timedOut: false });
+    expect(res.ms).toBeLessThan(30_000);
+    const info = await cliJson(t, ['show', id]);
+    expect(info).toMatchObject({ state: 'finished', exitCode: 0, historyRows: 2000 });
+    const rows = await exportJsonl(t, id);
+    expect(rows.map((r) => r.v)).toEqual(Array.from({ length: 2000 }, (_, i) => i));
+  });
+});
+
