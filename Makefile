@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export npm_config_nodedir ?= /usr
 
-.PHONY: all build deps system-deps native demo test bench clean
+.PHONY: all build deps system-deps native demo test soak bench clean
 
 all: build
 
@@ -31,6 +31,10 @@ demo: build
 
 test: system-deps build native
 	npx vitest run
+
+# The chaos, fuzz and load tests at soak length (README, Reliability).
+soak: build
+	LOGD_SOAK=1 npx vitest run test/chaos-daemon.test.ts test/chaos-disk.test.ts test/chaos-load.test.ts test/chaos-runs.test.ts test/fuzz.test.ts
 
 bench: build native
 	node dist/bench/run-all.js

@@ -3,6 +3,7 @@ import type { RunInfo, ServiceAddress } from '../src/wire.js';
 import { formatServiceAddress } from '../src/wire.js';
 import { parseJsonObject } from '../src/json.js';
 import type { BatchWriter } from './writer.js';
+import { CallError } from './connection.js';
 
 export type RunState = 'running' | 'finishing' | 'finished' | 'crashed' | 'killed';
 
@@ -97,6 +98,16 @@ export class Run {
     this.nextStep = step + 1;
   }
 
+  /**
+   * What keeps records from being stored right now, as the daemon or the
+   * connection reported it (a full disk, a daemon being restarted, records
+   * waiting on disk past the memory bound); null when all is well. Logging
+   * goes on meanwhile: nothing is dropped.
+   */
+  get problem(): string | null {
+    return this.writer.lastProblem;
+  }
+
   /** A string another process can pass to `attach()` to log into this run. */
   handle(): string {
     const address: ServiceAddress = this.writer.address;
@@ -115,6 +126,20 @@ export class Run {
   }
 
   private async doFinish(exitCode: number, timeoutMs: number): Promise<FinishResult> {
+    // An awaited finish keeps the process alive until it returns (its
+    // deadline bounds that). Without this, under load, the event loop could
+    // drain while finish waited on the daemon (grpc-js holds no ref on some
+    // of its waits): the process then exited 0 without its finish, and the
+    // run was marked crashed.
+    const hold = setInterval(() => {}, 1 << 30);
+    try {
+      return await this.finishWithin(exitCode, timeoutMs);
+    } finally {
+      clearInterval(hold);
+    }
+  }
+
+  private async finishWithin(exitCode: number, timeoutMs: number): Promise<FinishResult> {
     const deadline = Date.now() + timeoutMs;
     const acked = await this.writer.waitAcked(timeoutMs);
     if (!acked) {
@@ -128,12 +153,7 @@ export class Run {
       return { state: 'finishing', message, timedOut: true };
     }
     try {
-      const left = Math.max(1, deadline - Date.now());
-      const res = await this.writer.connection.unary<unknown, { run: RunInfo; message: string; timedOut: boolean }>(
-        'finishRun',
-        { runId: this.id, runToken: this.runToken, writerId: this.writer.writerId, exitCode, timeoutMs: left, lastSeq: this.writer.lastSeq },
-        left + 2000,
-      );
+      const res = await this.finishCall(exitCode, deadline);
       if (res.message && res.timedOut) this.warn(`logd: ${res.message}`);
       return { state: res.run.state as RunState, message: res.message, timedOut: res.timedOut };
     } catch (e) {
@@ -146,6 +166,37 @@ export class Run {
     } finally {
       this.writer.close();
       live.delete(this);
+    }
+  }
+
+  /**
+   * FinishRun, sent again to the daemon found anew while time is left when
+   * the one it went to is gone (UNAVAILABLE: killed or restarting; the
+   * records it acknowledged are in its log, which the next daemon recovers).
+   * A daemon killed after it finalised the run refuses the retry with
+   * FAILED_PRECONDITION; the run's final state is then read back.
+   */
+  private async finishCall(exitCode: number, deadline: number): Promise<{ run: RunInfo; message: string; timedOut: boolean }> {
+    let retried = false;
+    for (;;) {
+      const left = Math.max(1, deadline - Date.now());
+      try {
+        return await this.writer.connection.unary<unknown, { run: RunInfo; message: string; timedOut: boolean }>(
+          'finishRun',
+          { runId: this.id, runToken: this.runToken, writerId: this.writer.writerId, exitCode, timeoutMs: left, lastSeq: this.writer.lastSeq },
+          left + 2000,
+        );
+      } catch (e) {
+        if (!(e instanceof CallError)) throw e;
+        if (retried && e.code === 9 /* FAILED_PRECONDITION */) {
+          const run = await this.writer.connection.unary<unknown, RunInfo>('getRun', { runId: this.id }, Math.max(1, deadline - Date.now()));
+          if (run.state !== 'running' && run.state !== 'finishing') return { run, message: '', timedOut: false };
+        }
+        if (e.code !== 14 /* UNAVAILABLE */ || deadline - Date.now() < 500) throw e;
+        retried = true;
+        await new Promise((r) => setTimeout(r, 200));
+        await this.writer.rediscover();
+      }
     }
   }
 

@@ -267,6 +267,8 @@ export class BatchWriter {
       this.acked(m.opened.lastSeq);
       this.pump();
     } else if (m.ack) {
+      // An ack means the daemon stores again: a storage problem it reported is over.
+      if (this.overflow.count === 0) this.lastProblem = null;
       this.acked(m.ack.seq);
       this.armIdle();
     } else if (m.control) {
@@ -370,19 +372,29 @@ export class BatchWriter {
     if (this.connecting) return;
     this.connecting = true;
     try {
-      // The daemon may have been restarted (a new token) or replaced by a sidecar.
+      if (await this.rediscover()) this.needsRediscovery = false;
+    } finally {
+      this.connecting = false;
+    }
+    if (!this.call && !this.runFinal) this.open();
+  }
+
+  /**
+   * Looks for the daemon again, which may have been restarted (a new token)
+   * or replaced by a sidecar, and uses it from now on. False when none was
+   * found: the old address is kept and the caller tries again later.
+   */
+  async rediscover(): Promise<boolean> {
+    try {
       const addr = await findDaemon({ ignoreEnv: true });
       if (addr.target !== this.conn.address.target || addr.token !== this.conn.address.token) {
         dropConnection(this.conn);
         this.conn = connectionFor(addr);
       }
-      this.needsRediscovery = false;
+      return true;
     } catch {
-      /* keep the old address and try again */
-    } finally {
-      this.connecting = false;
+      return false;
     }
-    if (!this.call && !this.runFinal) this.open();
   }
 
   // ---- waiting for acknowledgements, with a deadline ----

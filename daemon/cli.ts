@@ -78,11 +78,11 @@ program
   .action(async (o: { json?: boolean }) => {
     const addr = runningDaemon();
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}; start one with \`logd serve\` (clients start one by themselves)`, 3);
-    const s = await connectionFor(addr).unary<unknown, { pid: number; version: string; addresses: string[]; dataDir: string; startedAt: number; sidecar: boolean; openRuns: RunInfo[]; clients: Array<{ pid: number; host: string; rank?: { rank: number } }>; recordsStored: number }>('status', {}, CALL_MS)
+    const s = await connectionFor(addr).unary<unknown, { pid: number; version: string; addresses: string[]; dataDir: string; startedAt: number; sidecar: boolean; openRuns: RunInfo[]; clients: Array<{ pid: number; host: string; rank?: { rank: number } }>; recordsStored: number; storageProblem: string }>('status', {}, CALL_MS)
       .catch((e: Error) => fail(`the daemon at ${addr.target} does not answer: ${e.message}`, 3));
     if (o.json) {
       console.log(JSON.stringify({ pid: s.pid, version: s.version, addresses: s.addresses, dataDir: s.dataDir, sidecar: s.sidecar,
-        startedAt: new Date(s.startedAt * 1000).toISOString(), recordsStored: Number(s.recordsStored),
+        startedAt: new Date(s.startedAt * 1000).toISOString(), recordsStored: Number(s.recordsStored), storageProblem: s.storageProblem,
         openRuns: s.openRuns.map(runJson), clients: s.clients.map((c) => ({ pid: c.pid, host: c.host, rank: c.rank?.rank ?? -1 })) }, null, 2));
       return;
     }
@@ -90,6 +90,7 @@ program
     console.log(`data dir:  ${s.dataDir}`);
     console.log(`addresses: ${s.addresses.join(', ')}`);
     console.log(`records stored since start: ${s.recordsStored}`);
+    if (s.storageProblem) console.log(`STORAGE PROBLEM: ${s.storageProblem}`);
     console.log(`open runs: ${s.openRuns.length}`);
     for (const r of s.openRuns) console.log(`  ${r.id}  ${r.project}/${r.name}  ${r.state}  ${r.historyRows} rows, ${r.writers} writer(s)`);
     console.log(`clients: ${s.clients.length}`);

@@ -118,8 +118,10 @@ export class Finaliser {
       for (const w of run.writers.values()) if (!w.detached && !w.stream) this.checkWriter(run, w);
       const owner = run.writers.get(run.meta.ownerWriterId);
       // An owner that never opened its stream (or never re-attached after a
-      // daemon restart) is watched by pid too.
-      if (owner && owner.detached && run.state === 'running' && !run.crashTimer && owner.local && !isAlive(owner.meta.pid, owner.startTime)) {
+      // daemon restart) is watched by pid too. The recovery grace is for
+      // owners that may still come back: a local one whose process is gone
+      // cannot, so it does not wait for the grace to run out.
+      if (owner && owner.detached && run.state === 'running' && owner.local && !isAlive(owner.meta.pid, owner.startTime)) {
         this.writerGone(run, owner, `its process ${owner.meta.pid} exited`);
       }
     }

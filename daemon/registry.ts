@@ -8,7 +8,7 @@ import { FINAL_STATES, type RunMeta, type RankMeta } from './store/format.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
 import { checkBatch } from './validate.js';
 import { LogdError, invalid, notFound, denied, failedPrecondition, alreadyExists } from '../src/errors.js';
-import { checkRunId, checkLabel } from '../src/names.js';
+import { checkRunId, checkLabel, checkKey } from '../src/names.js';
 import { parseJsonObject } from '../src/json.js';
 import type { ClientInfo, OpenWriterMsg, RecordBatchMsg } from '../src/wire.js';
 import type { DaemonTunables } from '../src/config.js';
@@ -120,6 +120,10 @@ export class Registry {
     const run = this.authorizedRun(open.runId, open.runToken);
     if (run.final) throw failedPrecondition(`run ${run.id} is ${run.state}; it takes no more records`);
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(open.writerId)) throw invalid('writer_id must be 1-64 characters of A-Z a-z 0-9 _ -');
+    // The names a reconnecting writer already uses go into the run's
+    // dictionary as they are, so they pass the same check as new_keys.
+    const badKey = open.keys.map(checkKey).find(Boolean);
+    if (badKey) throw invalid(`open: ${badKey}`);
     let w = run.writers.get(open.writerId);
     if (!w) {
       if (run.state === 'finishing') throw failedPrecondition(`run ${run.id} is finishing; it takes no new writers`);
@@ -146,23 +150,22 @@ export class Registry {
   onBatch(run: LiveRun, w: Writer, b: RecordBatchMsg): string | null {
     w.lastSeen = Date.now();
     if (run.final) return `run ${run.id} is ${run.state}; the batch was not stored`;
+    // Checked before the resend test: a seq of 0 or past 2^53 is neither a
+    // resend nor a new batch, and must not move the writer's position.
+    if (!Number.isSafeInteger(b.seq) || b.seq < 1) return `seq ${b.seq} must be an integer from 1 to 2^53-1`;
     if (b.seq <= w.appendedSeq) {
       // A resend of something already appended: acknowledge it once durable.
       if (b.seq <= w.durableSeq) this.ack(w, w.durableSeq);
       return null;
     }
     const checked = checkBatch(b, w.keyMap.length);
-    if (typeof checked === 'string') {
-      w.appendedSeq = b.seq; // refused for good: a resend must not retry it
-      return checked;
-    }
+    if (typeof checked === 'string') return this.refuse(w, b, checked);
     // Dictionary entries: repeats must match, the rest extend it.
     for (let i = 0; i < b.newKeys.length; i++) {
       const localId = b.newKeysFirst + i;
       if (localId < w.keyMap.length) {
         if (run.keys[w.keyMap[localId]] !== b.newKeys[i]) {
-          w.appendedSeq = b.seq;
-          return `key id ${localId} is already ${JSON.stringify(run.keys[w.keyMap[localId]])}, not ${JSON.stringify(b.newKeys[i])}`;
+          return this.refuse(w, b, `key id ${localId} is already ${JSON.stringify(run.keys[w.keyMap[localId]])}, not ${JSON.stringify(b.newKeys[i])}`);
         }
       }
     }
@@ -174,8 +177,7 @@ export class Registry {
       summaryUpdates = b.summaryJson.map((s) => JSON.stringify(parseJsonObject(s, 'summary update')));
       configUpdates = b.configJson.map((s) => JSON.stringify(parseJsonObject(s, 'config update')));
     } catch (e) {
-      w.appendedSeq = b.seq;
-      return (e as Error).message;
+      return this.refuse(w, b, (e as Error).message);
     }
     run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates);
     this.recordsStored += checked.rows;
@@ -183,6 +185,17 @@ export class Registry {
     this.touch();
     this.scheduleCommit();
     return null;
+  }
+
+  /**
+   * A refused batch counts as handled (a resend must not retry it, and the
+   * writer's finish waits for its seq) only when it is the next one: a
+   * refused seq far ahead must not make the daemon take the writer's later,
+   * valid batches for resends, acknowledging them without storing them.
+   */
+  private refuse(w: Writer, b: RecordBatchMsg, why: string): string {
+    if (b.seq === w.appendedSeq + 1) w.appendedSeq = b.seq;
+    return why;
   }
 
   private ack(w: Writer, seq: number): void {

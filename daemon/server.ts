@@ -11,7 +11,7 @@ import type { Registry } from './registry.js';
 import type { Finaliser } from './finaliser.js';
 import type { LiveRun, Writer, WriteCall } from './run.js';
 import { rowFromLive, infoFromRow } from './index-rows.js';
-import { bytesOf } from '../src/wire.js';
+import { bytesOf, Undecodable } from '../src/wire.js';
 import type { HistoryBatch } from './store/format.js';
 
 export interface ServerContext {
@@ -36,9 +36,19 @@ function tokenOk(md: grpc.Metadata, token: string): boolean {
 
 const UNAUTH = { code: grpc.status.UNAUTHENTICATED, details: `missing or wrong ${TOKEN_METADATA_KEY}; take the token from the daemon's service file or LOGD_SERVICE` };
 
+/**
+ * Status details travel in an HTTP/2 trailer that grpc-js URI-encodes, and
+ * encodeURI throws on a lone surrogate. One got there from a client's input
+ * (JSON.parse names a bad token by one UTF-16 unit, half an emoji) and took
+ * the whole daemon down. Details are made well-formed first.
+ */
+function safeDetails(s: string): string {
+  return (s as string & { toWellFormed(): string }).toWellFormed();
+}
+
 function toStatus(e: unknown): grpc.ServiceError {
-  if (e instanceof LogdError) return Object.assign(new Error(e.message), { code: e.code, details: e.message, metadata: new grpc.Metadata() });
-  const msg = `internal error: ${(e as Error)?.message ?? String(e)}`;
+  if (e instanceof LogdError) return Object.assign(new Error(e.message), { code: e.code, details: safeDetails(e.message), metadata: new grpc.Metadata() });
+  const msg = safeDetails(`internal error: ${(e as Error)?.message ?? String(e)}`);
   return Object.assign(new Error(msg), { code: grpc.status.INTERNAL, details: msg, metadata: new grpc.Metadata() });
 }
 
@@ -47,6 +57,10 @@ function unary<Req, Res>(ctx: ServerContext, fn: (req: Req) => Res | Promise<Res
   return ((call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
     if (!tokenOk(call.metadata, ctx.token)) {
       cb(UNAUTH as grpc.ServiceError);
+      return;
+    }
+    if (call.request instanceof Undecodable) {
+      cb(toStatus(invalid(call.request.reason)));
       return;
     }
     Promise.resolve()
@@ -124,6 +138,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
         pid: process.pid, version: LOGD_VERSION, addresses: ctx.addresses(), dataDir: reg.store.dataDir,
         startedAt: ctx.startedAt, sidecar: ctx.sidecar, openRuns: reg.openRuns().map((r) => r.info()),
         clients: [...writerClients, ...[...clients.values()].filter((c) => !seen.has(c.pid))], recordsStored: reg.recordsStored,
+        storageProblem: reg.storageProblem ?? '',
       };
     }),
 
@@ -136,6 +151,10 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
     readHistory: ((call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number; system: boolean }, HistoryChunkMsg>) => {
       if (!tokenOk(call.metadata, ctx.token)) {
         call.emit('error', UNAUTH);
+        return;
+      }
+      if ((call.request as unknown) instanceof Undecodable) {
+        call.emit('error', toStatus(invalid((call.request as unknown as Undecodable).reason)));
         return;
       }
       void streamHistory(reg, call).catch((e) => call.emit('error', toStatus(e)));
@@ -225,10 +244,11 @@ function handleWrite(ctx: ServerContext, call: WriteCall): void {
   };
   const fail = (code: grpc.status, details: string) => {
     end(false);
-    call.emit('error', { code, details });
+    call.emit('error', { code, details: safeDetails(details) });
   };
-  call.on('data', (msg: WriteRequestMsg) => {
+  call.on('data', (msg: WriteRequestMsg | Undecodable) => {
     try {
+      if (msg instanceof Undecodable) return fail(grpc.status.INVALID_ARGUMENT, msg.reason);
       if (msg.open) {
         if (run) return fail(grpc.status.INVALID_ARGUMENT, 'the stream is already open; send OpenWriter once, first');
         ({ run, writer } = reg.openWriter(call, msg.open));

@@ -26,5 +26,6 @@ export function checkLabel(what: string, value: string): string | null {
   if (Buffer.byteLength(value) > MAX_LABEL_BYTES) return `${what} is longer than ${MAX_LABEL_BYTES} bytes`;
   // eslint-disable-next-line no-control-regex
   if (/[\u0000-\u001f\u007f]/.test(value)) return `${what} ${JSON.stringify(value.slice(0, 40))} contains a control character`;
+  if ((value as { isWellFormed?: () => boolean }).isWellFormed?.() === false) return `${what} ${JSON.stringify(value.slice(0, 40))} is not valid UTF-8 (a lone surrogate)`;
   return null;
 }

@@ -28,6 +28,15 @@ export function messageType(name: string): protobuf.Type {
   return root.lookupType(`logd.v1.${name}`);
 }
 
+/**
+ * A request the daemon could not decode. Handlers answer it with
+ * INVALID_ARGUMENT themselves: when grpc-js's own deserializer throws on a
+ * message of a stream, the call can be left without any status at all.
+ */
+export class Undecodable {
+  constructor(readonly reason: string) {}
+}
+
 /** A grpc-js service definition whose (de)serializers are protobufjs codecs. */
 function buildServiceDefinition(): grpc.ServiceDefinition {
   const svc = root.lookupService(SERVICE_NAME);
@@ -43,7 +52,13 @@ function buildServiceDefinition(): grpc.ServiceDefinition {
       // A Uint8Array is a message the caller already encoded (the client keeps
       // batches encoded until they are acknowledged).
       requestSerialize: (m: unknown) => (m instanceof Uint8Array ? Buffer.from(m.buffer, m.byteOffset, m.byteLength) : Buffer.from(req.encode(m as protobuf.Message).finish())),
-      requestDeserialize: (b: Buffer) => req.decode(b),
+      requestDeserialize: (b: Buffer) => {
+        try {
+          return req.decode(b);
+        } catch (e) {
+          return new Undecodable(`${method.name}: the message is not a valid ${req.name} (${(e as Error).message})`);
+        }
+      },
       responseSerialize: (m: unknown) => Buffer.from(res.encode(m as protobuf.Message).finish()),
       responseDeserialize: (b: Buffer) => res.decode(b),
       originalName: method.name,

@@ -136,7 +136,7 @@ export function spawnScript(t: TestEnv, file: string, args: string[] = [], env: 
   return child;
 }
 
-export async function startDaemon(t: TestEnv, args: string[] = []): Promise<{ pid: number; proc: ChildProcess }> {
+export async function startDaemon(t: TestEnv, args: string[] = []): Promise<{ pid: number; proc: ChildProcess; stderr: () => string }> {
   const before = serviceFile(t.runtimeDir)?.pid;
   const proc = spawn(process.execPath, [CLI, 'serve', ...args], { env: t.env, stdio: ['ignore', 'ignore', 'pipe'] });
   let err = '';
@@ -146,7 +146,7 @@ export async function startDaemon(t: TestEnv, args: string[] = []): Promise<{ pi
     if (proc.exitCode !== null) throw new Error(`logd serve exited with ${proc.exitCode}: ${err}`);
     return !!s && s.pid === proc.pid && s.pid !== before;
   }, 10_000, 'logd serve to publish its service file');
-  return { pid: proc.pid!, proc };
+  return { pid: proc.pid!, proc, stderr: () => err };
 }
 
 export async function exportJsonl(t: TestEnv, runId: string, extra: string[] = []): Promise<Array<Record<string, unknown>>> {
