@@ -1,7 +1,7 @@
 // allReduce bus bandwidth: logd's native gloo binding vs torch.distributed
 // (gloo) from /usr/bin/python3, same machine, same run, same loop.
 //
-//   node dist/bench/allreduce.js [--ranks 2,4] [--min 4096] [--max 67108864] [--rounds 3]
+//   node dist/bench/allreduce.js [--ranks 2,4] [--min 4096] [--max 67108864] [--rounds 3] [--quick]
 //
 // busbw = 2 (n - 1) / n * bytes / time (the NCCL-tests convention), float32,
 // iterations per size = clamp(128 MiB / bytes, 5, 200) after 20 warm-up calls.
@@ -87,8 +87,14 @@ async function main(): Promise<void> {
       min: { type: 'string', default: '4096' },
       max: { type: 'string', default: String(64 * 1024 * 1024) },
       rounds: { type: 'string', default: '3' },
+      // `make bench`'s run-all --quick: sizes up to 4 MiB, one round.
+      quick: { type: 'boolean', default: false },
     },
   });
+  if (values.quick) {
+    values.max = String(4 * 1024 * 1024);
+    values.rounds = '1';
+  }
   if (values.worker) return worker(values.sizes!.split(',').map(Number), values.worker === 'checked');
 
   const sizes: number[] = [];
