@@ -3,7 +3,6 @@
 // asked), publishes its service file, and stops gracefully on a signal.
 import fs from 'node:fs';
 import net from 'node:net';
-import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { daemonTunables, resolvePaths, LOGD_VERSION, type LogdPaths } from '../src/config.js';

@@ -1,15 +1,15 @@
 // Run registry: runs by id, their writers, and the path of a record batch from
 // the stream to the store (validate -> intern -> append -> group commit -> ack).
-import { randomBytes, timingSafeEqual, createHash } from 'node:crypto';
-import { status } from '@grpc/grpc-js';
+import { randomBytes } from 'node:crypto';
 import type { Store } from './store/store.js';
 import { RunExistsError } from './store/store.js';
 import { FINAL_STATES, type RunMeta, type RankMeta } from './store/format.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
 import { checkBatch } from './validate.js';
-import { LogdError, invalid, notFound, denied, failedPrecondition, alreadyExists } from '../src/errors.js';
+import { invalid, notFound, denied, failedPrecondition, alreadyExists } from '../src/errors.js';
 import { checkRunId, checkLabel, checkKey } from '../src/names.js';
 import { parseJsonObject } from '../src/json.js';
+import { sameSecret } from '../src/token.js';
 import type { ClientInfo, OpenWriterMsg, RecordBatchMsg } from '../src/wire.js';
 import type { DaemonTunables } from '../src/config.js';
 import { RunSummary } from './summary.js';
@@ -25,13 +25,6 @@ export interface CreateRunInput {
 
 export function newId(bytes = 8): string {
   return randomBytes(bytes).toString('base64url').replace(/[-_]/g, 'x').toLowerCase();
-}
-
-function sameToken(a: string, b: string): boolean {
-  // Hash first so the comparison is constant-time whatever the lengths.
-  const ha = createHash('sha256').update(a).digest();
-  const hb = createHash('sha256').update(b).digest();
-  return timingSafeEqual(ha, hb);
 }
 
 export function rankOf(c: ClientInfo | null | undefined): RankMeta | null {
@@ -103,7 +96,7 @@ export class Registry {
       }
       throw notFound(`run ${JSON.stringify(runId.slice(0, 80))} does not exist on this daemon (data dir ${this.store.dataDir})`);
     }
-    if (!sameToken(runToken, run.meta.runToken)) throw denied(`wrong run token for run ${runId}; use the handle from run.handle()`);
+    if (!sameSecret(runToken, run.meta.runToken)) throw denied(`wrong run token for run ${runId}; use the handle from run.handle()`);
     return run;
   }
 
@@ -309,4 +302,3 @@ export class Registry {
   }
 }
 
-export { LogdError, status };

@@ -1,8 +1,8 @@
 // Connection / service stage: gRPC handlers, authentication and validation of
 // every message. A bad message gets a clear status; no handler throws past here.
 import * as grpc from '@grpc/grpc-js';
-import { createHash, timingSafeEqual } from 'node:crypto';
-import { serviceDefinition, TOKEN_METADATA_KEY, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../src/wire.js';
+import { sameSecret } from '../src/token.js';
+import { TOKEN_METADATA_KEY, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../src/wire.js';
 import { LogdError, invalid, notFound, failedPrecondition } from '../src/errors.js';
 import { runWindow, type RunWindow } from './system.js';
 import { LOGD_VERSION, PROTOCOL_VERSION } from '../src/config.js';
@@ -29,9 +29,7 @@ type Handler = grpc.UntypedServiceImplementation[string];
 function tokenOk(md: grpc.Metadata, token: string): boolean {
   const got = md.get(TOKEN_METADATA_KEY)[0];
   if (typeof got !== 'string') return false;
-  const a = createHash('sha256').update(got).digest();
-  const b = createHash('sha256').update(token).digest();
-  return timingSafeEqual(a, b);
+  return sameSecret(got, token);
 }
 
 const UNAUTH = { code: grpc.status.UNAUTHENTICATED, details: `missing or wrong ${TOKEN_METADATA_KEY}; take the token from the daemon's service file or LOGD_SERVICE` };
