@@ -187,7 +187,13 @@ export class Registry {
    * valid batches for resends, acknowledging them without storing them.
    */
   private refuse(w: Writer, b: RecordBatchMsg, why: string): string {
-    if (b.seq === w.appendedSeq + 1) w.appendedSeq = b.seq;
+    if (b.seq === w.appendedSeq + 1) {
+      // Nothing of it is stored, so when all before it is durable it is "durable"
+      // too: a finish whose last batch was refused must not wait for a commit
+      // round that nothing else would start.
+      if (w.durableSeq === w.appendedSeq) w.durableSeq = b.seq;
+      w.appendedSeq = b.seq;
+    }
     return why;
   }
 

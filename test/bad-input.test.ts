@@ -105,6 +105,19 @@ describe('bad input', () => {
     expect(alive(daemonPid)).toBe(true);
   });
 
+  it('a finish whose last batch was refused does not wait for its deadline', async () => {
+    const run = await call('CreateRun', { project: 'bad' });
+    const { s, waitFor } = await stream(run);
+    s.write({ batch: { seq: 1, rows: 0, newKeys: [''], newKeysFirst: 0 } });
+    await waitFor((x) => x.control?.kind === 'rejected' && x.control.seq === 1);
+    const t0 = Date.now();
+    const f = await call('FinishRun', { runId: run.id, runToken: run.runToken, writerId: run.ownerWriterId, lastSeq: 1, timeoutMs: 8000 });
+    expect(f.timedOut).toBe(false);
+    expect(f.run.state).toBe('finished');
+    expect(Date.now() - t0).toBeLessThan(4000);
+    s.end();
+  });
+
   it('an oversized message is refused by size and the daemon stays up', async () => {
     const run = await call('CreateRun', { project: 'bad' });
     const { s } = await stream(run);
