@@ -72,18 +72,19 @@ export async function setup(): Promise<{ service: string }> {
   return { service: `${addr.target}#${addr.token}` };
 }
 
-async function connect(): Promise<Connection> {
-  return connectionFor(await findDaemon());
-}
-
-/** Runs a call; when an inherited LOGD_SERVICE points at a daemon that is gone, looks again once. */
-async function withDaemon<T>(fn: (c: Connection) => Promise<T>): Promise<T> {
-  const c = await connect();
+/**
+ * Runs a call against `first` (default: the daemon found as usual); when that
+ * daemon is gone (an inherited LOGD_SERVICE, a handle from before a restart),
+ * looks again once. Returns the answer and the address that gave it.
+ */
+async function withDaemon<T>(fn: (c: Connection) => Promise<T>, first?: ServiceAddress): Promise<{ value: T; address: ServiceAddress }> {
+  let address = first ?? (await findDaemon());
   try {
-    return await fn(c);
+    return { value: await fn(connectionFor(address)), address };
   } catch (e) {
-    if (e instanceof CallError && e.code === 14 /* UNAVAILABLE */) return fn(connectionFor(await findDaemon({ ignoreEnv: true })));
-    throw e;
+    if (!(e instanceof CallError && e.code === 14 /* UNAVAILABLE */)) throw e;
+    address = await findDaemon({ ignoreEnv: true });
+    return { value: await fn(connectionFor(address)), address };
   }
 }
 
@@ -96,14 +97,13 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   const t = clientTunables();
   const mode = t.mode ?? opts.mode ?? 'online';
   if (mode === 'disabled') return new DisabledRun(opts);
-  const info = await withDaemon((c) =>
+  const { value: info, address } = await withDaemon((c) =>
     c.unary<unknown, RunInfo>('createRun', {
       client: clientInfo(), project: opts.project ?? '', name: opts.name ?? '', group: opts.group ?? '', jobType: opts.jobType ?? '',
       configJson: toJson(opts.config ?? {}), tags: opts.tags ?? [], id: opts.id ?? '', mode, notes: opts.notes ?? '', sampleIntervalMs: opts.sampleIntervalMs ?? 0,
     }, t.callTimeoutMs),
   );
-  const addr = await findDaemon();
-  const writer = makeWriter(addr, info.id, info.runToken, info.ownerWriterId);
+  const writer = makeWriter(address, info.id, info.runToken, info.ownerWriterId);
   installExitHooks();
   return new Run(info, writer, info.runToken, true, warn);
 }
@@ -124,16 +124,11 @@ export function parseHandle(handle: string): RunHandlePayload {
 export async function attach(handle: string): Promise<Run> {
   const p = parseHandle(handle);
   const t = clientTunables();
-  let addr = parseServiceAddress(p.s);
-  let info: RunInfo;
-  try {
-    info = await connectionFor(addr).unary<unknown, RunInfo>('attachRun', { client: clientInfo(), runId: p.r, runToken: p.t }, t.callTimeoutMs);
-  } catch (e) {
-    if (!(e instanceof CallError && e.code === 14)) throw e;
-    addr = await findDaemon({ ignoreEnv: true }); // the daemon was restarted at another address
-    info = await connectionFor(addr).unary<unknown, RunInfo>('attachRun', { client: clientInfo(), runId: p.r, runToken: p.t }, t.callTimeoutMs);
-  }
-  const writer = makeWriter(addr, info.id, p.t, `w-${randomBytes(6).toString('hex')}`);
+  const { value: info, address } = await withDaemon(
+    (c) => c.unary<unknown, RunInfo>('attachRun', { client: clientInfo(), runId: p.r, runToken: p.t }, t.callTimeoutMs),
+    parseServiceAddress(p.s),
+  );
+  const writer = makeWriter(address, info.id, p.t, `w-${randomBytes(6).toString('hex')}`);
   installExitHooks();
   return new Run(info, writer, p.t, false, warn);
 }

@@ -23,15 +23,14 @@ export class Writer {
   detached = false;
   lastSeen = Date.now();
   readonly startTime: number | null;
+  /** Same host as the daemon: watched by pid (checked every 500 ms, so decided once). */
+  readonly local: boolean;
 
   constructor(readonly meta: WriterMeta, durableSeq: number) {
     this.appendedSeq = durableSeq;
     this.durableSeq = durableSeq;
-    this.startTime = meta.host === os.hostname() ? processStartTime(meta.pid) : null;
-  }
-
-  get local(): boolean {
-    return this.meta.host === os.hostname();
+    this.local = meta.host === os.hostname();
+    this.startTime = this.local ? processStartTime(meta.pid) : null;
   }
 }
 
