@@ -16,7 +16,6 @@ import { connectionFor, dropConnection, type Connection } from './connection.js'
 import { Overflow, type Sealed } from './overflow.js';
 import { findDaemon } from './discovery.js';
 
-const RecordBatch = messageType('RecordBatch');
 const WriteRequest = messageType('WriteRequest');
 
 const MAX_ROWS = 8192;
@@ -450,7 +449,7 @@ export class BatchWriter {
       keys: this.keys, exitCode,
     };
     const frames = [encodeFrame(SPILL_HEADER, [Buffer.from(JSON.stringify(header))])];
-    for (const s of pending) frames.push(encodeFrame(SPILL_BATCH, [RecordBatch.encode((WriteRequest.decode(s.bytes) as unknown as { batch: object }).batch).finish()]));
+    for (const s of pending) frames.push(encodeFrame(SPILL_BATCH, [s.bytes])); // as encoded for the stream
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     const file = path.join(dir, spillFileName(this.o.runId, this.o.writerId));
     const tmp = `${file}.${process.pid}.tmp`;

@@ -10,7 +10,7 @@ import { messageType, type RecordBatchMsg } from '../src/wire.js';
 import type { Registry } from './registry.js';
 import type { Finaliser } from './finaliser.js';
 
-const RecordBatch = messageType('RecordBatch');
+const WriteRequest = messageType('WriteRequest');
 
 export function ingestSpool(reg: Registry, fin: Finaliser, runId: string, writerId: string): { batches: number; finished: boolean } {
   const file = path.join(reg.store.dataDir, 'spool', spillFileName(runId, writerId));
@@ -36,7 +36,10 @@ function ingestFile(reg: Registry, fin: Finaliser, file: string): { batches: num
   try {
     scanFrames(file, (type, p) => {
       if (type === SPILL_HEADER) header = JSON.parse(Buffer.from(p).toString('utf8')) as SpillHeader;
-      else if (type === SPILL_BATCH) batches.push(RecordBatch.decode(p) as unknown as RecordBatchMsg);
+      else if (type === SPILL_BATCH) {
+        const batch = (WriteRequest.decode(p) as unknown as { batch?: RecordBatchMsg | null }).batch;
+        if (batch) batches.push(batch);
+      }
     });
   } catch (e) {
     reg.log(`spool: cannot read ${file}: ${(e as Error).message}; left in place`);

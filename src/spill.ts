@@ -2,7 +2,7 @@
 // ended (or while the daemon was away) goes to LOGD_DIR/spool as frames; the
 // daemon ingests them and drops duplicates by sequence number.
 //   frame SPILL_HEADER  JSON SpillHeader
-//   frame SPILL_BATCH   an encoded logd.v1.RecordBatch
+//   frame SPILL_BATCH   an encoded logd.v1.WriteRequest holding a batch (the bytes the stream would carry)
 export const SPILL_HEADER = 1;
 export const SPILL_BATCH = 2;
 
