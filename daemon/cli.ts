@@ -4,9 +4,10 @@ import fs from 'node:fs';
 import { Command, Option, InvalidArgumentError } from 'commander';
 import { resolvePaths, clientTunables, LOGD_VERSION } from '../src/config.js';
 import { parseServiceAddress, type RunInfo, type ServiceAddress } from '../src/wire.js';
-import { connectionFor, type Connection } from '../client/connection.js';
-import { findDaemon, fromServiceFile } from '../client/discovery.js';
-import { readHistory, mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
+import { connectionFor } from '../client/connection.js';
+import { fromServiceFile } from '../client/discovery.js';
+import { mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
+import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from './launch-main.js';
 
 const CALL_MS = 30_000;
@@ -26,9 +27,12 @@ function runningDaemon(): ServiceAddress | null {
   return fromServiceFile(resolvePaths());
 }
 
-async function queryConnection(): Promise<Connection> {
-  return connectionFor(await findDaemon());
+/** What runs, show and export read: the shared store with --store URL (or LOGD_STORE_URL), else the local one. */
+async function querySource(store: string | undefined): Promise<QuerySource> {
+  return openSource({ store }).catch((e: Error) => fail(e.message));
 }
+
+const STORE_HELP = 'read the shared PostgreSQL store at this postgres:// URL instead of the local one (default LOGD_STORE_URL)';
 
 function fail(msg: string, code = 1): never {
   process.stderr.write(`logd: ${msg}\n`);
@@ -103,17 +107,25 @@ program
   .option('--project <p>', 'only this project')
   .option('--group <g>', 'only this group')
   .option('--state <s>', 'only runs in this state (running, finished, crashed, killed)')
+  .option('--tag <t>', 'only runs carrying this tag')
+  .option('--search <text>', 'only runs whose id, name, project, group or notes contain this text')
   .option('--limit <n>', 'at most this many', intArg('--limit'), 1000)
-  .option('--json', 'machine-readable output')
-  .action(async (o: { project?: string; group?: string; state?: string; limit: number; json?: boolean }) => {
-    const conn = await queryConnection();
-    const res = await conn.unary<unknown, { runs: RunInfo[] }>('listRuns', { project: o.project ?? '', group: o.group ?? '', state: o.state ?? '', limit: o.limit }, CALL_MS);
+  .option('--offset <n>', 'skip this many of the matching runs (paging)', intArg('--offset'), 0)
+  .option('--store <url>', STORE_HELP)
+  .option('--json', 'machine-readable output (an array; a note on stderr says when the list was cut)')
+  .action(async (o: { project?: string; group?: string; state?: string; tag?: string; search?: string; limit: number; offset: number; store?: string; json?: boolean }) => {
+    const src = await querySource(o.store);
+    const res = await src.listRuns({ project: o.project, group: o.group, state: o.state, tag: o.tag, text: o.search, limit: o.limit, offset: o.offset })
+      .catch((e: Error) => fail(e.message));
+    // A cut list says so, on stderr so that --json stays one JSON document.
+    const shown = o.offset + res.runs.length;
+    if (res.total > shown) process.stderr.write(`logd: showing runs ${o.offset + 1}-${shown} of ${res.total}; use --limit and --offset for the others\n`);
     if (o.json) {
       console.log(JSON.stringify(res.runs.map(runJson), null, 2));
       return;
     }
     if (res.runs.length === 0) {
-      console.log('no runs');
+      console.log(res.total > 0 ? `no runs at offset ${o.offset} (${res.total} match)` : 'no runs');
       return;
     }
     const rows = [['ID', 'PROJECT', 'GROUP', 'NAME', 'STATE', 'ROWS', 'RANK', 'CREATED']];
@@ -130,13 +142,14 @@ program
   .description("show one run: metadata, config, summary and its last rows")
   .argument('<run>', 'run id')
   .option('--rows <n>', 'how many of the last rows to print', intArg('--rows'), 5)
+  .option('--store <url>', STORE_HELP)
   .option('--json', 'machine-readable output')
-  .action(async (id: string, o: { rows: number; json?: boolean }) => {
-    const conn = await queryConnection();
-    const r = await conn.unary<unknown, RunInfo>('getRun', { runId: id }, CALL_MS).catch((e: Error) => fail(e.message));
+  .action(async (id: string, o: { rows: number; store?: string; json?: boolean }) => {
+    const src = await querySource(o.store);
+    const r = await src.getRun(id).catch((e: Error) => fail(e.message));
     // Only the tail of the log is read: fast on runs of any size. Extra rows
     // let rows of one step from several writers merge.
-    const h = await readHistory(conn, id, { tailRows: o.rows * 8 });
+    const h = await src.history(id, { tailRows: o.rows * 8 }).catch((e: Error) => fail(e.message));
     const last = mergeBySteps(h).slice(-o.rows).map((g) => rowObject(h, g, false));
     const j = runJson(r);
     if (o.json) {
@@ -174,12 +187,13 @@ program
   .option('--keys <list>', 'only these metrics (comma-separated)')
   .option('--raw', 'rows exactly as stored (arrival order, with _writer), not merged by step')
   .option('--system', "the node's system metrics sampled while the run was alive, instead of its history")
-  .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean; system?: boolean }) => {
+  .option('--store <url>', STORE_HELP)
+  .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean; system?: boolean; store?: string }) => {
     if (o.output && fs.existsSync(o.output) && !o.force) fail(`${o.output} exists; add --force to overwrite it`);
-    const conn = await queryConnection();
-    await conn.unary<unknown, RunInfo>('getRun', { runId: id }, CALL_MS).catch((e: Error) => fail(e.message));
+    const src = await querySource(o.store);
+    await src.getRun(id).catch((e: Error) => fail(e.message));
     const keys = o.keys ? o.keys.split(',').map((k) => k.trim()).filter(Boolean) : [];
-    const h = await readHistory(conn, id, { keys, system: !!o.system });
+    const h = await src.history(id, { keys, system: !!o.system }).catch((e: Error) => fail(e.message));
     const groups = o.raw || o.system ? rawRows(h) : mergeBySteps(h);
     const lines = o.format === 'jsonl' ? jsonLines(h, groups, !!o.raw) : csvLines(h, groups, !!o.raw);
     const fd = o.output ? fs.openSync(o.output, o.force ? 'w' : 'wx') : 1;

@@ -115,9 +115,9 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return { run: out.run.info(), message: out.message, timedOut: out.timedOut };
     }),
 
-    listRuns: unary(ctx, (req: { project: string; group: string; state: string; limit: number }) => {
-      const rows = reg.store.index.list({ project: req.project, group: req.group, state: req.state, limit: req.limit });
-      return { runs: rows.map((r) => reg.runs.get(r.id)?.info() ?? infoFromRow(r)) };
+    listRuns: unary(ctx, (req: { project: string; group: string; state: string; limit: number; tag: string; text: string; offset: number }) => {
+      const { rows, total } = reg.store.index.list(req);
+      return { runs: rows.map((r) => reg.runs.get(r.id)?.info() ?? infoFromRow(r)), total };
     }),
 
     getRun: unary(ctx, (req: { runId: string }) => runInfo(req.runId)),

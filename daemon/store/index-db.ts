@@ -8,6 +8,8 @@ export interface RunRow {
   config_json: string; summary_json: string; metadata_json: string; history_rows: number; mode: string; notes: string;
 }
 
+export interface RunListFilter { project?: string; group?: string; state?: string; tag?: string; text?: string; limit?: number; offset?: number }
+
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS runs (
   id TEXT PRIMARY KEY,
@@ -63,15 +65,24 @@ export class IndexDb {
     return (this.db.prepare('SELECT count(*) AS n FROM runs').get() as { n: number }).n;
   }
 
-  list(f: { project?: string; group?: string; state?: string; limit?: number }): RunRow[] {
+  /** Runs matching the filters, newest first, one page of them, and how many match in all. */
+  list(f: RunListFilter): { rows: RunRow[]; total: number } {
     const where: string[] = [];
     const args: unknown[] = [];
     if (f.project) (where.push('project = ?'), args.push(f.project));
     if (f.group) (where.push('grp = ?'), args.push(f.group));
     if (f.state) (where.push('state = ?'), args.push(f.state));
-    const sql = `SELECT * FROM runs ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY created_at DESC, id LIMIT ?`;
-    args.push(f.limit && f.limit > 0 ? f.limit : 1000);
-    return this.db.prepare(sql).all(...args) as RunRow[];
+    if (f.tag) (where.push('EXISTS (SELECT 1 FROM json_each(runs.tags) WHERE json_each.value = ?)'), args.push(f.tag));
+    if (f.text) {
+      const like = `%${f.text.replace(/[\\%_]/g, (c) => '\\' + c)}%`;
+      where.push("(id LIKE ? ESCAPE '\\' OR name LIKE ? ESCAPE '\\' OR project LIKE ? ESCAPE '\\' OR grp LIKE ? ESCAPE '\\' OR notes LIKE ? ESCAPE '\\')");
+      args.push(like, like, like, like, like);
+    }
+    const cond = where.length ? 'WHERE ' + where.join(' AND ') : '';
+    const total = (this.db.prepare(`SELECT count(*) AS n FROM runs ${cond}`).get(...args) as { n: number }).n;
+    const limit = f.limit && f.limit > 0 ? f.limit : 1000;
+    const rows = this.db.prepare(`SELECT * FROM runs ${cond} ORDER BY created_at DESC, id LIMIT ? OFFSET ?`).all(...args, limit, f.offset ?? 0) as RunRow[];
+    return { rows, total };
   }
 
   nonFinal(): RunRow[] {

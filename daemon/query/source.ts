@@ -1,0 +1,60 @@
+// The query layer: the questions every reader asks (the CLI's runs, show and
+// export; the dashboard), behind one interface with two sources — the node's
+// local store, read through its daemon, and the shared PostgreSQL store that
+// the uploaders of every node fill. A reader takes a QuerySource and never
+// knows which one it holds.
+import type { RunInfo } from '../../src/wire.js';
+import type { History } from '../../client/history.js';
+
+export type { RunInfo, History };
+
+/** Filters of a run listing. Empty strings and missing fields mean "any". */
+export interface RunFilter {
+  project?: string;
+  group?: string;
+  state?: string;
+  /** Runs carrying this tag. */
+  tag?: string;
+  /** Case-insensitive substring of the id, name, project, group or notes. */
+  text?: string;
+  /** Page size (default 1000). */
+  limit?: number;
+  /** Matching runs to skip (paging). */
+  offset?: number;
+}
+
+/** One page of a listing, newest first, and how many runs match in all. */
+export interface RunPage {
+  runs: RunInfo[];
+  total: number;
+}
+
+export interface HistoryQuery {
+  /** Only these metrics (empty: all). */
+  keys?: string[];
+  /** > 0: only the run's last rows. */
+  tailRows?: number;
+  /** The node's system metrics over the run's lifetime instead of its history. */
+  system?: boolean;
+  timeoutMs?: number;
+}
+
+export interface QuerySource {
+  /** 'local': this node's store through its daemon; 'shared': the PostgreSQL store. */
+  readonly kind: 'local' | 'shared';
+  /** Where it reads, for people: a data dir or a URL with its password redacted. */
+  readonly where: string;
+  listRuns(filter: RunFilter): Promise<RunPage>;
+  /** Rejects with RunNotFound when there is no such run. */
+  getRun(id: string): Promise<RunInfo>;
+  /** Stored rows in arrival order, columnar. Rejects with RunNotFound when there is no such run. */
+  history(id: string, query?: HistoryQuery): Promise<History>;
+  close(): Promise<void>;
+}
+
+export class RunNotFound extends Error {
+  override name = 'RunNotFound';
+  constructor(readonly runId: string, where: string) {
+    super(`run ${JSON.stringify(runId.slice(0, 80))} does not exist in ${where}; list runs with \`logd runs\``);
+  }
+}
