@@ -50,7 +50,7 @@ export async function readHistory(conn: Connection, runId: string, opts: { keys?
         rows += c.rows;
         pairs += k.length;
       });
-      call.on('error', (e: Error & { details?: string }) => reject(new Error(`history of run ${runId}: ${e.details ?? e.message}`)));
+      call.on('error', (e: Error & { details?: string; code?: number }) => reject(Object.assign(new Error(`history of run ${runId}: ${e.details ?? e.message}`), { code: e.code })));
       call.on('end', () => resolve());
     });
   } finally {

@@ -57,6 +57,8 @@ function unary<Req, Res>(ctx: ServerContext, fn: (req: Req) => Res | Promise<Res
       cb(UNAUTH as grpc.ServiceError);
       return;
     }
+    // Any call counts as activity: a sidecar must not leave under a reader's feet.
+    ctx.registry.touch();
     if (call.request instanceof Undecodable) {
       cb(toStatus(invalid(call.request.reason)));
       return;
@@ -151,6 +153,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
         call.emit('error', UNAUTH);
         return;
       }
+      reg.touch();
       if ((call.request as unknown) instanceof Undecodable) {
         call.emit('error', toStatus(invalid((call.request as unknown as Undecodable).reason)));
         return;
