@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export npm_config_nodedir ?= /usr
 
-.PHONY: all build deps system-deps native demo test soak bench clean
+.PHONY: all build deps system-deps native demo test soak bench bench-peers clean
 
 all: build
 
@@ -38,6 +38,11 @@ soak: build
 
 bench: build native
 	node dist/bench/run-all.js
+
+# logd side by side with wandb and MLflow (bench/peers; its own venv from PyPI).
+bench-peers: build
+	bash bench/peers/setup.sh
+	node dist/bench/peers/run.js
 
 clean:
 	rm -rf dist native/build
