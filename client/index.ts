@@ -124,11 +124,12 @@ export function parseHandle(handle: string): RunHandlePayload {
 export async function attach(handle: string): Promise<Run> {
   const p = parseHandle(handle);
   const t = clientTunables();
+  const writerId = `w-${randomBytes(6).toString('hex')}`;
   const { value: info, address } = await withDaemon(
-    (c) => c.unary<unknown, RunInfo>('attachRun', { client: clientInfo(), runId: p.r, runToken: p.t }, t.callTimeoutMs),
+    (c) => c.unary<unknown, RunInfo>('attachRun', { client: clientInfo(), runId: p.r, runToken: p.t, writerId }, t.callTimeoutMs),
     parseServiceAddress(p.s),
   );
-  const writer = makeWriter(address, info.id, p.t, `w-${randomBytes(6).toString('hex')}`);
+  const writer = makeWriter(address, info.id, p.t, writerId);
   installExitHooks();
   return new Run(info, writer, p.t, false, warn);
 }

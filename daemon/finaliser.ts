@@ -8,7 +8,7 @@ import { rowFromLive } from './index-rows.js';
 import type { LiveRun, Writer } from './run.js';
 import type { Registry } from './registry.js';
 import { isAlive } from './liveness.js';
-import { ingestSpool } from './spool.js';
+import { ingestSpool, ingestRunSpool } from './spool.js';
 
 export interface FinishOutcome {
   run: LiveRun;
@@ -62,6 +62,9 @@ export class Finaliser {
       message = `finish: gave up waiting after ${timeoutMs} ms for ${others().length} writer(s) still attached: ${left}; the run is finalised and their further records are refused`;
       reg.log(`finaliser: run ${run.id}: ${message}`);
     }
+    // Whatever any writer of this run spilled (one that exited before its
+    // stream opened, one the daemon never heard of) goes in before the end.
+    ingestRunSpool(reg, this, run.id);
     const state: FinalStateName = exitCode === 0 ? 'finished' : 'crashed';
     await this.finalise(run, state, exitCode === 0 ? '' : `owner finished with exit code ${exitCode}`, exitCode);
     return { run, message, timedOut: !allLeft };

@@ -100,9 +100,21 @@ export class Registry {
     return run;
   }
 
-  attach(runId: string, runToken: string): LiveRun {
+  /**
+   * A writer id given here makes the writer attached at once, watched by pid
+   * like any other: a process that attaches and exits before its stream ever
+   * opened (its records in a spill file) is then still one the owner's finish
+   * waits for, and its spill is ingested when its process is gone.
+   */
+  attach(runId: string, runToken: string, writerId = '', client: ClientInfo | null = null): LiveRun {
     const run = this.authorizedRun(runId, runToken);
     if (run.final || run.state === 'finishing') throw failedPrecondition(`run ${runId} is ${run.state}; it takes no more writers`);
+    if (writerId) {
+      if (!/^[A-Za-z0-9_-]{1,64}$/.test(writerId)) throw invalid('writer_id must be 1-64 characters of A-Z a-z 0-9 _ -');
+      const w = run.writers.get(writerId) ?? run.addWriter(writerId, client?.pid ?? 0, client?.host ?? '', rankOf(client));
+      w.detached = false;
+      w.lastSeen = Date.now();
+    }
     this.touch();
     return run;
   }

@@ -96,8 +96,8 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return run.info(true);
     }),
 
-    attachRun: unary(ctx, (req: { runId: string; runToken: string; client?: ClientInfo }) => {
-      const run = reg.attach(req.runId, req.runToken);
+    attachRun: unary(ctx, (req: { runId: string; runToken: string; client?: ClientInfo; writerId?: string }) => {
+      const run = reg.attach(req.runId, req.runToken, req.writerId ?? '', req.client ?? null);
       return { ...run.info(true), ownerWriterId: '' };
     }),
 

@@ -18,6 +18,24 @@ export function ingestSpool(reg: Registry, fin: Finaliser, runId: string, writer
   return ingestFile(reg, fin, file);
 }
 
+/**
+ * Ingests every spill file of one run, whichever writer left it (the owner's
+ * finish, before the final state: a writer may have spilled without the
+ * daemon ever hearing of it).
+ */
+export function ingestRunSpool(reg: Registry, fin: Finaliser, runId: string): number {
+  const dir = path.join(reg.store.dataDir, 'spool');
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(dir).filter((n) => n.startsWith(`${runId}--`) && n.endsWith('.spill'));
+  } catch {
+    return 0;
+  }
+  let batches = 0;
+  for (const n of names) batches += ingestFile(reg, fin, path.join(dir, n)).batches;
+  return batches;
+}
+
 /** Ingests every spill file (at daemon start). */
 export function ingestAllSpool(reg: Registry, fin: Finaliser): void {
   const dir = path.join(reg.store.dataDir, 'spool');
