@@ -43,3 +43,42 @@ describe('issue 9 case 1: children that share a run and call process.exit()', ()
     expect(fs.existsSync(spool) ? fs.readdirSync(spool) : []).toEqual([]);
   });
 });
+
+describe('issue 9 case 5: a trainer with its own SIGTERM handler that logs on', () => {
+  it('logd does not end the run at the signal; the rows logged after it are stored and no spill file is left', async () => {
+    t = makeEnv();
+    const trainer = script(t, 'trainer.mjs', `
+      const run = await logd.init({ project: 'exits', name: 'preempted' });
+      let stop = false;
+      process.on('SIGTERM', () => { stop = true; });
+      let step = 0;
+      console.log('run ' + run.id);
+      while (!stop) {
+        run.log({ loss: step }, { step }); step++;
+        if (step % 50 === 0) await new Promise((r) => setTimeout(r, 5));
+      }
+      // The checkpoint-on-preemption pattern: log some more, then finish.
+      const before = step;
+      try {
+        for (let i = 0; i < 500; i++) { run.log({ loss: step }, { step }); step++; }
+        console.log('after ' + (step - before));
+      } catch (e) { console.log('threw ' + e.message); }
+      const res = await run.finish();
+      console.log('finished ' + res.state + ' ' + step);
+    `);
+    const p = spawnScript(t, trainer);
+    await waitUntil(() => p.lines.some((l) => l.startsWith('run ')), 30_000, 'the trainer to start');
+    await new Promise((r) => setTimeout(r, 300)); // it logs a while
+    p.kill('SIGTERM');
+    await waitUntil(() => p.lines.some((l) => l.startsWith('finished ')), 30_000, 'the trainer to finish');
+    expect(p.lines.some((l) => l.startsWith('threw'))).toBe(false);
+    expect(p.lines).toContain('after 500');
+    const [, state, steps] = p.lines.find((l) => l.startsWith('finished '))!.split(' ');
+    expect(state).toBe('finished');
+    const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
+    const rows = await exportJsonl(t, id);
+    expect(rows.map((r) => r.loss)).toEqual(Array.from({ length: Number(steps) }, (_, i) => i));
+    const spool = path.join(t.dataDir, 'spool');
+    expect(fs.existsSync(spool) ? fs.readdirSync(spool) : []).toEqual([]);
+  });
+});
