@@ -6,7 +6,8 @@ import { RunExistsError } from './store/store.js';
 import { FINAL_STATES, type RunMeta, type RankMeta } from './store/format.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
 import { checkBatch } from './validate.js';
-import { invalid, notFound, denied, failedPrecondition, alreadyExists } from '../src/errors.js';
+import { invalid, notFound, denied, failedPrecondition, alreadyExists, unavailable } from '../src/errors.js';
+import { resumeKilledRun } from './resume.js';
 import { checkRunId, checkLabel, checkKey } from '../src/names.js';
 import { parseJsonObject } from '../src/json.js';
 import { sameSecret } from '../src/token.js';
@@ -44,12 +45,15 @@ export class Registry {
   private waiters = new Set<() => void>();
   /** The node's system metrics (null: sampling off). */
   system: SystemMetrics | null = null;
+  /** Set by a graceful stop: new work is refused as UNAVAILABLE, so clients take it to the next daemon. */
+  stopping: string | null = null;
 
   constructor(readonly store: Store, readonly tunables: DaemonTunables, readonly log: (line: string) => void) {}
 
   // ---- runs ----
 
   createRun(req: CreateRunInput): LiveRun {
+    this.refuseWhileStopping();
     const id = req.id || newId();
     const bad = checkRunId(id)
       ?? checkLabel('project', req.project) ?? checkLabel('name', req.name) ?? checkLabel('group', req.group)
@@ -86,9 +90,18 @@ export class Registry {
     return run;
   }
 
-  /** A live run, checked against its token. */
-  authorizedRun(runId: string, runToken: string): LiveRun {
-    const run = this.runs.get(runId);
+  private refuseWhileStopping(): void {
+    if (this.stopping) throw unavailable(`the daemon is stopping (${this.stopping}); try again: the next daemon takes over`);
+  }
+
+  /**
+   * A live run, checked against its token. A run killed by a daemon stop is
+   * resumed here when `writerId` is its owner's or its owner still lives.
+   */
+  authorizedRun(runId: string, runToken: string, writerId = ''): LiveRun {
+    this.refuseWhileStopping();
+    let run = this.runs.get(runId);
+    if (!run && checkRunId(runId) === null && this.store.exists(runId)) run = resumeKilledRun(this, runId, runToken, writerId) ?? undefined;
     if (!run) {
       if (checkRunId(runId) === null && this.store.exists(runId)) {
         const row = this.store.index.get(runId);
@@ -107,7 +120,7 @@ export class Registry {
    * waits for, and its spill is ingested when its process is gone.
    */
   attach(runId: string, runToken: string, writerId = '', client: ClientInfo | null = null): LiveRun {
-    const run = this.authorizedRun(runId, runToken);
+    const run = this.authorizedRun(runId, runToken, writerId);
     if (run.final || run.state === 'finishing') throw failedPrecondition(`run ${runId} is ${run.state}; it takes no more writers`);
     if (writerId) {
       if (!/^[A-Za-z0-9_-]{1,64}$/.test(writerId)) throw invalid('writer_id must be 1-64 characters of A-Z a-z 0-9 _ -');
@@ -122,7 +135,7 @@ export class Registry {
   // ---- writers ----
 
   openWriter(call: WriteCall, open: OpenWriterMsg): { run: LiveRun; writer: Writer } {
-    const run = this.authorizedRun(open.runId, open.runToken);
+    const run = this.authorizedRun(open.runId, open.runToken, open.writerId);
     if (run.final) throw failedPrecondition(`run ${run.id} is ${run.state}; it takes no more records`);
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(open.writerId)) throw invalid('writer_id must be 1-64 characters of A-Z a-z 0-9 _ -');
     // The names a reconnecting writer already uses go into the run's

@@ -104,7 +104,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
     finishRun: unary(ctx, async (req: { runId: string; runToken: string; writerId: string; exitCode: number; timeoutMs: number; lastSeq: number }) => {
       let run: LiveRun;
       try {
-        run = reg.authorizedRun(req.runId, req.runToken);
+        run = reg.authorizedRun(req.runId, req.runToken, req.writerId);
       } catch (e) {
         // Finishing a run that is already final answers with its final state.
         if (e instanceof LogdError && e.code === grpc.status.FAILED_PRECONDITION) return { run: runInfo(req.runId), message: e.message, timedOut: false };

@@ -69,7 +69,14 @@ function ingestFile(reg: Registry, fin: Finaliser, file: string): { batches: num
     fs.renameSync(file, `${file}.bad`);
     return { batches: 0, finished: false };
   }
-  const run = reg.runs.get(h.runId);
+  let run = reg.runs.get(h.runId);
+  if (!run) {
+    try {
+      run = reg.authorizedRun(h.runId, h.runToken, h.writerId); // resumes a run a daemon stop killed
+    } catch {
+      /* not open here: moved aside below */
+    }
+  }
   if (!run || run.final) {
     reg.log(`spool: ${path.basename(file)} belongs to run ${h.runId}, which is not open here; moved aside`);
     fs.renameSync(file, `${file}.orphan`);

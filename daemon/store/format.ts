@@ -7,7 +7,8 @@
 // HISTORY  binary, see encodeHistory
 // SUMMARY  JSON object: a summary.update() call
 // CONFIG   JSON object: a config.update() call
-// STATE    JSON FinalState: the run reached a final state
+// STATE    JSON FinalState: the run reached a final state; a later STATE of
+//          `running` reopens it (a run killed by a daemon stop, resumed)
 // SYSTEM   binary history of node system metrics (writer index 0xffffffff)
 
 import { toJson } from '../../src/json.js';
@@ -41,10 +42,13 @@ export type RunStateName = 'running' | 'finishing' | FinalStateName;
 export const FINAL_STATES: readonly string[] = ['finished', 'crashed', 'killed'];
 
 export interface FinalState {
-  state: FinalStateName;
+  /** `running` only in the frame that resumes a run killed by a daemon stop. */
+  state: FinalStateName | 'running';
   reason: string;
   exitCode: number;
   finishedAt: number;
+  /** Killed by a daemon stop while its owner lived: the owner may resume it on the next daemon. */
+  resumable?: boolean;
 }
 
 /** A history batch with run-global key ids. */

@@ -1,0 +1,66 @@
+// Chaos (issue 9, case 4): the daemon is stopped gracefully (SIGTERM, `logd
+// stop`) while a trainer logs. The run is not over: the client takes what the
+// stopped daemon had not acknowledged to the next daemon (a sidecar it starts
+// itself, or the one an operator restarts), the run goes on, and it ends in
+// the state its owner gives it, every row stored once.
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeEnv, spawnScript, startDaemon, serviceFile, waitUntil, alive, cli, cliJson, type TestEnv } from './helpers.js';
+import { chaosWorker, runIdOf, expectExactlyOnce } from './chaos-helpers.js';
+
+let t: TestEnv;
+afterEach(async () => t && (await t.cleanup()));
+
+const STEPS = 20_000;
+
+function storedRows(dataDir: string): number {
+  try {
+    return fs.readdirSync(path.join(dataDir, 'runs')).reduce((n, id) => n + fs.statSync(path.join(dataDir, 'runs', id, 'records.log')).size, 0);
+  } catch {
+    return 0;
+  }
+}
+
+describe('issue 9 case 4: the daemon is stopped while a trainer logs', () => {
+  it('SIGTERM to the sidecar: the client starts a new one, the run goes on and ends finished with every row once', async () => {
+    t = makeEnv();
+    const go = path.join(t.dir, 'go');
+    const w = spawnScript(t, chaosWorker(t, { chunk: 100, pauseMs: 25 }), ['0', String(STEPS), go]);
+    await waitUntil(() => !!runIdOf(w.lines), 30_000, 'the trainer to create its run');
+    const first = serviceFile(t.runtimeDir)!.pid;
+    fs.writeFileSync(go, '');
+    await waitUntil(() => storedRows(t.dataDir) > 100_000, 30_000, 'some rows to be stored'); // a trainer at 100 rows per 25 ms: about 5 s of logging
+    process.kill(first, 'SIGTERM');
+    expect(w.lines.some((l) => l.startsWith('logged '))).toBe(false); // stopped while the trainer logs
+    await waitUntil(() => !alive(first), 15_000, 'the sidecar to stop');
+    await waitUntil(() => w.lines.some((l) => l.startsWith('finished')), 60_000, 'the trainer to finish');
+    expect(w.lines.find((l) => l.startsWith('finished'))).toMatch(/^finished finished/);
+    expect(serviceFile(t.runtimeDir)!.pid).not.toBe(first);
+    const id = runIdOf(w.lines)!;
+    expect(await cliJson(t, ['show', id])).toMatchObject({ state: 'finished', exitCode: 0 });
+    await expectExactlyOnce(t, id, 0, STEPS);
+    console.log(`chaos: SIGTERM of the sidecar under a trainer logging ${STEPS} rows: ${STEPS} stored, run finished`);
+  });
+
+  it('`logd stop` of a standalone daemon, restarted 1 s later: the trainer waits for it and the run ends finished with every row once', async () => {
+    t = makeEnv();
+    await startDaemon(t);
+    const go = path.join(t.dir, 'go');
+    const w = spawnScript(t, chaosWorker(t, { chunk: 100, pauseMs: 25 }), ['1', String(STEPS), go], { LOGD_NO_AUTOSTART: '1' });
+    await waitUntil(() => !!runIdOf(w.lines), 30_000, 'the trainer to create its run');
+    fs.writeFileSync(go, '');
+    await waitUntil(() => storedRows(t.dataDir) > 100_000, 30_000, 'some rows to be stored'); // a trainer at 100 rows per 25 ms: about 5 s of logging
+    await cli(t, ['stop']);
+    expect(w.lines.some((l) => l.startsWith('logged '))).toBe(false);
+    await waitUntil(() => serviceFile(t.runtimeDir) === null, 15_000, 'the daemon to stop');
+    await new Promise((r) => setTimeout(r, 1000)); // the trainer logs on with no daemon at all
+    await startDaemon(t);
+    await waitUntil(() => w.lines.some((l) => l.startsWith('finished')), 60_000, 'the trainer to finish');
+    expect(w.lines.find((l) => l.startsWith('finished'))).toMatch(/^finished finished/);
+    const id = runIdOf(w.lines)!;
+    expect(await cliJson(t, ['show', id])).toMatchObject({ state: 'finished', exitCode: 0 });
+    await expectExactlyOnce(t, id, 1, STEPS);
+    console.log(`chaos: logd stop + restart under a trainer logging ${STEPS} rows: ${STEPS} stored, run finished`);
+  });
+});
