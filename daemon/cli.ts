@@ -2,14 +2,16 @@
 // The logd command line. Parsing lives here; each command is a small function.
 import fs from 'node:fs';
 import { Command, Option, InvalidArgumentError } from 'commander';
-import { resolvePaths, clientTunables, LOGD_VERSION } from '../src/config.js';
-import { parseServiceAddress, type RunInfo, type ServiceAddress } from '../src/wire.js';
+import { resolvePaths, LOGD_VERSION } from '../src/config.js';
+import { type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { connectionFor, type Connection } from '../client/connection.js';
-import { findDaemon, fromServiceFile } from '../client/discovery.js';
+import { checkedDaemon } from '../client/stale-service.js';
 import { readHistory, mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
 import { registerLaunchCommand } from './launch-main.js';
 
 const CALL_MS = 30_000;
+/** How long a LOGD_SERVICE address gets to answer before it counts as stale. */
+const CHECK_MS = 5_000;
 
 function intArg(name: string) {
   return (v: string) => {
@@ -19,15 +21,14 @@ function intArg(name: string) {
   };
 }
 
-/** The running daemon, without starting one (status, stop). */
-function runningDaemon(): ServiceAddress | null {
-  const t = clientTunables();
-  if (t.service) return parseServiceAddress(t.service);
-  return fromServiceFile(resolvePaths());
+/** The running daemon, without starting one (status, stop). A stale LOGD_SERVICE is reported and passed over. */
+function runningDaemon(): Promise<ServiceAddress | null> {
+  return checkedDaemon({ autoStart: false, timeoutMs: CHECK_MS });
 }
 
+/** The daemon to query, started when none runs (and LOGD_NO_AUTOSTART allows). */
 async function queryConnection(): Promise<Connection> {
-  return connectionFor(await findDaemon());
+  return connectionFor((await checkedDaemon({ timeoutMs: CHECK_MS }))!);
 }
 
 function fail(msg: string, code = 1): never {
@@ -76,7 +77,7 @@ program
   .description('show the running daemon: pid, addresses, open runs, clients')
   .option('--json', 'machine-readable output')
   .action(async (o: { json?: boolean }) => {
-    const addr = runningDaemon();
+    const addr = await runningDaemon();
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}; start one with \`logd serve\` (clients start one by themselves)`, 3);
     const s = await connectionFor(addr).unary<unknown, { pid: number; version: string; addresses: string[]; dataDir: string; startedAt: number; sidecar: boolean; openRuns: RunInfo[]; clients: Array<{ pid: number; host: string; rank?: { rank: number } }>; recordsStored: number; storageProblem: string }>('status', {}, CALL_MS)
       .catch((e: Error) => fail(`the daemon at ${addr.target} does not answer: ${e.message}`, 3));
@@ -228,7 +229,7 @@ program
   .command('stop')
   .description('stop the running daemon gracefully (open runs become killed)')
   .action(async () => {
-    const addr = runningDaemon();
+    const addr = await runningDaemon();
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}`, 3);
     const r = await connectionFor(addr).unary<unknown, { runsKilled: number }>('shutdown', {}, CALL_MS).catch((e: Error) => fail(e.message, 3));
     console.log(`logd: daemon stopping; ${r.runsKilled} open run(s) finalised as killed`);

@@ -73,7 +73,7 @@ export class Finaliser {
   /** Writes the final state once; later calls are no-ops. */
   finalise(run: LiveRun, state: FinalStateName, reason: string, exitCode: number, resumable = false): Promise<void> {
     const step = async () => {
-      if (run.final) return;
+      if (run.final || this.reg.runs.get(run.id) !== run) return; // final already, or removed (Registry.abandon)
       if (run.crashTimer) clearTimeout(run.crashTimer);
       run.crashTimer = null;
       await this.reg.system?.sampleNow(); // the run's last system sample

@@ -1,5 +1,7 @@
 // Run registry: runs by id, their writers, and the path of a record batch from
 // the stream to the store (validate -> intern -> append -> group commit -> ack).
+import fs from 'node:fs';
+import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Store } from './store/store.js';
 import { RunExistsError } from './store/store.js';
@@ -21,7 +23,7 @@ const PAUSE_BYTES = 32 * 1024 * 1024;
 
 export interface CreateRunInput {
   client: ClientInfo | null; project: string; name: string; group: string; jobType: string;
-  configJson: string; tags: string[]; id: string; mode: string; notes: string; sampleIntervalMs?: number;
+  configJson: string; tags: string[]; id: string; mode: string; notes: string; sampleIntervalMs?: number; createKey?: string;
 }
 
 export function newId(bytes = 8): string {
@@ -66,12 +68,15 @@ export class Registry {
     } catch (e) {
       throw invalid((e as Error).message);
     }
+    const again = this.runs.get(id);
+    if (again && req.createKey && again.meta.createKey && sameSecret(req.createKey, again.meta.createKey)) return again; // a retry of this create
     if (this.runs.has(id) || this.store.exists(id)) throw alreadyExists(`run ${id} already exists; attach to it with its handle, or pick another id`);
     const meta: RunMeta = {
       id, project: req.project || 'default', name: req.name || id, group: req.group, jobType: req.jobType,
       tags: req.tags, notes: req.notes, mode: req.mode || 'online', createdAt: Date.now() / 1000,
       runToken: randomBytes(18).toString('base64url'), ownerWriterId: `w-${newId()}`,
       host: req.client?.host ?? '', pid: req.client?.pid ?? 0, rank: rankOf(req.client), config,
+      ...(req.createKey ? { createKey: req.createKey } : {}),
     };
     let log;
     try {
@@ -88,6 +93,22 @@ export class Registry {
     this.adopt(run, req.sampleIntervalMs);
     this.touch();
     return run;
+  }
+
+  /**
+   * A run whose every CreateRun was cancelled by its caller (a deadline
+   * passed) before any answer went out: nobody holds its token and nobody
+   * knows its id, so it is removed rather than left as a phantom.
+   */
+  abandon(run: LiveRun): void {
+    if (run.createsInFlight > 0 || run.createAnswered || this.runs.get(run.id) !== run) return;
+    this.runs.delete(run.id);
+    if (run.crashTimer) clearTimeout(run.crashTimer);
+    run.log.close();
+    fs.rmSync(path.dirname(this.store.logPath(run.id)), { recursive: true, force: true });
+    this.store.index.remove(run.id);
+    this.system?.reconcile(this.runs.values());
+    this.log(`server: run ${run.id} removed: its creator gave up (CreateRun cancelled) before it was told of the run`);
   }
 
   private refuseWhileStopping(): void {

@@ -51,6 +51,9 @@ export class LiveRun {
   system: SystemMetrics | null = null;
   /** The sampling interval this run asked for (0: the daemon's). */
   sampleIntervalMs = 0;
+  /** CreateRun calls for this run still being answered, and whether one was answered (see Registry.abandon). */
+  createsInFlight = 0;
+  createAnswered = false;
 
   constructor(
     readonly meta: RunMeta,

@@ -3,7 +3,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { sameSecret } from '../src/token.js';
 import { TOKEN_METADATA_KEY, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../src/wire.js';
-import { LogdError, invalid, notFound, failedPrecondition } from '../src/errors.js';
+import { LogdError, invalid, notFound, failedPrecondition, unavailable } from '../src/errors.js';
 import { runWindow, type RunWindow } from './system.js';
 import { LOGD_VERSION, PROTOCOL_VERSION } from '../src/config.js';
 import { checkRunId } from '../src/names.js';
@@ -51,7 +51,7 @@ function toStatus(e: unknown): grpc.ServiceError {
 }
 
 /** A unary handler with authentication and error mapping. */
-function unary<Req, Res>(ctx: ServerContext, fn: (req: Req) => Res | Promise<Res>): Handler {
+function unary<Req, Res>(ctx: ServerContext, fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Res | Promise<Res>): Handler {
   return ((call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
     if (!tokenOk(call.metadata, ctx.token)) {
       cb(UNAUTH as grpc.ServiceError);
@@ -62,7 +62,7 @@ function unary<Req, Res>(ctx: ServerContext, fn: (req: Req) => Res | Promise<Res
       return;
     }
     Promise.resolve()
-      .then(() => fn(call.request))
+      .then(() => fn(call.request, call))
       .then((res) => cb(null, res), (e) => cb(toStatus(e)));
   }) as Handler;
 }
@@ -88,10 +88,20 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return { protocolVersion: PROTOCOL_VERSION, daemonVersion: LOGD_VERSION, daemonPid: process.pid, maxMessageBytes: reg.tunables.maxMessageBytes };
     }),
 
-    createRun: unary(ctx, async (req: Parameters<Registry['createRun']>[0]) => {
-      const run = reg.createRun(req);
+    createRun: unary(ctx, async (req: Parameters<Registry['createRun']>[0], call) => {
+      const run = reg.createRun(req); // the same run again for a retry with the same create key
       if (req.client) clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });
-      await reg.flushAll(reg.tunables.shutdownTimeoutMs);
+      run.createsInFlight++;
+      try {
+        await reg.flushAll(reg.tunables.shutdownTimeoutMs);
+      } finally {
+        run.createsInFlight--;
+      }
+      if (call.cancelled && !run.createAnswered) {
+        reg.abandon(run);
+        throw unavailable(`createRun: the caller gave up before the answer; run ${run.id} was not kept`);
+      }
+      run.createAnswered = true;
       reg.store.index.upsert(rowFromLive(run));
       return run.info(true);
     }),

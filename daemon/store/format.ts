@@ -33,6 +33,8 @@ export interface RunMeta {
   pid: number;
   rank: RankMeta | null;
   config: Record<string, unknown>;
+  /** The creator's retry key (CreateRunRequest.create_key); absent in older logs. */
+  createKey?: string;
 }
 
 export interface WriterMeta { idx: number; writerId: string; pid: number; host: string; rank: RankMeta | null; joinedAt: number }
