@@ -219,6 +219,7 @@ export class Registry {
       return this.refuse(w, b, (e as Error).message);
     }
     run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates);
+    if ((b.droppedRows ?? 0) > (w.meta.droppedRows ?? 0)) run.recordDropped(w, b.droppedRows!);
     this.recordsStored += checked.rows;
     if (run.pendingBytes > PAUSE_BYTES && w.stream) w.stream.pause();
     this.touch();

@@ -82,7 +82,7 @@ export interface RunInfo {
 export interface RecordBatchMsg {
   seq: number; newKeys: string[]; newKeysFirst: number; rows: number;
   steps: Uint8Array; times: Uint8Array; counts: Uint8Array; keyIds: Uint8Array; values: Uint8Array;
-  summaryJson: string[]; configJson: string[];
+  summaryJson: string[]; configJson: string[]; droppedRows?: number;
 }
 export interface OpenWriterMsg { runId: string; runToken: string; writerId: string; client?: ClientInfo | null; keys: string[] }
 export interface WriteRequestMsg { open?: OpenWriterMsg | null; batch?: RecordBatchMsg | null }

@@ -37,7 +37,11 @@ export interface RunMeta {
   createKey?: string;
 }
 
-export interface WriterMeta { idx: number; writerId: string; pid: number; host: string; rank: RankMeta | null; joinedAt: number }
+export interface WriterMeta {
+  idx: number; writerId: string; pid: number; host: string; rank: RankMeta | null; joinedAt: number;
+  /** Rows the writer's client dropped (memory bound reached, spool full). A WRITER frame is appended again when it grows. */
+  droppedRows?: number;
+}
 
 export type FinalStateName = 'finished' | 'crashed' | 'killed';
 export type RunStateName = 'running' | 'finishing' | FinalStateName;
