@@ -38,8 +38,9 @@ export function installExitHooks(): void {
       for (const r of liveRuns()) {
         try {
           r.spillForExit(128 + num);
-        } catch {
-          /* nothing more can be done in a dying process */
+        } catch (e) {
+          // Nothing more can be done in a dying process but say what is lost.
+          process.stderr.write(`logd: could not spill run ${r.id} at ${sig}: ${(e as Error).message}\n`);
         }
       }
       // logd's handler is the only one: die of the signal as the process would have.

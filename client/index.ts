@@ -74,9 +74,11 @@ export async function setup(): Promise<{ service: string }> {
   return { service: `${addr.target}#${addr.token}` };
 }
 
-function makeWriter(addr: ServiceAddress, runId: string, runToken: string, writerId: string): BatchWriter {
+function makeWriter(addr: ServiceAddress, info: RunInfo, runToken: string, writerId: string): BatchWriter {
   const t = clientTunables();
-  return new BatchWriter({ address: addr, runId, runToken, writerId, client: clientInfo(), flushIntervalMs: t.flushIntervalMs, maxBufferBytes: t.maxBufferBytes, warn });
+  // An older daemon does not say where its spool is: this process's own is the best guess then.
+  const spoolDir = info.spoolDir || resolvePaths().spoolDir;
+  return new BatchWriter({ address: addr, runId: info.id, runToken, writerId, client: clientInfo(), flushIntervalMs: t.flushIntervalMs, maxBufferBytes: t.maxBufferBytes, warn, spoolDir });
 }
 
 /** A fresh run id: 12 characters of a-z 0-9 (about 60 random bits). */
@@ -97,7 +99,7 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
     sampleIntervalMs: opts.sampleIntervalMs ?? 0, createKey: randomBytes(18).toString('base64url'),
   };
   const { value: info, address } = await withDaemon('init', (c, ms) => c.unary<unknown, RunInfo>('createRun', request, ms));
-  const writer = makeWriter(address, info.id, info.runToken, info.ownerWriterId);
+  const writer = makeWriter(address, info, info.runToken, info.ownerWriterId);
   installExitHooks();
   return new Run(info, writer, info.runToken, true, warn);
 }
@@ -123,7 +125,7 @@ export async function attach(handle: string): Promise<Run> {
     (c, ms) => c.unary<unknown, RunInfo>('attachRun', { client: clientInfo(), runId: p.r, runToken: p.t, writerId }, ms),
     parseServiceAddress(p.s),
   );
-  const writer = makeWriter(address, info.id, p.t, writerId);
+  const writer = makeWriter(address, info, p.t, writerId);
   installExitHooks();
   return new Run(info, writer, p.t, false, warn);
 }

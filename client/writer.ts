@@ -11,7 +11,6 @@ import { encodeFrame } from '../src/frames.js';
 import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../src/spill.js';
 import { checkKey } from '../src/names.js';
 import { toJson } from '../src/json.js';
-import { resolvePaths } from '../src/config.js';
 import { connectionFor, dropConnection, type Connection } from './connection.js';
 import { Overflow, type Sealed } from './overflow.js';
 import { findDaemon } from './discovery.js';
@@ -40,6 +39,12 @@ export interface WriterOptions {
   flushIntervalMs: number;
   maxBufferBytes: number;
   warn: (msg: string) => void;
+  /**
+   * Where spill and overflow files go: the spool of the daemon that owns the
+   * run, as it said in its answer (not this process's own LOGD_DIR, which
+   * another HOME or a scrubbed environment makes a different place).
+   */
+  spoolDir: string;
 }
 
 export class BatchWriter {
@@ -92,7 +97,7 @@ export class BatchWriter {
 
   constructor(private o: WriterOptions) {
     this.conn = connectionFor(o.address);
-    this.overflowFile = path.join(resolvePaths().spoolDir, `${o.runId}--${o.writerId}.overflow`);
+    this.overflowFile = path.join(o.spoolDir, `${o.runId}--${o.writerId}.overflow`);
     this.overflow = new Overflow(this.overflowFile);
   }
 
@@ -485,7 +490,7 @@ export class BatchWriter {
     this.seal();
     const pending = this.unacked.concat(this.overflow.all());
     if (pending.length === 0 && exitCode === null) return null;
-    const dir = resolvePaths().spoolDir;
+    const dir = this.o.spoolDir;
     const header: SpillHeader = {
       runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, pid: process.pid, host: os.hostname(),
       keys: this.keys, exitCode,

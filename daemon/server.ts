@@ -1,5 +1,6 @@
 // Connection / service stage: gRPC handlers, authentication and validation of
 // every message. A bad message gets a clear status; no handler throws past here.
+import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { sameSecret } from '../src/token.js';
 import { TOKEN_METADATA_KEY, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../src/wire.js';
@@ -103,12 +104,12 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       }
       run.createAnswered = true;
       reg.store.index.upsert(rowFromLive(run));
-      return run.info(true);
+      return { ...run.info(true), spoolDir: path.join(reg.store.dataDir, 'spool') };
     }),
 
     attachRun: unary(ctx, (req: { runId: string; runToken: string; client?: ClientInfo; writerId?: string }) => {
       const run = reg.attach(req.runId, req.runToken, req.writerId ?? '', req.client ?? null);
-      return { ...run.info(true), ownerWriterId: '' };
+      return { ...run.info(true), ownerWriterId: '', spoolDir: path.join(reg.store.dataDir, 'spool') };
     }),
 
     finishRun: unary(ctx, async (req: { runId: string; runToken: string; writerId: string; exitCode: number; timeoutMs: number; lastSeq: number }) => {

@@ -77,7 +77,7 @@ export interface RunInfo {
   id: string; project: string; name: string; group: string; jobType: string; tags: string[];
   state: string; stateReason: string; createdAt: number; finishedAt: number; exitCode: number;
   configJson: string; summaryJson: string; metadataJson: string; historyRows: number; writers: number;
-  runToken: string; mode: string; notes: string; ownerWriterId: string;
+  runToken: string; mode: string; notes: string; ownerWriterId: string; spoolDir?: string;
 }
 export interface RecordBatchMsg {
   seq: number; newKeys: string[]; newKeysFirst: number; rows: number;

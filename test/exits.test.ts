@@ -5,6 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
 import { makeEnv, script, runScript, spawnScript, cliJson, exportJsonl, waitUntil, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
@@ -80,5 +81,85 @@ describe('issue 9 case 5: a trainer with its own SIGTERM handler that logs on', 
     expect(rows.map((r) => r.loss)).toEqual(Array.from({ length: Number(steps) }, (_, i) => i));
     const spool = path.join(t.dataDir, 'spool');
     expect(fs.existsSync(spool) ? fs.readdirSync(spool) : []).toEqual([]);
+  });
+});
+
+describe('issue 9 case 6: a process that attaches from another HOME and LOGD_DIR', () => {
+  it('what it could not send reaches the daemon that owns the run, not a spool of its own', async () => {
+    t = makeEnv();
+    const otherHome = path.join(t.dir, 'other-home');
+    fs.mkdirSync(otherHome);
+    const child = script(t, 'elsewhere.mjs', `
+      const run = await logd.attach(process.argv[2]);
+      for (let s = 0; s < 500; s++) run.log({ elsewhere: s }, { step: s });
+      console.log('logged');
+      setInterval(() => {}, 1000); // until SIGTERM: nothing was sent (the flush interval is a minute)
+    `);
+    const owner = script(t, 'owner6.mjs', `
+      import fs from 'node:fs';
+      const run = await logd.init({ project: 'exits', name: 'owner6' });
+      run.log({ owner: 0 }, { step: 0 });
+      console.log('run ' + run.id + ' ' + run.handle());
+      while (!fs.existsSync(process.argv[2])) await new Promise((r) => setTimeout(r, 20));
+      const res = await run.finish({ timeoutMs: 15000 });
+      console.log('finished ' + res.state);
+    `);
+    const go = path.join(t.dir, 'go');
+    const o = spawnScript(t, owner, [go]);
+    await waitUntil(() => o.lines.some((l) => l.startsWith('run ')), 30_000, 'the owner to create its run');
+    const [, id, handle] = o.lines.find((l) => l.startsWith('run '))!.split(' ');
+    // A scrubbed environment: another HOME, no LOGD_DIR, LOGD_RUNTIME_DIR or LOGD_SERVICE; only the handle.
+    const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: otherHome, LOGD_FLUSH_INTERVAL_MS: '60000' };
+    const c = spawn(process.execPath, [child, handle], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+    const lines: string[] = [];
+    c.stdout!.on('data', (d: Buffer) => lines.push(...d.toString().split('\n').filter(Boolean)));
+    await waitUntil(() => lines.includes('logged'), 30_000, 'the child to log');
+    const exited = new Promise((r) => c.once('exit', r));
+    c.kill('SIGTERM');
+    await exited;
+    fs.writeFileSync(go, '');
+    await waitUntil(() => o.lines.some((l) => l.startsWith('finished ')), 30_000, 'the owner to finish');
+    expect(o.lines.find((l) => l.startsWith('finished '))).toBe('finished finished');
+    const raw = await exportJsonl(t, id, ['--raw']);
+    expect(raw.filter((x) => 'elsewhere' in x).map((x) => x.elsewhere)).toEqual(Array.from({ length: 500 }, (_, i) => i));
+    expect(fs.existsSync(path.join(otherHome, '.local', 'share', 'logd', 'spool'))).toBe(false);
+  });
+
+  it('when the owning daemon\'s spool cannot take them, the rows are reported as lost, with their number', async () => {
+    t = makeEnv();
+    const otherHome = path.join(t.dir, 'other-home');
+    fs.mkdirSync(otherHome);
+    const owner = script(t, 'owner6b.mjs', `
+      const run = await logd.init({ project: 'exits', name: 'owner6b' });
+      console.log('run ' + run.id + ' ' + run.handle());
+      setInterval(() => {}, 1000);
+    `);
+    const child = script(t, 'elsewhere-b.mjs', `
+      const run = await logd.attach(process.argv[2]);
+      for (let s = 0; s < 500; s++) run.log({ elsewhere: s }, { step: s });
+      console.log('logged');
+      setInterval(() => {}, 1000);
+    `);
+    const o = spawnScript(t, owner);
+    try {
+      await waitUntil(() => o.lines.some((l) => l.startsWith('run ')), 30_000, 'the owner to create its run');
+      const handle = o.lines.find((l) => l.startsWith('run '))!.split(' ')[2];
+      fs.rmSync(path.join(t.dataDir, 'spool'), { recursive: true, force: true });
+      fs.writeFileSync(path.join(t.dataDir, 'spool'), 'not a directory'); // the daemon's spool is unusable
+      const env: NodeJS.ProcessEnv = { PATH: process.env.PATH, HOME: otherHome, LOGD_FLUSH_INTERVAL_MS: '60000' };
+      const c = spawn(process.execPath, [child, handle], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      let out = '';
+      let err = '';
+      c.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+      c.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      await waitUntil(() => out.includes('logged'), 30_000, 'the child to log');
+      const exited = new Promise((r) => c.once('exit', r));
+      c.kill('SIGTERM');
+      await exited;
+      expect(err).toMatch(/500 unsent rows could not be written to .*\/data\/spool\/.* and are lost/);
+      expect(fs.existsSync(path.join(otherHome, '.local'))).toBe(false); // nothing went silently somewhere else
+    } finally {
+      o.kill('SIGKILL');
+    }
   });
 });
