@@ -53,9 +53,6 @@ export async function withDaemon<T>(what: string, fn: (c: Connection, timeoutMs:
       if (!retriable(e)) throw e;
       lastError = e;
       if (fromEnv && address === fromEnv && showsStale(e)) warnStale(fromEnv, e);
-      // An UNAUTHENTICATED from an address we were handed once (a handle
-      // from before a restart) is cured by discovery; from the daemon we
-      // found ourselves it is not, unless that daemon was just replaced.
     }
     if (Date.now() + backoff >= deadline) break;
     await new Promise((r) => setTimeout(r, backoff));
