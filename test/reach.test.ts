@@ -56,6 +56,24 @@ describe('issue 9 case 9: init() while the daemon is killed', () => {
     expect(new Set(outcomes.map((o) => o.split(' ')[1])).size).toBe(10);
   });
 
+  it('10 processes calling init() during a kill -9 of their sidecar all get their run from the sidecar one of them starts', async () => {
+    t = makeEnv();
+    const setupScript = script(t, 'setup.mjs', `await logd.setup(); console.log(process.env.LOGD_SERVICE);`);
+    const service = (await runScript(t, setupScript)).stdout.trim();
+    const first = serviceFile(t.runtimeDir)!.pid;
+    const go = path.join(t.dir, 'go');
+    const workers = Array.from({ length: 10 }, () => spawnScript(t, initWorker(t), [go], { LOGD_SERVICE: service }));
+    await new Promise((r) => setTimeout(r, 1500));
+    process.kill(first, 'SIGKILL');
+    await waitUntil(() => !alive(first), 10_000, 'the sidecar to die');
+    fs.writeFileSync(go, '');
+    await waitUntil(() => workers.every((w) => outcome(w.lines)), 60_000, 'every worker to report');
+    const outcomes = workers.map((w) => outcome(w.lines)!);
+    expect(outcomes.filter((o) => !o.startsWith('ok ')), outcomes.join('\n')).toEqual([]);
+    expect(new Set(outcomes.map((o) => o.split(' ')[1])).size).toBe(10);
+    expect(serviceFile(t.runtimeDir)!.pid).not.toBe(first);
+  });
+
   it('with no daemon coming back, init() rejects within its deadline with an error the caller catches', async () => {
     t = makeEnv({ LOGD_NO_AUTOSTART: '1', LOGD_CALL_TIMEOUT_MS: '1000', LOGD_START_TIMEOUT_MS: '1000' });
     const d = await startDaemon(t);
