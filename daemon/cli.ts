@@ -232,7 +232,7 @@ program
     const addr = await runningDaemon();
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}`, 3);
     const r = await connectionFor(addr).unary<unknown, { runsKilled: number }>('shutdown', {}, CALL_MS).catch((e: Error) => fail(e.message, 3));
-    console.log(`logd: daemon stopping; ${r.runsKilled} open run(s) finalised as killed`);
+    console.log(`logd: daemon stopping; ${r.runsKilled} open run(s) finalised as killed (a run whose owner goes on resumes on the next daemon)`);
   });
 
 // `logd launch`: torchrun-style ranks; the node's daemon is made sure of once, before any rank starts.
