@@ -123,6 +123,9 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       }
       const timeout = req.timeoutMs > 0 ? req.timeoutMs : reg.tunables.finishTimeoutMs;
       const out = await fin.finish(run, req.writerId, req.exitCode, timeout, req.lastSeq);
+      // A stop overtook this finish: the run is only paused (killed, resumable).
+      // The client sends its finish again to the next daemon, which resumes the run and ends it as asked.
+      if (reg.stopping && out.run.state === 'killed') throw unavailable(`finishRun: the daemon stopped (${reg.stopping}) before run ${run.id} was finished; send the finish to the next daemon`);
       return { run: out.run.info(), message: out.message, timedOut: out.timedOut };
     }),
 

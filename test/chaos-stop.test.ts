@@ -6,7 +6,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, spawnScript, startDaemon, serviceFile, waitUntil, alive, cli, cliJson, type TestEnv } from './helpers.js';
+import { makeEnv, spawnScript, startDaemon, serviceFile, waitUntil, alive, cli, cliJson, script, type TestEnv } from './helpers.js';
 import { chaosWorker, runIdOf, expectExactlyOnce } from './chaos-helpers.js';
 
 let t: TestEnv;
@@ -63,4 +63,42 @@ describe('issue 9 case 4: the daemon is stopped while a trainer logs', () => {
     await expectExactlyOnce(t, id, 1, STEPS);
     console.log(`chaos: logd stop + restart under a trainer logging ${STEPS} rows: ${STEPS} stored, run finished`);
   });
+
+  it('a stop in the middle of the owner\'s finish: the finish is sent again to the restarted daemon and the run ends finished', async () => {
+    t = makeEnv();
+    await startDaemon(t);
+    const child = script(t, 'holder.mjs', `
+      const run = await logd.attach(process.argv[2]);
+      run.log({ child: 1 }, { step: 0 });
+      await run.flush();
+      console.log('attached');
+      setInterval(() => {}, 1000); // holds the run until killed
+    `);
+    const owner = script(t, 'finisher.mjs', `
+      import { spawn } from 'node:child_process';
+      const run = await logd.init({ project: 'stop-finish' });
+      for (let s = 0; s < 1000; s++) run.log({ v: s }, { step: s });
+      await run.flush();
+      const c = spawn(process.execPath, [${JSON.stringify(child)}, run.handle()], { stdio: ['ignore', 'pipe', 'inherit'] });
+      await new Promise((r) => c.stdout.on('data', (d) => String(d).includes('attached') && r()));
+      console.log('run ' + run.id + ' ' + c.pid);
+      const t0 = Date.now();
+      const res = await run.finish({ timeoutMs: 30000 }); // waits for the child
+      console.log('finished ' + JSON.stringify({ ...res, ms: Date.now() - t0 }));
+    `);
+    const o = spawnScript(t, owner, [], { LOGD_NO_AUTOSTART: '1' });
+    await waitUntil(() => o.lines.some((l) => l.startsWith('run ')), 30_000, 'the owner to start its child');
+    const [, id, childPid] = o.lines.find((l) => l.startsWith('run '))!.split(' ');
+    await new Promise((r) => setTimeout(r, 500)); // the finish is waiting for the child
+    await cli(t, ['stop']);
+    await waitUntil(() => serviceFile(t.runtimeDir) === null, 15_000, 'the daemon to stop');
+    await new Promise((r) => setTimeout(r, 1000));
+    await startDaemon(t);
+    process.kill(Number(childPid), 'SIGKILL'); // now the finish can end
+    await waitUntil(() => o.lines.some((l) => l.startsWith('finished ')), 40_000, 'the owner to finish');
+    const res = JSON.parse(o.lines.find((l) => l.startsWith('finished '))!.slice(9));
+    expect(res).toMatchObject({ state: 'finished', timedOut: false });
+    expect(await cliJson(t, ['show', id])).toMatchObject({ state: 'finished', exitCode: 0, historyRows: 1001 });
+  });
 });
+
