@@ -24,7 +24,7 @@ function storedRows(dataDir: string): number {
 
 describe('issue 9 case 4: the daemon is stopped while a trainer logs', () => {
   it('SIGTERM to the sidecar: the client starts a new one, the run goes on and ends finished with every row once', async () => {
-    t = makeEnv();
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '30000' }); // the new sidecar stays while the test looks at it
     const go = path.join(t.dir, 'go');
     const w = spawnScript(t, chaosWorker(t, { chunk: 100, pauseMs: 25 }), ['0', String(STEPS), go]);
     await waitUntil(() => !!runIdOf(w.lines), 30_000, 'the trainer to create its run');
