@@ -11,6 +11,10 @@ import { readServiceFile, pidAlive } from '../src/service-file.js';
 
 export class DaemonStartError extends Error {
   override name = 'DaemonStartError';
+  /** True when a later look may succeed (no daemon yet, or another one is taking over); false when the start itself failed. */
+  constructor(message: string, readonly transient = false) {
+    super(message);
+  }
 }
 
 const EXIT_ALREADY_RUNNING = 3;
@@ -33,7 +37,7 @@ export async function findDaemon(opts: { ignoreEnv?: boolean; autoStart?: boolea
   let addr = fromServiceFile(paths);
   if (!addr) {
     if (!(opts.autoStart ?? t.autoStart)) {
-      throw new DaemonStartError(`no logd daemon is running for ${paths.dataDir}; start one with \`logd serve\` (or unset LOGD_NO_AUTOSTART)`);
+      throw new DaemonStartError(`no logd daemon is running for ${paths.dataDir}; start one with \`logd serve\` (or unset LOGD_NO_AUTOSTART)`, true);
     }
     addr = await startSidecar(paths, t.startTimeoutMs);
   }
@@ -75,7 +79,7 @@ export async function startSidecar(paths: LogdPaths, timeoutMs: number): Promise
     if (exitCode === EXIT_ALREADY_RUNNING && Date.now() - startedAt > 2000) {
       // Lost the race long ago and still no service file here: the winner serves this data dir from another runtime dir.
       const log = fs.readFileSync(paths.daemonLog, 'utf8').slice(logStart).trim();
-      throw new DaemonStartError(`${log || 'another logd daemon serves this data dir'}\n(full log: ${paths.daemonLog})`);
+      throw new DaemonStartError(`${log || 'another logd daemon serves this data dir'}\n(full log: ${paths.daemonLog})`, true);
     }
     await new Promise((r) => setTimeout(r, exitCode === EXIT_ALREADY_RUNNING ? 10 : 5));
   }

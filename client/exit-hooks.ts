@@ -2,6 +2,7 @@
 // - the event loop drains (beforeExit): every open run is finished normally;
 // - process.exit() or a fatal signal: what is unsent goes to a spill file,
 //   synchronously, with the exit code; the daemon ingests it and finalises.
+// - a signal the process handles itself is not an exit: runs stay open.
 import { liveRuns } from './run.js';
 
 let installed = false;
@@ -29,19 +30,22 @@ export function installExitHooks(): void {
   });
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
     const onSignal = () => {
+      // The process has its own handler (a checkpoint on preemption, say):
+      // it goes on, and so do its runs. What is unsent is spilled on the
+      // real exit (the 'exit' hook above), not now.
+      if (process.listenerCount(sig) > 1) return;
       const num = sig === 'SIGINT' ? 2 : sig === 'SIGTERM' ? 15 : 1;
       for (const r of liveRuns()) {
         try {
           r.spillForExit(128 + num);
-        } catch {
-          /* nothing more can be done in a dying process */
+        } catch (e) {
+          // Nothing more can be done in a dying process but say what is lost.
+          process.stderr.write(`logd: could not spill run ${r.id} at ${sig}: ${(e as Error).message}\n`);
         }
       }
-      // If logd's handler is the only one, die of the signal as the process would have.
-      if (process.listenerCount(sig) === 1) {
-        process.removeListener(sig, onSignal);
-        process.kill(process.pid, sig);
-      }
+      // logd's handler is the only one: die of the signal as the process would have.
+      process.removeListener(sig, onSignal);
+      process.kill(process.pid, sig);
     };
     process.on(sig, onSignal);
   }

@@ -10,14 +10,16 @@ import { randomBytes } from 'node:crypto';
 import { clientTunables, rankEnv, resolvePaths, LOGD_VERSION, PROTOCOL_VERSION } from '../src/config.js';
 import { parseServiceAddress, messageType, type ClientInfo, type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { toJson } from '../src/json.js';
-import { connectionFor, CallError, type Connection } from './connection.js';
+import { connectionFor, CallError } from './connection.js';
 import { findDaemon, fromServiceFile, DaemonStartError } from './discovery.js';
+import { withDaemon, DaemonUnavailableError } from './reach.js';
+import { checkedDaemon } from './stale-service.js';
 import { BatchWriter } from './writer.js';
 import { Run, liveRuns, type RunHandlePayload } from './run.js';
 import { DisabledRun } from './disabled.js';
 import { installExitHooks } from './exit-hooks.js';
 
-export { Run, DisabledRun, CallError, DaemonStartError };
+export { Run, DisabledRun, CallError, DaemonStartError, DaemonUnavailableError };
 export type { FinishOptions, FinishResult, LogOptions, RunState } from './run.js';
 
 export interface InitOptions {
@@ -68,42 +70,36 @@ setTimeout(preconnect, 0).unref();
 
 /** Makes sure a daemon is reachable and exports LOGD_SERVICE for child processes. */
 export async function setup(): Promise<{ service: string }> {
-  const addr = await findDaemon();
+  const addr = (await checkedDaemon({ timeoutMs: clientTunables().callTimeoutMs }))!;
   return { service: `${addr.target}#${addr.token}` };
 }
 
-/**
- * Runs a call against `first` (default: the daemon found as usual); when that
- * daemon is gone (an inherited LOGD_SERVICE, a handle from before a restart),
- * looks again once. Returns the answer and the address that gave it.
- */
-async function withDaemon<T>(fn: (c: Connection) => Promise<T>, first?: ServiceAddress): Promise<{ value: T; address: ServiceAddress }> {
-  let address = first ?? (await findDaemon());
-  try {
-    return { value: await fn(connectionFor(address)), address };
-  } catch (e) {
-    if (!(e instanceof CallError && e.code === 14 /* UNAVAILABLE */)) throw e;
-    address = await findDaemon({ ignoreEnv: true });
-    return { value: await fn(connectionFor(address)), address };
-  }
+function makeWriter(addr: ServiceAddress, info: RunInfo, runToken: string, writerId: string): BatchWriter {
+  const t = clientTunables();
+  // An older daemon does not say where its spool is: this process's own is the best guess then.
+  const spoolDir = info.spoolDir || resolvePaths().spoolDir;
+  return new BatchWriter({ address: addr, runId: info.id, runToken, writerId, client: clientInfo(), flushIntervalMs: t.flushIntervalMs, maxBufferBytes: t.maxBufferBytes, warn, spoolDir });
 }
 
-function makeWriter(addr: ServiceAddress, runId: string, runToken: string, writerId: string): BatchWriter {
-  const t = clientTunables();
-  return new BatchWriter({ address: addr, runId, runToken, writerId, client: clientInfo(), flushIntervalMs: t.flushIntervalMs, maxBufferBytes: t.maxBufferBytes, warn });
+/** A fresh run id: 12 characters of a-z 0-9 (about 60 random bits). */
+function newRunId(): string {
+  return randomBytes(10).toString('base64url').replace(/[-_]/g, 'x').toLowerCase().slice(0, 12);
 }
 
 export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   const t = clientTunables();
   const mode = t.mode ?? opts.mode ?? 'online';
   if (mode === 'disabled') return new DisabledRun(opts);
-  const { value: info, address } = await withDaemon((c) =>
-    c.unary<unknown, RunInfo>('createRun', {
-      client: clientInfo(), project: opts.project ?? '', name: opts.name ?? '', group: opts.group ?? '', jobType: opts.jobType ?? '',
-      configJson: toJson(opts.config ?? {}), tags: opts.tags ?? [], id: opts.id ?? '', mode, notes: opts.notes ?? '', sampleIntervalMs: opts.sampleIntervalMs ?? 0,
-    }, t.callTimeoutMs),
-  );
-  const writer = makeWriter(address, info.id, info.runToken, info.ownerWriterId);
+  // The id is chosen here and the create carries a key only this call
+  // knows: a CreateRun sent again (after a timeout, or to a restarted
+  // daemon) gets the same run back instead of leaving a second one behind.
+  const request = {
+    client: clientInfo(), project: opts.project ?? '', name: opts.name ?? '', group: opts.group ?? '', jobType: opts.jobType ?? '',
+    configJson: toJson(opts.config ?? {}), tags: opts.tags ?? [], id: opts.id ?? newRunId(), mode, notes: opts.notes ?? '',
+    sampleIntervalMs: opts.sampleIntervalMs ?? 0, createKey: randomBytes(18).toString('base64url'),
+  };
+  const { value: info, address } = await withDaemon('init', (c, ms) => c.unary<unknown, RunInfo>('createRun', request, ms));
+  const writer = makeWriter(address, info, info.runToken, info.ownerWriterId);
   installExitHooks();
   return new Run(info, writer, info.runToken, true, warn);
 }
@@ -123,12 +119,13 @@ export function parseHandle(handle: string): RunHandlePayload {
 /** Attaches to a run created elsewhere (its handle came from `run.handle()`). */
 export async function attach(handle: string): Promise<Run> {
   const p = parseHandle(handle);
-  const t = clientTunables();
+  const writerId = `w-${randomBytes(6).toString('hex')}`;
   const { value: info, address } = await withDaemon(
-    (c) => c.unary<unknown, RunInfo>('attachRun', { client: clientInfo(), runId: p.r, runToken: p.t }, t.callTimeoutMs),
+    'attach',
+    (c, ms) => c.unary<unknown, RunInfo>('attachRun', { client: clientInfo(), runId: p.r, runToken: p.t, writerId }, ms),
     parseServiceAddress(p.s),
   );
-  const writer = makeWriter(address, info.id, p.t, `w-${randomBytes(6).toString('hex')}`);
+  const writer = makeWriter(address, info, p.t, writerId);
   installExitHooks();
   return new Run(info, writer, p.t, false, warn);
 }

@@ -19,16 +19,35 @@ export class Overflow {
     return this.queue.length;
   }
 
-  push(s: Sealed): void {
-    if (this.fd === null) {
-      fs.mkdirSync(path.dirname(this.file), { recursive: true, mode: 0o700 });
-      this.fd = fs.openSync(this.file, 'w+', 0o600);
-      this.end = 0;
+  /**
+   * Keeps a batch on disk. Returns the I/O error (ENOSPC, EACCES, ...) when
+   * it cannot: never throws, since it runs inside log().
+   */
+  push(s: Sealed): Error | null {
+    try {
+      if (this.fd === null) {
+        fs.mkdirSync(path.dirname(this.file), { recursive: true, mode: 0o700 });
+        this.fd = fs.openSync(this.file, 'w+', 0o600);
+        this.end = 0;
+      }
+      let done = 0;
+      while (done < s.bytes.byteLength) done += fs.writeSync(this.fd, s.bytes, done, s.bytes.byteLength - done, this.end + done);
+    } catch (e) {
+      if (this.queue.length === 0) {
+        // Nothing kept: no file left behind (it may exist without an open fd when open itself failed).
+        this.clear();
+        try {
+          fs.rmSync(this.file, { force: true });
+        } catch {
+          /* not there */
+        }
+      }
+      return e as Error;
     }
-    fs.writeSync(this.fd, s.bytes, 0, s.bytes.byteLength, this.end);
     this.queue.push({ seq: s.seq, offset: this.end, length: s.bytes.byteLength });
     this.end += s.bytes.byteLength;
     this.bytes += s.bytes.byteLength;
+    return null;
   }
 
   /** Takes batches from the front, up to `maxBytes` (at least one). */
@@ -55,7 +74,11 @@ export class Overflow {
     if (this.fd !== null) {
       fs.closeSync(this.fd);
       this.fd = null;
-      fs.rmSync(this.file, { force: true });
+      try {
+        fs.rmSync(this.file, { force: true });
+      } catch {
+        /* the file is gone with its directory, or was never made */
+      }
     }
     this.queue = [];
     this.bytes = 0;

@@ -102,10 +102,11 @@ export class Run {
    * What keeps records from being stored right now, as the daemon or the
    * connection reported it (a full disk, a daemon being restarted, records
    * waiting on disk past the memory bound); null when all is well. Logging
-   * goes on meanwhile: nothing is dropped.
+   * goes on meanwhile. Only when memory and disk are both full are rows
+   * dropped; the count then stays here (and in the run's metadata).
    */
   get problem(): string | null {
-    return this.writer.lastProblem;
+    return this.writer.lastProblem ?? this.writer.dropNote;
   }
 
   /** A string another process can pass to `attach()` to log into this run. */
@@ -145,10 +146,10 @@ export class Run {
     if (!acked) {
       // The daemon is unreachable or stuck: hand the records over through a
       // spill file that the daemon ingests, rather than hang or drop them.
-      const file = this.writer.spill(this.isOwner ? exitCode : null);
+      const spilled = this.spillAndSay(this.isOwner ? exitCode : null, 'which the daemon ingests');
       this.writer.close();
       live.delete(this);
-      const message = `finish: the daemon did not acknowledge everything within ${timeoutMs} ms${this.writer.lastProblem ? ` (${this.writer.lastProblem})` : ''}; unsent records were written to ${file}, which the daemon ingests`;
+      const message = `finish: the daemon did not acknowledge everything within ${timeoutMs} ms${this.writer.lastProblem ? ` (${this.writer.lastProblem})` : ''}; ${spilled}`;
       this.warn(`logd: ${message}`);
       return { state: 'finishing', message, timedOut: true };
     }
@@ -159,8 +160,8 @@ export class Run {
     } catch (e) {
       // Everything is durable already; leave the finish itself to the daemon
       // through a spill header it reads once this process is gone.
-      const file = this.writer.spill(this.isOwner ? exitCode : null);
-      const message = `finish: ${(e as Error).message}${file ? `; the daemon will finalise the run from ${file} once this process exits` : ''}`;
+      const spilled = this.spillAndSay(this.isOwner ? exitCode : null, 'from which the daemon finalises the run once this process exits');
+      const message = `finish: ${(e as Error).message}; ${spilled}`;
       this.warn(`logd: ${message}`);
       return { state: 'running', message, timedOut: true };
     } finally {
@@ -197,6 +198,16 @@ export class Run {
         await new Promise((r) => setTimeout(r, 200));
         await this.writer.rediscover();
       }
+    }
+  }
+
+  /** Spills, and says where to (or, when even that failed, how many rows are lost and why). */
+  private spillAndSay(exitCode: number | null, after: string): string {
+    try {
+      const file = this.writer.spill(exitCode);
+      return file ? `unsent records were written to ${file}, ${after}` : 'nothing was left unsent';
+    } catch (e) {
+      return (e as Error).message;
     }
   }
 

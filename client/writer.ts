@@ -11,7 +11,6 @@ import { encodeFrame } from '../src/frames.js';
 import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../src/spill.js';
 import { checkKey } from '../src/names.js';
 import { toJson } from '../src/json.js';
-import { resolvePaths } from '../src/config.js';
 import { connectionFor, dropConnection, type Connection } from './connection.js';
 import { Overflow, type Sealed } from './overflow.js';
 import { findDaemon } from './discovery.js';
@@ -23,6 +22,14 @@ const MAX_PAIRS = 128 * 1024;
 /** A stream with nothing to send closes after this long, so it never keeps the process alive. */
 const STREAM_IDLE_MS = 1000;
 
+/** Records that could not be handed to the daemon, not even through a spill file: `rows` of them are lost. */
+export class SpillError extends Error {
+  override name = 'SpillError';
+  constructor(message: string, readonly rows: number) {
+    super(message);
+  }
+}
+
 export interface WriterOptions {
   address: ServiceAddress;
   runId: string;
@@ -32,6 +39,12 @@ export interface WriterOptions {
   flushIntervalMs: number;
   maxBufferBytes: number;
   warn: (msg: string) => void;
+  /**
+   * Where spill and overflow files go: the spool of the daemon that owns the
+   * run, as it said in its answer (not this process's own LOGD_DIR, which
+   * another HOME or a scrubbed environment makes a different place).
+   */
+  spoolDir: string;
 }
 
 export class BatchWriter {
@@ -71,12 +84,21 @@ export class BatchWriter {
   closed = false;
   runFinal: string | null = null;
   lastProblem: string | null = null;
+  /** Rows dropped because memory and disk were both full (sent to the daemon with every batch), and the count last sealed. */
+  droppedRows = 0;
+  private droppedSealed = 0;
+  /** What dropping said last; stays once rows were dropped (run.problem falls back to it). */
+  dropNote: string | null = null;
+  /** The "records wait on disk" warning went out; again only once the overflow drained. */
+  private bufferWarned = false;
 
   private overflow: Overflow;
+  private readonly overflowFile: string;
 
   constructor(private o: WriterOptions) {
     this.conn = connectionFor(o.address);
-    this.overflow = new Overflow(path.join(resolvePaths().spoolDir, `${o.runId}--${o.writerId}.overflow`));
+    this.overflowFile = path.join(o.spoolDir, `${o.runId}--${o.writerId}.overflow`);
+    this.overflow = new Overflow(this.overflowFile);
   }
 
   get writerId(): string {
@@ -189,32 +211,57 @@ export class BatchWriter {
   }
 
   private seal(): void {
-    if (this.rows === 0 && this.summaryUpdates.length === 0 && this.configUpdates.length === 0 && this.keysSealed === this.keys.length) return;
+    if (this.rows === 0 && this.summaryUpdates.length === 0 && this.configUpdates.length === 0 && this.keysSealed === this.keys.length && this.droppedSealed === this.droppedRows) return;
     const seq = ++this.seq;
+    const rows = this.rows;
     const u8 = (a: Float64Array | Uint32Array, n: number) => new Uint8Array(a.buffer, 0, n * a.BYTES_PER_ELEMENT);
     const bytes = WriteRequest.encode({
       batch: {
         seq, newKeys: this.keys.slice(this.keysSealed), newKeysFirst: this.keysSealed, rows: this.rows,
         steps: u8(this.steps, this.rows), times: u8(this.times, this.rows), counts: u8(this.counts, this.rows),
         keyIds: u8(this.kid, this.pairs), values: u8(this.vals, this.pairs),
-        summaryJson: this.summaryUpdates, configJson: this.configUpdates,
+        summaryJson: this.summaryUpdates, configJson: this.configUpdates, droppedRows: this.droppedRows,
       },
     }).finish();
+    const before = { dropped: this.droppedSealed, keys: this.keysSealed, summary: this.summaryUpdates, config: this.configUpdates };
+    this.droppedSealed = this.droppedRows;
     this.keysSealed = this.keys.length;
     this.rows = 0;
     this.pairs = 0;
     this.summaryUpdates = [];
     this.configUpdates = [];
     if (this.overflow.count > 0 || this.unackedBytes + bytes.byteLength > this.o.maxBufferBytes) {
-      if (this.overflow.count === 0) {
+      if (this.overflow.count === 0 && !this.bufferWarned) {
+        this.bufferWarned = true;
         this.lastProblem = `buffer: ${(this.unackedBytes / 1048576).toFixed(0)} MB not yet acknowledged by the daemon`;
         this.o.warn(`logd: run ${this.o.runId}: ${this.lastProblem}; further records wait on disk until it catches up (the daemon is stopped or slow, or this process has not yielded to its event loop for a while)`);
       }
-      this.overflow.push({ seq, bytes });
+      const failed = this.overflow.push({ seq, bytes });
+      if (failed) this.drop(seq, rows, before, failed);
       return;
     }
     this.unacked.push({ seq, bytes });
     this.unackedBytes += bytes.byteLength;
+  }
+
+  /**
+   * Memory is at its bound and the spool cannot take the batch (a full
+   * disk): its rows are dropped, counted exactly, and the count goes to the
+   * daemon with the next batch (it lands in the run's metadata). Logging
+   * never throws an I/O error into training. The batch's dictionary entries
+   * are sealed again with the next batch, so later rows stay readable.
+   */
+  private drop(seq: number, rows: number, before: { dropped: number; keys: number; summary: string[]; config: string[] }, why: Error): void {
+    this.seq = seq - 1; // the seq is reused: the daemon never sees a gap
+    this.keysSealed = before.keys;
+    this.droppedSealed = before.dropped;
+    this.summaryUpdates = before.summary.concat(this.summaryUpdates); // only rows are dropped
+    this.configUpdates = before.config.concat(this.configUpdates);
+    if (rows === 0) return;
+    const first = this.droppedRows === 0;
+    this.droppedRows += rows;
+    this.lastProblem = this.dropNote = `${this.droppedRows} rows dropped: ${(this.unackedBytes / 1048576).toFixed(0)} MB wait for the daemon (LOGD_MAX_BUFFER_MB) and the spool cannot hold more (${(why as NodeJS.ErrnoException).code ?? why.message}); the count is recorded in the run's metadata (droppedRows)`;
+    if (first) this.o.warn(`logd: run ${this.o.runId}: ${this.lastProblem}. Free disk space under ${path.dirname(this.overflowFile)}, or raise LOGD_MAX_BUFFER_MB; further drops are counted without more warnings`);
   }
 
   /** Moves batches back from disk once acknowledgements freed memory. */
@@ -298,7 +345,7 @@ export class BatchWriter {
       if (this.overflow.count > 0) {
         this.refill();
         this.pump();
-      }
+      } else if (this.unackedBytes <= this.o.maxBufferBytes / 2) this.bufferWarned = false;
     }
     this.settleWaiters();
   }
@@ -443,18 +490,28 @@ export class BatchWriter {
     this.seal();
     const pending = this.unacked.concat(this.overflow.all());
     if (pending.length === 0 && exitCode === null) return null;
-    const dir = resolvePaths().spoolDir;
+    const dir = this.o.spoolDir;
     const header: SpillHeader = {
       runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, pid: process.pid, host: os.hostname(),
       keys: this.keys, exitCode,
     };
     const frames = [encodeFrame(SPILL_HEADER, [Buffer.from(JSON.stringify(header))])];
     for (const s of pending) frames.push(encodeFrame(SPILL_BATCH, [s.bytes])); // as encoded for the stream
-    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     const file = path.join(dir, spillFileName(this.o.runId, this.o.writerId));
     const tmp = `${file}.${process.pid}.tmp`;
-    fs.writeFileSync(tmp, Buffer.concat(frames), { mode: 0o600 });
-    fs.renameSync(tmp, file);
+    try {
+      fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
+      fs.writeFileSync(tmp, Buffer.concat(frames), { mode: 0o600 });
+      fs.renameSync(tmp, file);
+    } catch (e) {
+      try {
+        fs.rmSync(tmp, { force: true }); // no half-written temp file left behind
+      } catch {
+        /* the directory itself is unusable */
+      }
+      const rows = pending.reduce((n, s) => n + ((WriteRequest.decode(s.bytes) as unknown as { batch?: { rows?: number } }).batch?.rows ?? 0), 0);
+      throw new SpillError(`run ${this.o.runId}: ${rows} unsent rows could not be written to ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}) and are lost${this.droppedRows ? `, besides ${this.droppedRows} rows dropped before` : ''}`, rows);
+    }
     this.overflow.clear();
     return file;
   }

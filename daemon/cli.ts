@@ -2,15 +2,17 @@
 // The logd command line. Parsing lives here; each command is a small function.
 import fs from 'node:fs';
 import { Command, Option, InvalidArgumentError } from 'commander';
-import { resolvePaths, clientTunables, LOGD_VERSION } from '../src/config.js';
-import { parseServiceAddress, type RunInfo, type ServiceAddress } from '../src/wire.js';
+import { resolvePaths, LOGD_VERSION } from '../src/config.js';
+import { type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { connectionFor } from '../client/connection.js';
-import { fromServiceFile } from '../client/discovery.js';
+import { checkedDaemon } from '../client/stale-service.js';
 import { mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
 import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from './launch-main.js';
 
 const CALL_MS = 30_000;
+/** How long a LOGD_SERVICE address gets to answer before it counts as stale. */
+const CHECK_MS = 5_000;
 
 function intArg(name: string) {
   return (v: string) => {
@@ -20,11 +22,9 @@ function intArg(name: string) {
   };
 }
 
-/** The running daemon, without starting one (status, stop). */
-function runningDaemon(): ServiceAddress | null {
-  const t = clientTunables();
-  if (t.service) return parseServiceAddress(t.service);
-  return fromServiceFile(resolvePaths());
+/** The running daemon, without starting one (status, stop). A stale LOGD_SERVICE is reported and passed over. */
+function runningDaemon(): Promise<ServiceAddress | null> {
+  return checkedDaemon({ autoStart: false, timeoutMs: CHECK_MS });
 }
 
 /** What runs, show and export read: the shared store with --store URL (or LOGD_STORE_URL), else the local one. */
@@ -80,7 +80,7 @@ program
   .description('show the running daemon: pid, addresses, open runs, clients')
   .option('--json', 'machine-readable output')
   .action(async (o: { json?: boolean }) => {
-    const addr = runningDaemon();
+    const addr = await runningDaemon();
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}; start one with \`logd serve\` (clients start one by themselves)`, 3);
     const s = await connectionFor(addr).unary<unknown, { pid: number; version: string; addresses: string[]; dataDir: string; startedAt: number; sidecar: boolean; openRuns: RunInfo[]; clients: Array<{ pid: number; host: string; rank?: { rank: number } }>; recordsStored: number; storageProblem: string }>('status', {}, CALL_MS)
       .catch((e: Error) => fail(`the daemon at ${addr.target} does not answer: ${e.message}`, 3));
@@ -242,10 +242,10 @@ program
   .command('stop')
   .description('stop the running daemon gracefully (open runs become killed)')
   .action(async () => {
-    const addr = runningDaemon();
+    const addr = await runningDaemon();
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}`, 3);
     const r = await connectionFor(addr).unary<unknown, { runsKilled: number }>('shutdown', {}, CALL_MS).catch((e: Error) => fail(e.message, 3));
-    console.log(`logd: daemon stopping; ${r.runsKilled} open run(s) finalised as killed`);
+    console.log(`logd: daemon stopping; ${r.runsKilled} open run(s) finalised as killed (a run whose owner goes on resumes on the next daemon)`);
   });
 
 // `logd launch`: torchrun-style ranks; the node's daemon is made sure of once, before any rank starts.

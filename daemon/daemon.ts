@@ -120,6 +120,7 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     if (shuttingDown) return;
     shuttingDown = true;
     log(`server: stopping (${why}); finalising ${registry.openRuns().length} open run(s)`);
+    registry.stopping = why;
     const failsafe = setTimeout(() => {
       log(`server: graceful stop took longer than ${tunables.shutdownTimeoutMs} ms; exiting anyway`);
       process.exit(1);

@@ -8,7 +8,7 @@ import { rowFromLive } from './index-rows.js';
 import type { LiveRun, Writer } from './run.js';
 import type { Registry } from './registry.js';
 import { isAlive } from './liveness.js';
-import { ingestSpool } from './spool.js';
+import { ingestSpool, ingestRunSpool } from './spool.js';
 
 export interface FinishOutcome {
   run: LiveRun;
@@ -62,15 +62,18 @@ export class Finaliser {
       message = `finish: gave up waiting after ${timeoutMs} ms for ${others().length} writer(s) still attached: ${left}; the run is finalised and their further records are refused`;
       reg.log(`finaliser: run ${run.id}: ${message}`);
     }
+    // Whatever any writer of this run spilled (one that exited before its
+    // stream opened, one the daemon never heard of) goes in before the end.
+    ingestRunSpool(reg, this, run.id);
     const state: FinalStateName = exitCode === 0 ? 'finished' : 'crashed';
     await this.finalise(run, state, exitCode === 0 ? '' : `owner finished with exit code ${exitCode}`, exitCode);
     return { run, message, timedOut: !allLeft };
   }
 
   /** Writes the final state once; later calls are no-ops. */
-  finalise(run: LiveRun, state: FinalStateName, reason: string, exitCode: number): Promise<void> {
+  finalise(run: LiveRun, state: FinalStateName, reason: string, exitCode: number, resumable = false): Promise<void> {
     const step = async () => {
-      if (run.final) return;
+      if (run.final || this.reg.runs.get(run.id) !== run) return; // final already, or removed (Registry.abandon)
       if (run.crashTimer) clearTimeout(run.crashTimer);
       run.crashTimer = null;
       await this.reg.system?.sampleNow(); // the run's last system sample
@@ -78,15 +81,21 @@ export class Finaliser {
       run.reason = reason;
       run.exitCode = exitCode;
       run.finishedAt = Date.now() / 1000;
-      run.log.append(FrameType.STATE, jsonFrame({ state, reason, exitCode, finishedAt: run.finishedAt }));
+      run.log.append(FrameType.STATE, jsonFrame({ state, reason, exitCode, finishedAt: run.finishedAt, ...(resumable ? { resumable } : {}) }));
       const durable = await this.reg.flushAll(this.reg.tunables.shutdownTimeoutMs);
       if (!durable) this.reg.log(`finaliser: run ${run.id}: the final state is not durable yet (${this.reg.storageProblem ?? 'slow disk'}); it is retried`);
       this.reg.store.index.upsert(rowFromLive(run));
       for (const w of run.writers.values()) {
         w.detached = true;
         if (w.stream && !w.stream.cancelled && !w.stream.writableEnded) {
-          w.stream.write({ control: { kind: 'run_final', seq: w.durableSeq, message: `run ${run.id} is ${state}` } });
-          w.stream.end();
+          if (resumable) {
+            // Not the run's end: the writer keeps what is unacknowledged and
+            // takes it to the next daemon, where the run goes on.
+            w.stream.emit('error', { code: 14 /* UNAVAILABLE */, details: `the daemon is stopping (${reason}); run ${run.id} goes on with the next daemon` });
+          } else {
+            w.stream.write({ control: { kind: 'run_final', seq: w.durableSeq, message: `run ${run.id} is ${state}` } });
+            w.stream.end();
+          }
         }
         w.stream = null;
       }
@@ -163,10 +172,14 @@ export class Finaliser {
     run.crashTimer.unref();
   }
 
-  /** Graceful stop: every open run becomes `killed` after its data is durable. */
+  /**
+   * Graceful stop: every open run becomes `killed` after its data is durable.
+   * A run whose owner still lives is marked resumable: the owner's client
+   * takes it to the next daemon (see resume.ts).
+   */
   async killAll(reason: string): Promise<number> {
     const open = this.reg.openRuns();
-    await Promise.all(open.map((r) => this.finalise(r, 'killed', reason, -1)));
+    await Promise.all(open.map((r) => this.finalise(r, 'killed', reason, -1, true)));
     return open.length;
   }
 }

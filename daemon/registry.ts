@@ -1,12 +1,15 @@
 // Run registry: runs by id, their writers, and the path of a record batch from
 // the stream to the store (validate -> intern -> append -> group commit -> ack).
+import fs from 'node:fs';
+import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Store } from './store/store.js';
 import { RunExistsError } from './store/store.js';
 import { FINAL_STATES, type RunMeta, type RankMeta } from './store/format.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
 import { checkBatch } from './validate.js';
-import { invalid, notFound, denied, failedPrecondition, alreadyExists } from '../src/errors.js';
+import { invalid, notFound, denied, failedPrecondition, alreadyExists, unavailable } from '../src/errors.js';
+import { resumeKilledRun } from './resume.js';
 import { checkRunId, checkLabel, checkKey } from '../src/names.js';
 import { parseJsonObject } from '../src/json.js';
 import { sameSecret } from '../src/token.js';
@@ -20,7 +23,7 @@ const PAUSE_BYTES = 32 * 1024 * 1024;
 
 export interface CreateRunInput {
   client: ClientInfo | null; project: string; name: string; group: string; jobType: string;
-  configJson: string; tags: string[]; id: string; mode: string; notes: string; sampleIntervalMs?: number;
+  configJson: string; tags: string[]; id: string; mode: string; notes: string; sampleIntervalMs?: number; createKey?: string;
 }
 
 export function newId(bytes = 8): string {
@@ -44,12 +47,15 @@ export class Registry {
   private waiters = new Set<() => void>();
   /** The node's system metrics (null: sampling off). */
   system: SystemMetrics | null = null;
+  /** Set by a graceful stop: new work is refused as UNAVAILABLE, so clients take it to the next daemon. */
+  stopping: string | null = null;
 
   constructor(readonly store: Store, readonly tunables: DaemonTunables, readonly log: (line: string) => void) {}
 
   // ---- runs ----
 
   createRun(req: CreateRunInput): LiveRun {
+    this.refuseWhileStopping();
     const id = req.id || newId();
     const bad = checkRunId(id)
       ?? checkLabel('project', req.project) ?? checkLabel('name', req.name) ?? checkLabel('group', req.group)
@@ -62,12 +68,15 @@ export class Registry {
     } catch (e) {
       throw invalid((e as Error).message);
     }
+    const again = this.runs.get(id);
+    if (again && req.createKey && again.meta.createKey && sameSecret(req.createKey, again.meta.createKey)) return again; // a retry of this create
     if (this.runs.has(id) || this.store.exists(id)) throw alreadyExists(`run ${id} already exists; attach to it with its handle, or pick another id`);
     const meta: RunMeta = {
       id, project: req.project || 'default', name: req.name || id, group: req.group, jobType: req.jobType,
       tags: req.tags, notes: req.notes, mode: req.mode || 'online', createdAt: Date.now() / 1000,
       runToken: randomBytes(18).toString('base64url'), ownerWriterId: `w-${newId()}`,
       host: req.client?.host ?? '', pid: req.client?.pid ?? 0, rank: rankOf(req.client), config,
+      ...(req.createKey ? { createKey: req.createKey } : {}),
     };
     let log;
     try {
@@ -86,9 +95,34 @@ export class Registry {
     return run;
   }
 
-  /** A live run, checked against its token. */
-  authorizedRun(runId: string, runToken: string): LiveRun {
-    const run = this.runs.get(runId);
+  /**
+   * A run whose every CreateRun was cancelled by its caller (a deadline
+   * passed) before any answer went out: nobody holds its token and nobody
+   * knows its id, so it is removed rather than left as a phantom.
+   */
+  abandon(run: LiveRun): void {
+    if (run.createsInFlight > 0 || run.createAnswered || this.runs.get(run.id) !== run) return;
+    this.runs.delete(run.id);
+    if (run.crashTimer) clearTimeout(run.crashTimer);
+    run.log.close();
+    fs.rmSync(path.dirname(this.store.logPath(run.id)), { recursive: true, force: true });
+    this.store.index.remove(run.id);
+    this.system?.reconcile(this.runs.values());
+    this.log(`server: run ${run.id} removed: its creator gave up (CreateRun cancelled) before it was told of the run`);
+  }
+
+  private refuseWhileStopping(): void {
+    if (this.stopping) throw unavailable(`the daemon is stopping (${this.stopping}); try again: the next daemon takes over`);
+  }
+
+  /**
+   * A live run, checked against its token. A run killed by a daemon stop is
+   * resumed here when `writerId` is its owner's or its owner still lives.
+   */
+  authorizedRun(runId: string, runToken: string, writerId = ''): LiveRun {
+    this.refuseWhileStopping();
+    let run = this.runs.get(runId);
+    if (!run && checkRunId(runId) === null && this.store.exists(runId)) run = resumeKilledRun(this, runId, runToken, writerId) ?? undefined;
     if (!run) {
       if (checkRunId(runId) === null && this.store.exists(runId)) {
         const row = this.store.index.get(runId);
@@ -100,9 +134,21 @@ export class Registry {
     return run;
   }
 
-  attach(runId: string, runToken: string): LiveRun {
-    const run = this.authorizedRun(runId, runToken);
+  /**
+   * A writer id given here makes the writer attached at once, watched by pid
+   * like any other: a process that attaches and exits before its stream ever
+   * opened (its records in a spill file) is then still one the owner's finish
+   * waits for, and its spill is ingested when its process is gone.
+   */
+  attach(runId: string, runToken: string, writerId = '', client: ClientInfo | null = null): LiveRun {
+    const run = this.authorizedRun(runId, runToken, writerId);
     if (run.final || run.state === 'finishing') throw failedPrecondition(`run ${runId} is ${run.state}; it takes no more writers`);
+    if (writerId) {
+      if (!/^[A-Za-z0-9_-]{1,64}$/.test(writerId)) throw invalid('writer_id must be 1-64 characters of A-Z a-z 0-9 _ -');
+      const w = run.writers.get(writerId) ?? run.addWriter(writerId, client?.pid ?? 0, client?.host ?? '', rankOf(client));
+      w.detached = false;
+      w.lastSeen = Date.now();
+    }
     this.touch();
     return run;
   }
@@ -110,7 +156,7 @@ export class Registry {
   // ---- writers ----
 
   openWriter(call: WriteCall, open: OpenWriterMsg): { run: LiveRun; writer: Writer } {
-    const run = this.authorizedRun(open.runId, open.runToken);
+    const run = this.authorizedRun(open.runId, open.runToken, open.writerId);
     if (run.final) throw failedPrecondition(`run ${run.id} is ${run.state}; it takes no more records`);
     if (!/^[A-Za-z0-9_-]{1,64}$/.test(open.writerId)) throw invalid('writer_id must be 1-64 characters of A-Z a-z 0-9 _ -');
     // The names a reconnecting writer already uses go into the run's
@@ -173,6 +219,7 @@ export class Registry {
       return this.refuse(w, b, (e as Error).message);
     }
     run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates);
+    if ((b.droppedRows ?? 0) > (w.meta.droppedRows ?? 0)) run.recordDropped(w, b.droppedRows!);
     this.recordsStored += checked.rows;
     if (run.pendingBytes > PAUSE_BYTES && w.stream) w.stream.pause();
     this.touch();

@@ -51,6 +51,9 @@ export class LiveRun {
   system: SystemMetrics | null = null;
   /** The sampling interval this run asked for (0: the daemon's). */
   sampleIntervalMs = 0;
+  /** CreateRun calls for this run still being answered, and whether one was answered (see Registry.abandon). */
+  createsInFlight = 0;
+  createAnswered = false;
 
   constructor(
     readonly meta: RunMeta,
@@ -138,6 +141,12 @@ export class LiveRun {
     w.appendedSeq = seq;
   }
 
+  /** The writer's client dropped rows (its count is cumulative): kept in the log as the writer's record, and in metadata. */
+  recordDropped(w: Writer, total: number): void {
+    w.meta.droppedRows = total;
+    this.log.append(FrameType.WRITER, jsonFrame(w.meta));
+  }
+
   attachedWriters(): Writer[] {
     return [...this.writers.values()].filter((w) => !w.detached);
   }
@@ -154,6 +163,7 @@ export class LiveRun {
       writers: this.writerList.filter(Boolean).map((w) => ({ ...w.meta, attached: !w.detached })),
       stats: this.summary.stats(this.keys),
       stepsBackwards: this.summary.stepsBackwards,
+      droppedRows: this.writerList.reduce((n, w) => n + (w?.meta.droppedRows ?? 0), 0),
       lastStep: this.summary.lastStep,
       system: this.system ? { gpus: this.system.gpus(), last: this.system.lastForRun(runWindow(this)) } : null,
     };

@@ -1,9 +1,10 @@
 // Connection / service stage: gRPC handlers, authentication and validation of
 // every message. A bad message gets a clear status; no handler throws past here.
+import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { sameSecret } from '../src/token.js';
 import { TOKEN_METADATA_KEY, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../src/wire.js';
-import { LogdError, invalid, notFound, failedPrecondition } from '../src/errors.js';
+import { LogdError, invalid, notFound, failedPrecondition, unavailable } from '../src/errors.js';
 import { runWindow, type RunWindow } from './system.js';
 import { LOGD_VERSION, PROTOCOL_VERSION } from '../src/config.js';
 import { checkRunId } from '../src/names.js';
@@ -51,7 +52,7 @@ function toStatus(e: unknown): grpc.ServiceError {
 }
 
 /** A unary handler with authentication and error mapping. */
-function unary<Req, Res>(ctx: ServerContext, fn: (req: Req) => Res | Promise<Res>): Handler {
+function unary<Req, Res>(ctx: ServerContext, fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Res | Promise<Res>): Handler {
   return ((call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
     if (!tokenOk(call.metadata, ctx.token)) {
       cb(UNAUTH as grpc.ServiceError);
@@ -64,7 +65,7 @@ function unary<Req, Res>(ctx: ServerContext, fn: (req: Req) => Res | Promise<Res
       return;
     }
     Promise.resolve()
-      .then(() => fn(call.request))
+      .then(() => fn(call.request, call))
       .then((res) => cb(null, res), (e) => cb(toStatus(e)));
   }) as Handler;
 }
@@ -90,23 +91,33 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return { protocolVersion: PROTOCOL_VERSION, daemonVersion: LOGD_VERSION, daemonPid: process.pid, maxMessageBytes: reg.tunables.maxMessageBytes };
     }),
 
-    createRun: unary(ctx, async (req: Parameters<Registry['createRun']>[0]) => {
-      const run = reg.createRun(req);
+    createRun: unary(ctx, async (req: Parameters<Registry['createRun']>[0], call) => {
+      const run = reg.createRun(req); // the same run again for a retry with the same create key
       if (req.client) clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });
-      await reg.flushAll(reg.tunables.shutdownTimeoutMs);
+      run.createsInFlight++;
+      try {
+        await reg.flushAll(reg.tunables.shutdownTimeoutMs);
+      } finally {
+        run.createsInFlight--;
+      }
+      if (call.cancelled && !run.createAnswered) {
+        reg.abandon(run);
+        throw unavailable(`createRun: the caller gave up before the answer; run ${run.id} was not kept`);
+      }
+      run.createAnswered = true;
       reg.store.index.upsert(rowFromLive(run));
-      return run.info(true);
+      return { ...run.info(true), spoolDir: path.join(reg.store.dataDir, 'spool') };
     }),
 
-    attachRun: unary(ctx, (req: { runId: string; runToken: string; client?: ClientInfo }) => {
-      const run = reg.attach(req.runId, req.runToken);
-      return { ...run.info(true), ownerWriterId: '' };
+    attachRun: unary(ctx, (req: { runId: string; runToken: string; client?: ClientInfo; writerId?: string }) => {
+      const run = reg.attach(req.runId, req.runToken, req.writerId ?? '', req.client ?? null);
+      return { ...run.info(true), ownerWriterId: '', spoolDir: path.join(reg.store.dataDir, 'spool') };
     }),
 
     finishRun: unary(ctx, async (req: { runId: string; runToken: string; writerId: string; exitCode: number; timeoutMs: number; lastSeq: number }) => {
       let run: LiveRun;
       try {
-        run = reg.authorizedRun(req.runId, req.runToken);
+        run = reg.authorizedRun(req.runId, req.runToken, req.writerId);
       } catch (e) {
         // Finishing a run that is already final answers with its final state.
         if (e instanceof LogdError && e.code === grpc.status.FAILED_PRECONDITION) return { run: runInfo(req.runId), message: e.message, timedOut: false };
@@ -114,6 +125,9 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       }
       const timeout = req.timeoutMs > 0 ? req.timeoutMs : reg.tunables.finishTimeoutMs;
       const out = await fin.finish(run, req.writerId, req.exitCode, timeout, req.lastSeq);
+      // A stop overtook this finish: the run is only paused (killed, resumable).
+      // The client sends its finish again to the next daemon, which resumes the run and ends it as asked.
+      if (reg.stopping && out.run.state === 'killed') throw unavailable(`finishRun: the daemon stopped (${reg.stopping}) before run ${run.id} was finished; send the finish to the next daemon`);
       return { run: out.run.info(), message: out.message, timedOut: out.timedOut };
     }),
 

@@ -18,6 +18,24 @@ export function ingestSpool(reg: Registry, fin: Finaliser, runId: string, writer
   return ingestFile(reg, fin, file);
 }
 
+/**
+ * Ingests every spill file of one run, whichever writer left it (the owner's
+ * finish, before the final state: a writer may have spilled without the
+ * daemon ever hearing of it).
+ */
+export function ingestRunSpool(reg: Registry, fin: Finaliser, runId: string): number {
+  const dir = path.join(reg.store.dataDir, 'spool');
+  let names: string[] = [];
+  try {
+    names = fs.readdirSync(dir).filter((n) => n.startsWith(`${runId}--`) && n.endsWith('.spill'));
+  } catch {
+    return 0;
+  }
+  let batches = 0;
+  for (const n of names) batches += ingestFile(reg, fin, path.join(dir, n)).batches;
+  return batches;
+}
+
 /** Ingests every spill file (at daemon start). */
 export function ingestAllSpool(reg: Registry, fin: Finaliser): void {
   const dir = path.join(reg.store.dataDir, 'spool');
@@ -51,7 +69,14 @@ function ingestFile(reg: Registry, fin: Finaliser, file: string): { batches: num
     fs.renameSync(file, `${file}.bad`);
     return { batches: 0, finished: false };
   }
-  const run = reg.runs.get(h.runId);
+  let run = reg.runs.get(h.runId);
+  if (!run) {
+    try {
+      run = reg.authorizedRun(h.runId, h.runToken, h.writerId); // resumes a run a daemon stop killed
+    } catch {
+      /* not open here: moved aside below */
+    }
+  }
   if (!run || run.final) {
     reg.log(`spool: ${path.basename(file)} belongs to run ${h.runId}, which is not open here; moved aside`);
     fs.renameSync(file, `${file}.orphan`);

@@ -35,11 +35,23 @@ export function removeServiceFile(file: string, pid: number): void {
   if (s && s.pid === pid) fs.rmSync(file, { force: true });
 }
 
+/**
+ * Is the daemon that wrote a service file still there? A zombie (dead, not
+ * yet reaped by a parent that never waits, such as a Popen nobody waits on)
+ * still answers kill(pid, 0), but its socket is gone: it counts as dead.
+ */
 export function pidAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
+    if ((e as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const state = stat[stat.lastIndexOf(')') + 2];
+    return state !== 'Z' && state !== 'X';
+  } catch (e) {
+    // Gone since kill(pid, 0); or no /proc here, and kill(pid, 0) is all there is to go on.
+    return (e as NodeJS.ErrnoException).code !== 'ENOENT' || !fs.existsSync('/proc/self/stat');
   }
 }

@@ -77,12 +77,12 @@ export interface RunInfo {
   id: string; project: string; name: string; group: string; jobType: string; tags: string[];
   state: string; stateReason: string; createdAt: number; finishedAt: number; exitCode: number;
   configJson: string; summaryJson: string; metadataJson: string; historyRows: number; writers: number;
-  runToken: string; mode: string; notes: string; ownerWriterId: string;
+  runToken: string; mode: string; notes: string; ownerWriterId: string; spoolDir?: string;
 }
 export interface RecordBatchMsg {
   seq: number; newKeys: string[]; newKeysFirst: number; rows: number;
   steps: Uint8Array; times: Uint8Array; counts: Uint8Array; keyIds: Uint8Array; values: Uint8Array;
-  summaryJson: string[]; configJson: string[];
+  summaryJson: string[]; configJson: string[]; droppedRows?: number;
 }
 export interface OpenWriterMsg { runId: string; runToken: string; writerId: string; client?: ClientInfo | null; keys: string[] }
 export interface WriteRequestMsg { open?: OpenWriterMsg | null; batch?: RecordBatchMsg | null }

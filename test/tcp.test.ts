@@ -22,9 +22,13 @@ describe('tcp', () => {
     const out = JSON.parse(good.stdout.trim());
     expect(out).toMatchObject({ state: 'finished', service: s.tcp });
     expect((await cliJson(t, ['show', out.id])).historyRows).toBe(500);
-    const bad = await runScript(t, w, [], { LOGD_SERVICE: `${s.tcp}#not-the-token`, LOGD_NO_AUTOSTART: '1' });
+    // A wrong token is refused. The client then takes LOGD_SERVICE for stale and
+    // looks for a daemon of its own data dir: here (as for a remote client) there is none.
+    const elsewhere = { LOGD_DIR: `${t.dir}/elsewhere`, LOGD_RUNTIME_DIR: `${t.dir}/elsewhere-rt`, LOGD_CALL_TIMEOUT_MS: '1000', LOGD_START_TIMEOUT_MS: '1000' };
+    const bad = await runScript(t, w, [], { LOGD_SERVICE: `${s.tcp}#not-the-token`, LOGD_NO_AUTOSTART: '1', ...elsewhere });
     expect(bad.exitCode).not.toBe(0);
-    expect(bad.stderr).toMatch(/UNAUTHENTICATED|missing or wrong x-logd-token/);
+    expect(bad.stderr).toMatch(/LOGD_SERVICE \(127\.0\.0\.1:\d+\) is stale: the daemon there refuses its token/);
+    expect(bad.stderr).toMatch(/DaemonUnavailableError: init: no logd daemon answered within 2000 ms/);
     // The token never shows in status output.
     const st = await cli(t, ['status']);
     expect(st.stdout).not.toContain(s.token);

@@ -1,7 +1,7 @@
 // Opens the source a reader asked for: `--store URL` (or LOGD_STORE_URL) reads
 // the shared PostgreSQL store; otherwise the node's local store through its daemon.
 import { resolvePaths } from '../../src/config.js';
-import { findDaemon } from '../../client/discovery.js';
+import { checkedDaemon } from '../../client/stale-service.js';
 import type { QuerySource } from './source.js';
 import { LocalSource } from './local.js';
 
@@ -18,5 +18,7 @@ export async function openSource(opts: OpenOptions = {}): Promise<QuerySource> {
     const { openSharedSource } = await import('./shared.js');
     return openSharedSource(url);
   }
-  return new LocalSource(await findDaemon(), `the local store (${resolvePaths().dataDir})`);
+  // A stale LOGD_SERVICE (a daemon since gone or restarted) is reported once and passed over.
+  const addr = await checkedDaemon({ timeoutMs: 5_000 });
+  return new LocalSource(addr!, `the local store (${resolvePaths().dataDir})`);
 }

@@ -7,7 +7,8 @@
 // HISTORY  binary, see encodeHistory
 // SUMMARY  JSON object: a summary.update() call
 // CONFIG   JSON object: a config.update() call
-// STATE    JSON FinalState: the run reached a final state
+// STATE    JSON FinalState: the run reached a final state; a later STATE of
+//          `running` reopens it (a run killed by a daemon stop, resumed)
 // SYSTEM   binary history of node system metrics (writer index 0xffffffff)
 
 import { toJson } from '../../src/json.js';
@@ -32,19 +33,28 @@ export interface RunMeta {
   pid: number;
   rank: RankMeta | null;
   config: Record<string, unknown>;
+  /** The creator's retry key (CreateRunRequest.create_key); absent in older logs. */
+  createKey?: string;
 }
 
-export interface WriterMeta { idx: number; writerId: string; pid: number; host: string; rank: RankMeta | null; joinedAt: number }
+export interface WriterMeta {
+  idx: number; writerId: string; pid: number; host: string; rank: RankMeta | null; joinedAt: number;
+  /** Rows the writer's client dropped (memory bound reached, spool full). A WRITER frame is appended again when it grows. */
+  droppedRows?: number;
+}
 
 export type FinalStateName = 'finished' | 'crashed' | 'killed';
 export type RunStateName = 'running' | 'finishing' | FinalStateName;
 export const FINAL_STATES: readonly string[] = ['finished', 'crashed', 'killed'];
 
 export interface FinalState {
-  state: FinalStateName;
+  /** `running` only in the frame that resumes a run killed by a daemon stop. */
+  state: FinalStateName | 'running';
   reason: string;
   exitCode: number;
   finishedAt: number;
+  /** Killed by a daemon stop while its owner lived: the owner may resume it on the next daemon. */
+  resumable?: boolean;
 }
 
 /** A history batch with run-global key ids. */

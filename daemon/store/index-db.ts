@@ -61,6 +61,10 @@ export class IndexDb {
     return this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
   }
 
+  remove(id: string): void {
+    this.db.prepare('DELETE FROM runs WHERE id = ?').run(id);
+  }
+
   count(): number {
     return (this.db.prepare('SELECT count(*) AS n FROM runs').get() as { n: number }).n;
   }

@@ -59,9 +59,11 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
       case FrameType.CONFIG:
         Object.assign(config, parseFrameJson<Record<string, unknown>>(p));
         break;
-      case FrameType.STATE:
-        final = parseFrameJson<FinalState>(p);
+      case FrameType.STATE: {
+        const st = parseFrameJson<FinalState>(p);
+        final = st.state === 'running' ? null : st; // a resumed run is open again
         break;
+      }
       default:
         break; // a newer frame type: skipped, still kept in the file
     }
