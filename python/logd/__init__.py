@@ -14,13 +14,14 @@ from typing import Optional
 
 from . import exit_hooks
 from ._pb import logd_pb2 as pb
-from .connection import CallError, ServiceAddress, connection_for
+from .connection import CallError, ServiceAddress, connection_for, forked_after_grpc
 from .discovery import DaemonStartError, find_daemon
 from .disabled import DisabledRun
 from .paths import tunables
 from .run import FinishResult, Run, live_runs
 from .torchrun import rank_info, restart_count, torchrun_env
 from .values import to_json
+from .relay import RelayWriter
 from .writer import Writer, new_writer_id
 
 __version__ = "0.1.0"
@@ -56,8 +57,9 @@ def _with_daemon(fn, first: Optional[ServiceAddress] = None):
 
 
 def _writer_factory(run_id: str, run_token: str):
-    def make(address: ServiceAddress, writer_id: str) -> Writer:
-        return Writer(address, run_id, run_token, writer_id, client_info(), tunables().flush_interval_s, _warn)
+    def make(address: ServiceAddress, writer_id: str, relay: bool = False):
+        cls = RelayWriter if relay else Writer
+        return cls(address, run_id, run_token, writer_id, client_info(), tunables().flush_interval_s, _warn)
 
     return make
 
@@ -73,6 +75,8 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
     """
     t = tunables()
     mode = t.mode or mode or "online"
+    if mode != "disabled":
+        _refuse_after_fork("init")
     if mode not in ("online", "offline", "disabled"):
         raise ValueError("logd: mode=%r must be online, offline or disabled" % mode)
     if mode == "disabled":
@@ -99,6 +103,15 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
     return Run(info, make(address, info.owner_writer_id), info.run_token, True, _warn, make)
 
 
+def _refuse_after_fork(what: str) -> None:
+    if forked_after_grpc():
+        raise RuntimeError(
+            "logd.%s() in a process forked after logd connected to its daemon: gRPC cannot be used across fork(). "
+            "Create the run before forking and log into it from the child (it logs through a relay process), "
+            "or start the child with multiprocessing's 'spawn' or 'forkserver' context" % what
+        )
+
+
 def parse_handle(handle: str) -> dict:
     import base64
     import json
@@ -119,6 +132,7 @@ def parse_handle(handle: str) -> dict:
 def attach(handle: str) -> Run:
     """Attaches to a run created elsewhere (its handle came from run.handle())."""
     p = parse_handle(handle)
+    _refuse_after_fork("attach")
     t = tunables()
     req = pb.AttachRunRequest(client=client_info(), run_id=p["r"], run_token=p["t"])
     info, address = _with_daemon(lambda c: c.unary("AttachRun", req, t.call_timeout_s), ServiceAddress.parse(p["s"]))

@@ -104,16 +104,27 @@ _lock = threading.Lock()
 _pool: Dict[Tuple[int, str, str], Connection] = {}
 # Channels inherited over fork(): kept referenced, never closed or collected here.
 _inherited: List[Connection] = []
+_grpc_used = False  # this process (or an ancestor it was forked from) opened a channel
+_grpc_in_parent = False  # ... and it was an ancestor: gRPC is unusable in this process
 
 
 def connection_for(address: ServiceAddress) -> Connection:
     key = (os.getpid(), address.target, address.token)
+    if _grpc_in_parent:
+        raise RuntimeError("logd: gRPC cannot be used in a process forked after logd had connected (this is a bug in logd: it should have used its relay)")
     with _lock:
         c = _pool.get(key)
         if c is None:
+            global _grpc_used
+            _grpc_used = True
             c = Connection(address)
             _pool[key] = c
         return c
+
+
+def forked_after_grpc() -> bool:
+    """True in a process forked from one that had opened gRPC channels: gRPC is unusable here."""
+    return _grpc_in_parent
 
 
 def drop_connection(c: Connection) -> None:
@@ -122,7 +133,8 @@ def drop_connection(c: Connection) -> None:
 
 
 def _after_fork_in_child() -> None:
-    global _lock
+    global _lock, _grpc_in_parent
+    _grpc_in_parent = _grpc_used
     _lock = threading.Lock()  # the parent's may have been held by a thread the child lacks
     _inherited.extend(_pool.values())
     _pool.clear()

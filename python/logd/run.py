@@ -143,7 +143,7 @@ class Run:
         if self._pid != os.getpid():
             self._pid = os.getpid()
             self.is_owner = False
-            self._writer = self._make_writer(self._address, new_writer_id())
+            self._writer = self._make_writer(self._address, new_writer_id(), relay=True)
         return self._writer
 
     def _forked(self) -> None:
@@ -186,6 +186,11 @@ class Run:
         if w is None or w.pid != os.getpid():
             _forget(self)  # a forked child that never logged: nothing of its own to finish
             return FinishResult("running", "this process never logged into run %s; nothing to finish" % self.id, False)
+        if not isinstance(w, Writer):  # a forked child's relay finishes its own writer
+            try:
+                return w.finish(exit_code, timeout_s)
+            finally:
+                _forget(self)
         deadline = time.monotonic() + timeout_s
         try:
             if not w.wait_acked(timeout_s):
