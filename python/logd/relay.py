@@ -78,6 +78,11 @@ class RelayWriter:
         self.closed = False
         self._thread = threading.Thread(target=self._loop, name="logd-relay-" + run_id, daemon=True)
         self._thread.start()
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is not None:
+            # multiprocessing children (DataLoader workers among them) end with os._exit,
+            # which runs no atexit hook but does run these finalizers first.
+            mp_util.Finalize(None, self.close, exitpriority=100)
 
     def add(self, step, t, keys, vals) -> None:
         with self._buf_lock:
@@ -120,6 +125,8 @@ class RelayWriter:
                 self.last_problem = "relay: %s" % e
 
     def _loop(self) -> None:
+        with self._io:
+            self._start()  # at once: the daemon learns of this writer early, so the owner's finish waits for it
         while not self.closed:
             time.sleep(self._flush_interval_s)
             with self._io:
@@ -169,6 +176,13 @@ class RelayWriter:
         return None
 
     def close(self) -> None:
+        """Hands over what is buffered and closes the pipe: the relay delivers it, detaches and exits."""
+        if self._io.acquire(timeout=2.0):
+            try:
+                if not self.closed:
+                    self._push()
+            finally:
+                self._io.release()
         self.closed = True
         p = self._proc
         if p is not None and p.stdin:
@@ -202,6 +216,7 @@ def main() -> None:
 
     run = Run(pb.RunInfo(id=run_id), make(ServiceAddress.parse(service), writer_id), run_token, False, _warn, make)
     w = run._writer
+    w.connect()
     while True:
         msg = _recv(inp)
         if msg is None:

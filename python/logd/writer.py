@@ -335,6 +335,12 @@ class Writer:
             self.conn = connection_for(addr)
         return True
 
+    def connect(self) -> None:
+        """Opens the stream now, with nothing to send yet: the daemon then knows this writer."""
+        with self._cv:
+            if self._stream is None and not self.run_final and not self.closed:
+                self._open()
+
     # ---- waiting, closing, spilling ----
 
     def wait_acked(self, timeout_s: float) -> bool:
