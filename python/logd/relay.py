@@ -47,6 +47,70 @@ def _recv(f):
     return pickle.loads(data)
 
 
+def relay_marker(run_id: str, writer_id: str) -> str:
+    """While a forked child's relay is not yet known to the daemon, a marker says so: the
+    run's owner waits for it before finishing, so that the relay's records are not refused."""
+    from .paths import resolve_paths
+
+    return os.path.join(resolve_paths().spool_dir, "%s--%s.relay" % (run_id, writer_id))
+
+
+def _write_marker(path: str, relay_pid: int = 0) -> None:
+    """The marker holds the pids to watch: the child's, then its relay's once started."""
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(tmp, "w") as f:
+            f.write("%d %d" % (os.getpid(), relay_pid))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # without a marker only the owner's wait is lost, never records
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an exited relay its parent has not reaped yet)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+        return stat[stat.rindex(")") + 2] not in "ZX"
+    except (OSError, ValueError, IndexError):
+        from .discovery import pid_alive
+
+        return not os.path.exists("/proc/self") and pid_alive(pid)
+
+
+def wait_for_relays(run_id: str, deadline: float) -> None:
+    """The owner's side: waits (until deadline, monotonic) until every live forked child that
+    logs into this run has its relay registered with the daemon."""
+    import glob
+
+    from .paths import resolve_paths
+
+    pattern = os.path.join(resolve_paths().spool_dir, glob.escape(run_id) + "--*.relay")
+    while True:
+        waiting = []
+        for path in glob.glob(pattern):
+            try:
+                with open(path) as f:
+                    pids = [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            if any(pid > 0 and _running(pid) for pid in pids):
+                waiting.append(path)
+            else:
+                _remove(path)  # its process ended before its relay came up; the relay, if any, spills
+        if not waiting or time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
+
+
 class _Address:
     def __init__(self, service: str):
         from .connection import ServiceAddress
@@ -76,6 +140,8 @@ class RelayWriter:
         self._proc: Optional[subprocess.Popen] = None
         self._failed: Optional[str] = None
         self.closed = False
+        self._marker = relay_marker(run_id, writer_id)
+        _write_marker(self._marker)
         self._thread = threading.Thread(target=self._loop, name="logd-relay-" + run_id, daemon=True)
         self._thread.start()
         mp_util = sys.modules.get("multiprocessing.util")
@@ -102,9 +168,11 @@ class RelayWriter:
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "logd._relay_main"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
             )
+            _write_marker(self._marker, self._proc.pid)
             _send(self._proc.stdin, ("open", self._service, self.run_id, self.run_token, self.writer_id, self._client))
             return True
         except (OSError, ValueError) as e:
+            _remove(self._marker)
             self._failed = "could not start the relay of this forked process (%s -m logd._relay_main): %s" % (sys.executable, e)
             self.last_problem = self._failed
             self._warn("logd: run %s: %s; its records are lost" % (self.run_id, self._failed))
@@ -217,6 +285,8 @@ def main() -> None:
     run = Run(pb.RunInfo(id=run_id), make(ServiceAddress.parse(service), writer_id), run_token, False, _warn, make)
     w = run._writer
     w.connect()
+    w.wait_opened(10.0)
+    _remove(relay_marker(run_id, writer_id))
     while True:
         msg = _recv(inp)
         if msg is None:

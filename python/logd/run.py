@@ -10,6 +10,7 @@ from typing import Optional
 
 from . import values
 from .connection import CallError, ServiceAddress
+from .relay import wait_for_relays
 from .writer import Writer, new_writer_id
 
 _live_lock = threading.Lock()
@@ -199,6 +200,8 @@ class Run:
                     timeout_s * 1000, " (%s)" % w.last_problem if w.last_problem else "", path)
                 self._warn("logd: " + msg)
                 return FinishResult("finishing", msg, True)
+            if self.is_owner:
+                wait_for_relays(self.id, deadline)
             try:
                 res = self._finish_call(w, exit_code, deadline)
             except CallError as e:

@@ -341,6 +341,19 @@ class Writer:
             if self._stream is None and not self.run_final and not self.closed:
                 self._open()
 
+    def wait_opened(self, timeout_s: float) -> bool:
+        """Waits until the daemon answered the stream's open (it then knows this writer)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while not (self._stream is not None and self._stream.opened) and not self.run_final:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if self._stream is None and time.monotonic() >= self._reconnect_at:
+                    self._open()
+                self._cv.wait(min(left, 0.05))
+            return self._stream is not None
+
     # ---- waiting, closing, spilling ----
 
     def wait_acked(self, timeout_s: float) -> bool:
