@@ -58,8 +58,10 @@ def _with_daemon(fn, first: Optional[ServiceAddress] = None):
 
 def _writer_factory(run_id: str, run_token: str):
     def make(address: ServiceAddress, writer_id: str, relay: bool = False):
-        cls = RelayWriter if relay else Writer
-        return cls(address, run_id, run_token, writer_id, client_info(), tunables().flush_interval_s, _warn)
+        t = tunables()
+        if relay:
+            return RelayWriter(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn)
+        return Writer(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, t.max_buffer_bytes)
 
     return make
 

@@ -280,7 +280,7 @@ def main() -> None:
     client.pid = os.getpid()  # the daemon watches the process that holds the stream
 
     def make(addr, wid, relay=False):
-        return Writer(addr, run_id, run_token, wid, client, flush_s, _warn)
+        return Writer(addr, run_id, run_token, wid, client, flush_s, _warn, tunables().max_buffer_bytes)
 
     run = Run(pb.RunInfo(id=run_id), make(ServiceAddress.parse(service), writer_id), run_token, False, _warn, make)
     w = run._writer

@@ -23,6 +23,8 @@ import grpc
 from . import spill
 from ._pb import logd_pb2 as pb
 from .connection import Connection, ServiceAddress, connection_for, drop_connection
+from .overflow import Overflow
+from .paths import resolve_paths
 
 _BIG_ENDIAN = sys.byteorder == "big"
 MAX_ROWS = 8192
@@ -83,12 +85,13 @@ class _Stream:
 
 class Writer:
     def __init__(self, address: ServiceAddress, run_id: str, run_token: str, writer_id: str, client: pb.ClientInfo,
-                 flush_interval_s: float, warn):
+                 flush_interval_s: float, warn, max_buffer_bytes: int = 64 * 1024 * 1024):
         self.run_id = run_id
         self.run_token = run_token
         self.writer_id = writer_id
         self._client = client
         self._flush_interval_s = flush_interval_s
+        self._max_buffer_bytes = max_buffer_bytes
         self._warn = warn
         self.conn = connection_for(address)
         self.pid = os.getpid()
@@ -104,6 +107,8 @@ class Writer:
         self.seq = 0
         self.acked_seq = 0
         self._unacked: List[Tuple[int, bytes]] = []
+        self._unacked_bytes = 0
+        self._overflow = Overflow(os.path.join(resolve_paths().spool_dir, "%s--%s.overflow" % (run_id, writer_id)))
         self._sent = 0  # unacked[:_sent] went out on the current stream
         self._stream: Optional[_Stream] = None
         self._reconnect_at = 0.0
@@ -180,7 +185,24 @@ class Writer:
             config_json=[j for kind, j in updates if kind == "config"],
         )
         self._keys_sealed = len(self.keys)
-        self._unacked.append((self.seq, pb.WriteRequest(batch=batch).SerializeToString()))
+        data = pb.WriteRequest(batch=batch).SerializeToString()
+        if self._overflow.count or self._unacked_bytes + len(data) > self._max_buffer_bytes:
+            if not self._overflow.count:
+                self._problem("buffer: %d MB not yet acknowledged by the daemon; further records wait on disk until it catches up"
+                              % (self._unacked_bytes // 1048576))
+            self._overflow.push(self.seq, data)
+            return
+        self._unacked.append((self.seq, data))
+        self._unacked_bytes += len(data)
+
+    def _refill(self) -> None:
+        """Moves batches back from disk once acknowledgements freed memory (caller holds _cv)."""
+        half = self._max_buffer_bytes / 2
+        if not self._overflow.count or self._unacked_bytes > half:
+            return
+        for seq, data in self._overflow.take(half - self._unacked_bytes):
+            self._unacked.append((seq, data))
+            self._unacked_bytes += len(data)
 
     # ---- the background thread ----
 
@@ -190,7 +212,7 @@ class Writer:
                 if not self._wake:
                     self._cv.wait(self._flush_interval_s)
                 self._wake = False
-                if self.closed and not self._unacked and not self._buf:
+                if self.closed:  # finish() delivered everything, or spilled what it could not
                     return
                 try:
                     self._seal()
@@ -200,7 +222,7 @@ class Writer:
 
     def _pump(self) -> None:
         """Opens a stream when there is something to send, and sends (caller holds _cv)."""
-        if self.run_final or not self._unacked:
+        if self.run_final or not (self._unacked or self._overflow.count):
             return
         if self._stream is None:
             if time.monotonic() < self._reconnect_at:
@@ -219,6 +241,7 @@ class Writer:
             return
         if not self._stream.opened:
             return
+        self._refill()
         while self._sent < len(self._unacked):
             self._stream.send(self._unacked[self._sent][1])
             self._sent += 1
@@ -279,14 +302,19 @@ class Writer:
             self.acked_seq = seq
         n = 0
         while n < len(self._unacked) and self._unacked[n][0] <= seq:
+            self._unacked_bytes -= len(self._unacked[n][1])
             n += 1
         if n:
             del self._unacked[:n]
             self._sent = max(0, self._sent - n)
+            if self._overflow.count:
+                self._refill()
+                self._pump()
 
     def _drop_seq(self, seq: int) -> None:
         for i, (s, _) in enumerate(self._unacked):
             if s == seq:
+                self._unacked_bytes -= len(self._unacked[i][1])
                 del self._unacked[i]
                 if i < self._sent:
                     self._sent -= 1
@@ -374,6 +402,8 @@ class Writer:
     def close(self) -> None:
         with self._cv:
             self.closed = True
+            if not self._unacked:
+                self._overflow.clear()
             s, self._stream = self._stream, None
             self._cv.notify_all()
         if s is not None:
@@ -389,7 +419,7 @@ class Writer:
         try:
             if got:
                 self._seal()
-            pending = [b for _, b in self._unacked]
+            pending = [b for _, b in self._unacked] + [b for _, b in self._overflow.all()]
             if not pending and exit_code is None:
                 return None
             header = {

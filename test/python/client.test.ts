@@ -16,7 +16,8 @@ interface RunJson { id: string; name: string; group: string; jobType: string; ta
 describe.skipIf(pythonMissing !== null)(`Python client${pythonMissing ? ` (skipped: ${pythonMissing})` : ''}`, () => {
   let t: TestEnv;
   beforeEach(() => {
-    t = makeEnv();
+    // A sidecar that outlives the checks: a CLI call racing its idle shutdown can fail with "Call cancelled".
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '120000' });
   });
   afterEach(async () => {
     await t.cleanup();
@@ -88,11 +89,11 @@ describe.skipIf(pythonMissing !== null)(`Python client${pythonMissing ? ` (skipp
     for (const n of [0, 1, 10, 11, 12, 13]) expect(count(`child/${n}`), `child/${n}`).toBe(25);
   });
 
-  it('re-sends what was not acknowledged after the daemon is killed and a new one starts', async () => {
+  it('re-sends what was not acknowledged after the daemon is killed and a new one starts; past the memory bound batches wait on disk', async () => {
     const d = await startDaemon(t);
     const out = path.join(t.dir, 'restart.json');
     const go = path.join(t.dir, 'go');
-    const env = { LOGD_NO_AUTOSTART: '1' };
+    const env = { LOGD_NO_AUTOSTART: '1', LOGD_MAX_BUFFER_MB: '0.02' }; // 20 kB: the outage's rows overflow to disk
     const proc = runPython(t, [path.join(FIXTURES, 'restart.py'), out, go], { env, timeout: 120_000 });
     let stdout = '';
     proc.stdout!.on('data', (b: Buffer) => (stdout += b.toString()));
@@ -106,8 +107,11 @@ describe.skipIf(pythonMissing !== null)(`Python client${pythonMissing ? ` (skipp
     expect(r.exitCode, r.all).toBe(0);
     const res = readJson(out);
     expect(res.state, res.message).toBe('finished');
+    expect(res.overflowed).toBe(true);
     const rows = await exportJsonl(t, res.id);
     expect(rows.map((row) => row.x)).toEqual(Array.from({ length: 1000 }, (_, i) => i));
+    expect(rows[999]['pad/m8']).toBe(999 * 8);
+    expect(fs.readdirSync(path.join(t.dataDir, 'spool')).filter((n) => n.endsWith('.overflow'))).toEqual([]);
   });
 
   it('says what to install when no daemon runs and no `logd` program can be found', async () => {
