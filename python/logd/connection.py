@@ -103,7 +103,7 @@ class Connection:
 _lock = threading.Lock()
 _pool: Dict[Tuple[int, str, str], Connection] = {}
 # Channels inherited over fork(): kept referenced, never closed or collected here.
-_inherited: List[Connection] = []
+_inherited: List[object] = []
 _grpc_used = False  # this process (or an ancestor it was forked from) opened a channel
 _grpc_in_parent = False  # ... and it was an ancestor: gRPC is unusable in this process
 
@@ -132,11 +132,24 @@ def drop_connection(c: Connection) -> None:
         _pool.pop((c.pid, c.address.target, c.address.token), None)
 
 
+def keep_forever(obj) -> None:
+    """Makes obj immortal in this process: no finalizer of a gRPC object inherited over
+    fork() may run here, not even at interpreter shutdown, when module globals are cleared."""
+    try:
+        import ctypes
+
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+    except Exception:
+        pass
+    _inherited.append(obj)
+
+
 def _after_fork_in_child() -> None:
     global _lock, _grpc_in_parent
     _grpc_in_parent = _grpc_used
     _lock = threading.Lock()  # the parent's may have been held by a thread the child lacks
-    _inherited.extend(_pool.values())
+    for c in _pool.values():
+        keep_forever(c)
     _pool.clear()
 
 

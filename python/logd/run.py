@@ -9,7 +9,7 @@ import time
 from typing import Optional
 
 from . import values
-from .connection import CallError, ServiceAddress
+from .connection import CallError, ServiceAddress, keep_forever
 from .relay import wait_for_relays
 from .writer import Writer, new_writer_id
 
@@ -148,8 +148,11 @@ class Run:
         return self._writer
 
     def _forked(self) -> None:
-        """Called in a forked child: forget the parent's writer without touching it."""
+        """Called in a forked child: forget the parent's writer without touching it (its
+        stream and channel are gRPC objects whose finalizers must never run here)."""
         self._finish_lock = threading.Lock()
+        if self._writer is not None:
+            keep_forever(self._writer)
         self._writer = None
 
     # ---- the rest of the API ----
