@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from typing import Optional
 
 from . import values
@@ -84,6 +85,8 @@ class Run:
         """Appends one row of metrics. Returns at once; never blocks on I/O."""
         if self._finished is not None:
             raise RuntimeError("logd: run %s is finished; log() after finish() is not stored" % self.id)
+        if type(data) is not dict and not isinstance(data, Mapping):
+            raise TypeError("logd: log() takes a dict of metrics, not %s" % type(data).__name__)
         keys = []
         vals = []
         known = self._known
@@ -108,7 +111,7 @@ class Run:
 
     def _slow(self, k, v, keys, vals, prefix: str = "") -> None:
         key = prefix + k if type(k) is str else k
-        if isinstance(v, dict):
+        if isinstance(v, Mapping):
             if type(k) is not str:
                 values.check_key(k)
             for k2, v2 in v.items():

@@ -30,12 +30,13 @@ describe.skipIf(pythonMissing !== null)(`Python client${pythonMissing ? ` (skipp
     const res = readJson(out);
     expect(res.state).toBe('finished');
     expect(res.service).toMatch(/^unix:.*#.+/); // auto-started, and exported for children
-    expect(res.errors).toHaveLength(5);
+    expect(res.errors).toHaveLength(6);
     expect(res.errors[0]).toMatch(/'text' is a string; history holds numbers/);
     expect(res.errors[1]).toMatch(/'list' is a list/);
     expect(res.errors[2]).toMatch(/'nested\/deep' is a object/);
     expect(res.errors[3]).toMatch(/metric name is empty/);
     expect(res.errors[4]).toMatch(/'c' is a complex/);
+    expect(res.errors[5]).toMatch(/log\(\) takes a dict of metrics, not list/);
     const run = await cliJson<RunJson>(t, ['show', res.id]);
     expect(run).toMatchObject({ name: 'basic', group: 'g', jobType: 'train', tags: ['a', 'b'], notes: 'n', state: 'finished', exitCode: 0, historyRows: 300 });
     expect(run.config).toEqual({ lr: 0.1, layers: [1, 2], batch: 32 });
