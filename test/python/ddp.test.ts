@@ -9,7 +9,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { execa } from 'execa';
 import { describe, it, expect, beforeEach, afterEach } from 'vitest';
-import { makeEnv, cliJson, exportJsonl, type TestEnv } from '../helpers.js';
+import { ROOT, makeEnv, cliJson, exportJsonl, type TestEnv } from '../helpers.js';
 import { FIXTURES, PYTHON, torchMissing, pyEnv, readJson } from './py-helpers.js';
 
 interface RunJson { id: string; name: string; group: string; state: string; exitCode: number; historyRows: number; finishedAt: string | null; config: Record<string, any>; metadata: { writers: Array<{ pid: number }> } }
@@ -151,5 +151,33 @@ describe.skipIf(torchMissing !== null)(`Python client under torchrun, 4 ranks (D
       expect(rerun).toMatchObject({ name: `rank${rank}-attempt-1`, state: 'finished', historyRows: STEPS });
       expect(rerun.config.torchrun.TORCHELASTIC_RESTART_COUNT).toBe(1);
     }
+  });
+});
+
+describe.skipIf(torchMissing !== null)(`examples/python under torchrun, 2 ranks${torchMissing ? ` (skipped: ${torchMissing})` : ''}`, () => {
+  let t: TestEnv;
+  beforeEach(() => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '120000' });
+  });
+  afterEach(async () => {
+    await t.cleanup();
+  });
+
+  it('rank0.py and group.py run as their README says and store what they print', async () => {
+    const example = (name: string) => path.join(ROOT, 'examples', 'python', name);
+    const launch = async (name: string) => {
+      const args = ['-m', 'torch.distributed.run', '--nproc_per_node', '2', '--master_port', String(await freePort()),
+        '--redirects', '1', '--tee', '1', '--log_dir', path.join(t.dir, `logs-${name}`), example(name)];
+      const r = await execa(PYTHON, args, { env: pyEnv(t, { OMP_NUM_THREADS: '1' }), extendEnv: false, reject: false, all: true, timeout: 240_000 });
+      expect(r.exitCode, r.all).toBe(0);
+      return r.all ?? '';
+    };
+    const shown = /stored: logd show (\S+)/.exec(await launch('rank0.py'));
+    expect(shown).not.toBeNull();
+    expect(await cliJson<RunJson>(t, ['show', shown![1]])).toMatchObject({ name: 'rank0', state: 'finished', historyRows: 60 });
+    const grouped = /stored: logd runs --group (\S+)/.exec(await launch('group.py'));
+    expect(grouped).not.toBeNull();
+    const runs = await cliJson<RunJson[]>(t, ['runs', '--group', grouped![1]]);
+    expect(runs.map((r) => [r.name, r.state, r.historyRows]).sort()).toEqual([['rank0', 'finished', 60], ['rank1', 'finished', 60]]);
   });
 });
