@@ -12,7 +12,14 @@ import socket
 import sys
 from typing import Optional
 
-from . import exit_hooks
+# logd never uses a gRPC channel across fork() (see relay.py), so grpcio's own
+# fork handlers only add risk: on by default in newer grpcio, they pause gRPC's
+# threads around every fork, or skip with a log line per DataLoader worker
+# while a stream is open. Off unless the program chose otherwise before grpc loaded.
+if "grpc" not in sys.modules:
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+from . import exit_hooks  # noqa: E402
 from ._pb import logd_pb2 as pb
 from .connection import CallError, ServiceAddress, connection_for, forked_after_grpc
 from .discovery import DaemonStartError, find_daemon
