@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export npm_config_nodedir ?= /usr
 
-.PHONY: all build deps system-deps native demo test soak bench bench-peers clean
+.PHONY: all build deps system-deps native python demo test soak bench bench-peers clean
 
 all: build
 
@@ -26,10 +26,16 @@ build: deps
 native: deps
 	@node scripts/build-native.mjs
 
+# The Python client (python/) installed into .venv-python, a venv that sees
+# Debian's torch, grpcio and protobuf; the Python tests use it. Says why and
+# carries on when /usr/bin/python3 cannot make one (those tests then skip).
+python:
+	@bash scripts/python-venv.sh
+
 demo: build
 	node dist/examples/demo.js
 
-test: system-deps build native
+test: system-deps build native python
 	npx vitest run
 
 # The chaos, fuzz and load tests at soak length (README, Reliability).
@@ -45,4 +51,4 @@ bench-peers: build
 	node dist/bench/peers/run.js
 
 clean:
-	rm -rf dist native/build
+	rm -rf dist native/build .venv-python

@@ -1,0 +1,156 @@
+"""logd's Python client.
+
+    import logd
+    logd.setup()                                # optional: find or start the daemon, export LOGD_SERVICE
+    run = logd.init(project="p", group="g", config={"lr": 0.1})
+    run.log({"loss": 0.5, "acc": {"top1": 0.9}})  # never blocks on I/O; nested dicts become "acc/top1"
+    h = run.handle()                            # another process: logd.attach(h)
+    run.finish()
+"""
+import os
+import socket
+import sys
+from typing import Optional
+
+# logd never uses a gRPC channel across fork() (see relay.py), so grpcio's own
+# fork handlers only add risk: on by default in newer grpcio, they pause gRPC's
+# threads around every fork, or skip with a log line per DataLoader worker
+# while a stream is open. Off unless the program chose otherwise before grpc loaded.
+if "grpc" not in sys.modules:
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
+
+from . import exit_hooks  # noqa: E402
+from ._pb import logd_pb2 as pb
+from .connection import CallError, ServiceAddress, connection_for, forked_after_grpc
+from .discovery import DaemonStartError, find_daemon
+from .disabled import DisabledRun
+from .paths import tunables
+from .run import FinishResult, Run, live_runs
+from .torchrun import rank_info, restart_count, torchrun_env
+from .values import to_json
+from .relay import RelayWriter
+from .writer import Writer, new_writer_id
+
+__version__ = "0.1.0"
+__all__ = ["setup", "init", "attach", "finish_all", "Run", "DisabledRun", "FinishResult", "CallError", "DaemonStartError"]
+
+import grpc  # noqa: E402
+
+
+def _warn(msg: str) -> None:
+    sys.stderr.write(msg if msg.endswith("\n") else msg + "\n")
+
+
+def client_info() -> pb.ClientInfo:
+    return pb.ClientInfo(pid=os.getpid(), host=socket.gethostname(), rank=rank_info(), client_version=__version__)
+
+
+def setup() -> str:
+    """Makes sure a daemon is reachable and exports LOGD_SERVICE for child processes (spawned ones included)."""
+    return find_daemon().format()
+
+
+def _with_daemon(fn, first: Optional[ServiceAddress] = None):
+    """Runs fn(connection) against `first` (default: the daemon found as usual); when that
+    daemon is gone (an inherited LOGD_SERVICE, a handle from before a restart), looks again once."""
+    address = first or find_daemon()
+    try:
+        return fn(connection_for(address)), address
+    except CallError as e:
+        if e.code != grpc.StatusCode.UNAVAILABLE:
+            raise
+        address = find_daemon(ignore_env=True)
+        return fn(connection_for(address)), address
+
+
+def _writer_factory(run_id: str, run_token: str):
+    def make(address: ServiceAddress, writer_id: str, relay: bool = False):
+        t = tunables()
+        if relay:
+            return RelayWriter(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn)
+        return Writer(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, t.max_buffer_bytes)
+
+    return make
+
+
+def init(project: Optional[str] = None, name: Optional[str] = None, group: Optional[str] = None,
+         job_type: Optional[str] = None, config: Optional[dict] = None, tags=None, notes: Optional[str] = None,
+         id: Optional[str] = None, mode: Optional[str] = None, sample_interval_ms: int = 0):  # noqa: A002 - wandb's name
+    """Creates a run; this process becomes its owner.
+
+    Under torchrun the torchrun environment is recorded in config["torchrun"], and
+    a restarted worker (TORCHELASTIC_RESTART_COUNT > 0) logs into a new run whose
+    name (and requested id) carry the attempt: "<name>-attempt-<n>".
+    """
+    t = tunables()
+    mode = t.mode or mode or "online"
+    if mode != "disabled":
+        _refuse_after_fork("init")
+    if mode not in ("online", "offline", "disabled"):
+        raise ValueError("logd: mode=%r must be online, offline or disabled" % mode)
+    if mode == "disabled":
+        return DisabledRun(project or "", name or "", group or "", config)
+    if config is not None and not isinstance(config, dict):
+        raise TypeError("logd: config must be a dict, not %s" % type(config).__name__)
+    cfg = dict(config or {})
+    env = torchrun_env()
+    if env:
+        cfg.setdefault("torchrun", env)
+    attempt = restart_count()
+    if attempt > 0:
+        name = "%s-attempt-%d" % (name, attempt) if name else "attempt-%d" % attempt
+        if id:
+            id = "%s-attempt-%d" % (id, attempt)
+    req = pb.CreateRunRequest(
+        client=client_info(), project=project or "", name=name or "", group=group or "", job_type=job_type or "",
+        config_json=to_json(cfg), tags=list(tags or []), id=id or "", mode=mode, notes=notes or "",
+        sample_interval_ms=int(sample_interval_ms or 0),
+    )
+    info, address = _with_daemon(lambda c: c.unary("CreateRun", req, t.call_timeout_s))
+    make = _writer_factory(info.id, info.run_token)
+    exit_hooks.install()
+    return Run(info, make(address, info.owner_writer_id), info.run_token, True, _warn, make)
+
+
+def _refuse_after_fork(what: str) -> None:
+    if forked_after_grpc():
+        raise RuntimeError(
+            "logd.%s() in a process forked after logd connected to its daemon: gRPC cannot be used across fork(). "
+            "Create the run before forking and log into it from the child (it logs through a relay process), "
+            "or start the child with multiprocessing's 'spawn' or 'forkserver' context" % what
+        )
+
+
+def parse_handle(handle: str) -> dict:
+    import base64
+    import json
+
+    bad = TypeError("logd: that is not a run handle; pass the string returned by run.handle()")
+    if not isinstance(handle, str) or not handle.startswith("logd1."):
+        raise bad
+    try:
+        raw = handle[6:]
+        p = json.loads(base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4)).decode())
+    except Exception:
+        raise bad from None
+    if not isinstance(p, dict) or p.get("v") != 1 or not all(isinstance(p.get(k), str) for k in ("r", "t", "s")):
+        raise bad
+    return p
+
+
+def attach(handle: str) -> Run:
+    """Attaches to a run created elsewhere (its handle came from run.handle())."""
+    p = parse_handle(handle)
+    _refuse_after_fork("attach")
+    t = tunables()
+    req = pb.AttachRunRequest(client=client_info(), run_id=p["r"], run_token=p["t"])
+    info, address = _with_daemon(lambda c: c.unary("AttachRun", req, t.call_timeout_s), ServiceAddress.parse(p["s"]))
+    make = _writer_factory(info.id, p["t"])
+    exit_hooks.install()
+    return Run(info, make(address, new_writer_id()), p["t"], False, _warn, make)
+
+
+def finish_all(exit_code: int = 0) -> None:
+    """Finishes every run this process still has open (what happens at exit too)."""
+    for r in live_runs():
+        r.finish(exit_code=exit_code)

@@ -1,0 +1,131 @@
+"""Finding the daemon: LOGD_SERVICE first (inherited from the process that
+started the job), then the service file of this data dir, then, when allowed,
+starting a sidecar daemon (`logd serve --sidecar`, found through LOGD_BIN or
+on PATH) and waiting for it with a deadline. The answer is exported as
+LOGD_SERVICE so that spawned children inherit it."""
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+from typing import Optional
+
+from .connection import ServiceAddress
+from .paths import Paths, resolve_paths, tunables
+
+EXIT_ALREADY_RUNNING = 3
+
+
+class DaemonStartError(RuntimeError):
+    """No daemon answers and none could be started."""
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+
+
+def from_service_file(paths: Paths) -> Optional[ServiceAddress]:
+    try:
+        with open(paths.service_file, encoding="utf-8") as f:
+            s = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(s, dict) or not isinstance(s.get("pid"), int) or not isinstance(s.get("token"), str) or not isinstance(s.get("socket"), str):
+        return None
+    if not pid_alive(s["pid"]):
+        return None
+    return ServiceAddress(s["socket"], s["token"])
+
+
+def find_daemon(ignore_env: bool = False, auto_start: Optional[bool] = None) -> ServiceAddress:
+    t = tunables()
+    if t.service and not ignore_env:
+        return ServiceAddress.parse(t.service)
+    paths = resolve_paths()
+    addr = from_service_file(paths)
+    if addr is None:
+        if not (t.auto_start if auto_start is None else auto_start):
+            raise DaemonStartError(
+                "no logd daemon is running for %s; start one with `logd serve` (or unset LOGD_NO_AUTOSTART)" % paths.data_dir
+            )
+        addr = start_sidecar(paths, t.start_timeout_s)
+    os.environ["LOGD_SERVICE"] = addr.format()
+    return addr
+
+
+def daemon_command() -> list:
+    """The command that runs the daemon: LOGD_BIN (a path, or a command line), else `logd` on PATH."""
+    raw = os.environ.get("LOGD_BIN", "")
+    if raw:
+        argv = [raw] if os.path.exists(raw) else shlex.split(raw)
+        if argv and (os.path.exists(argv[0]) or shutil.which(argv[0])):
+            return argv
+        raise DaemonStartError("LOGD_BIN=%r does not name a program; point it at the `logd` executable" % raw)
+    found = shutil.which("logd")
+    if found:
+        return [found]
+    raise DaemonStartError(
+        "no logd daemon is running and the `logd` program was not found to start one: install the logd daemon "
+        "(npm install -g logd, Node >= 20) so that `logd` is on PATH, set LOGD_BIN to its path, or start one with `logd serve`"
+    )
+
+
+def _tail(file: str, size: int = 2000) -> str:
+    try:
+        with open(file, encoding="utf-8", errors="replace") as f:
+            return f.read()[-size:].strip()
+    except OSError:
+        return "(no daemon log)"
+
+
+def start_sidecar(paths: Paths, timeout_s: float) -> ServiceAddress:
+    """Starts a detached daemon (its own session) and waits for its service file."""
+    argv = daemon_command()
+    os.makedirs(paths.runtime_dir, mode=0o700, exist_ok=True)
+    env = dict(os.environ, LOGD_DIR=paths.data_dir, LOGD_RUNTIME_DIR=paths.runtime_dir)
+    env.pop("LOGD_SERVICE", None)
+    log_fd = os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    log_start = os.fstat(log_fd).st_size
+    try:
+        child = subprocess.Popen(
+            argv + ["serve", "--sidecar"], stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+            env=env, start_new_session=True, close_fds=True,
+        )
+    except OSError as e:
+        raise DaemonStartError("could not start the logd daemon (%s): %s" % (" ".join(argv), e)) from None
+    finally:
+        os.close(log_fd)
+    started = time.monotonic()
+    deadline = started + timeout_s
+
+    def new_log() -> str:
+        try:
+            with open(paths.daemon_log, "rb") as f:
+                f.seek(log_start)
+                return f.read().decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+
+    while time.monotonic() < deadline:
+        addr = from_service_file(paths)
+        if addr is not None and os.path.exists(paths.socket_path):
+            return addr
+        code = child.poll()
+        if code is not None and code != EXIT_ALREADY_RUNNING:
+            raise DaemonStartError(
+                "the logd daemon exited with code %d while starting:\n%s\n(full log: %s)" % (code, new_log() or _tail(paths.daemon_log), paths.daemon_log)
+            )
+        if code == EXIT_ALREADY_RUNNING and time.monotonic() - started > 2:
+            raise DaemonStartError("%s\n(full log: %s)" % (new_log() or "another logd daemon serves this data dir", paths.daemon_log))
+        time.sleep(0.01)
+    raise DaemonStartError(
+        "the logd daemon did not come up within %d ms (raise LOGD_START_TIMEOUT_MS, or start it with `logd serve`); its log says:\n%s"
+        % (timeout_s * 1000, _tail(paths.daemon_log))
+    )

@@ -1,0 +1,62 @@
+"""Past the memory bound (LOGD_MAX_BUFFER_MB), sealed batches wait in a private
+file instead of RAM (LOGD_DIR/spool/<run>--<writer>.overflow), as in the
+TypeScript client: training never blocks and nothing is dropped while the
+daemon is stopped or slow. They are read back in order as acknowledgements
+free memory."""
+import os
+from typing import List, Tuple
+
+
+class Overflow:
+    def __init__(self, path: str):
+        self.path = path
+        self._fd = None
+        self._end = 0
+        self._queue: List[Tuple[int, int, int]] = []  # (seq, offset, length)
+        self.bytes = 0
+
+    @property
+    def count(self) -> int:
+        return len(self._queue)
+
+    def push(self, seq: int, data: bytes) -> None:
+        if self._fd is None:
+            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+            self._end = 0
+        view = memoryview(data)
+        offset = self._end
+        while view:
+            n = os.pwrite(self._fd, view, offset)
+            view = view[n:]
+            offset += n
+        self._queue.append((seq, self._end, len(data)))
+        self._end += len(data)
+        self.bytes += len(data)
+
+    def take(self, max_bytes: float) -> List[Tuple[int, bytes]]:
+        """Batches from the front, up to max_bytes (at least one)."""
+        out = []
+        taken = 0
+        while self._queue and (not out or taken + self._queue[0][2] <= max_bytes):
+            seq, offset, length = self._queue.pop(0)
+            out.append((seq, os.pread(self._fd, length, offset)))
+            taken += length
+            self.bytes -= length
+        if not self._queue:
+            self.clear()
+        return out
+
+    def all(self) -> List[Tuple[int, bytes]]:
+        return self.take(float("inf")) if self._queue else []
+
+    def clear(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+            try:
+                os.unlink(self.path)
+            except OSError:
+                pass
+        self._queue = []
+        self.bytes = 0

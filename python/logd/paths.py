@@ -1,0 +1,78 @@
+"""Where logd keeps things, and the client tunables: the same rules as the
+daemon's src/config.ts, so that a Python process and the daemon agree on the
+runtime dir (socket, service file) and the spool dir (spill files)."""
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Paths:
+    data_dir: str
+    runtime_dir: str
+    socket_path: str
+    service_file: str
+    daemon_log: str
+    spool_dir: str
+
+
+def resolve_paths(env=None) -> Paths:
+    env = os.environ if env is None else env
+    home = os.path.expanduser("~")
+    data_home = env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
+    data_dir = os.path.abspath(env.get("LOGD_DIR") or os.path.join(data_home, "logd"))
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    key = hashlib.sha256(data_dir.encode()).hexdigest()[:12]
+    xdg = env.get("XDG_RUNTIME_DIR")
+    # Node's os.tmpdir(): TMPDIR without a trailing slash, else /tmp.
+    tmp = (env.get("TMPDIR") or env.get("TMP") or env.get("TEMP") or "/tmp").rstrip("/") or "/"
+    base = xdg if xdg and len(xdg) < 60 else tmp
+    runtime_dir = os.path.abspath(env.get("LOGD_RUNTIME_DIR") or os.path.join(base, "logd-%d" % uid, key))
+    return Paths(
+        data_dir=data_dir,
+        runtime_dir=runtime_dir,
+        socket_path=os.path.join(runtime_dir, "logd.sock"),
+        service_file=os.path.join(runtime_dir, "service.json"),
+        daemon_log=os.path.join(runtime_dir, "daemon.log"),
+        spool_dir=os.path.join(data_dir, "spool"),
+    )
+
+
+def _env_number(name: str, default: float) -> float:
+    raw = os.environ.get(name, "")
+    if raw == "":
+        return default
+    try:
+        n = float(raw)
+    except ValueError:
+        n = -1.0
+    if not (n >= 0 and n != float("inf")):
+        raise ValueError("config: %s=%r is not a non-negative number; unset it or set e.g. %s=%g" % (name, raw, name, default))
+    return n
+
+
+@dataclass(frozen=True)
+class Tunables:
+    service: Optional[str]
+    mode: Optional[str]
+    flush_interval_s: float
+    max_buffer_bytes: int
+    start_timeout_s: float
+    call_timeout_s: float
+    auto_start: bool
+
+
+def tunables() -> Tunables:
+    mode = os.environ.get("LOGD_MODE") or None
+    if mode not in (None, "online", "offline", "disabled"):
+        raise ValueError("config: LOGD_MODE=%r must be online, offline or disabled" % mode)
+    return Tunables(
+        service=os.environ.get("LOGD_SERVICE") or None,
+        mode=mode,
+        flush_interval_s=_env_number("LOGD_FLUSH_INTERVAL_MS", 200) / 1000,
+        max_buffer_bytes=int(_env_number("LOGD_MAX_BUFFER_MB", 64) * 1024 * 1024),
+        start_timeout_s=_env_number("LOGD_START_TIMEOUT_MS", 10_000) / 1000,
+        call_timeout_s=_env_number("LOGD_CALL_TIMEOUT_MS", 10_000) / 1000,
+        auto_start=os.environ.get("LOGD_NO_AUTOSTART") != "1",
+    )

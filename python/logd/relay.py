@@ -1,0 +1,310 @@
+"""How a forked child logs without gRPC.
+
+gRPC's state does not survive fork(): grpcio shares its epoll set and threads
+with the parent, so a child that so much as opens a channel can break the
+parent's connection (observed: "Bad file descriptor" in the child, the
+parent's calls then hanging), and grpcio's own fork support is off by default
+and changes between releases. So a forked child never calls into gRPC. When
+it logs, it starts a relay: a fresh interpreter (`python -m logd.relay`, a
+fork+exec, so nothing inherited) that holds a writer of its own on a
+connection of its own. The child's log() appends to a buffer as usual; a
+background thread hands rows to the relay through a pipe.
+
+The relay outlives the child if need be: when the pipe closes (the child
+exited, with os._exit as multiprocessing and DataLoader workers do, or was
+killed) it delivers what it has, detaches its writer and exits.
+
+Pipe messages are length-prefixed pickles (the two ends are one user's
+processes of one program):
+  child -> relay  ("open", service, run_id, run_token, writer_id, client_info bytes)
+                  ("rows", rows, updates) | ("sync", timeout) | ("finish", exit_code, timeout)
+  relay -> child  ("ok", acked, problem) | ("finished", state, message, timed_out)
+"""
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import threading
+import time
+from typing import Optional
+
+
+def _send(f, msg) -> None:
+    data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
+    f.write(struct.pack("<I", len(data)) + data)
+    f.flush()
+
+
+def _recv(f):
+    head = f.read(4)
+    if len(head) < 4:
+        return None
+    (n,) = struct.unpack("<I", head)
+    data = f.read(n)
+    if len(data) < n:
+        return None
+    return pickle.loads(data)
+
+
+def relay_marker(run_id: str, writer_id: str) -> str:
+    """While a forked child's relay is not yet known to the daemon, a marker says so: the
+    run's owner waits for it before finishing, so that the relay's records are not refused."""
+    from .paths import resolve_paths
+
+    return os.path.join(resolve_paths().spool_dir, "%s--%s.relay" % (run_id, writer_id))
+
+
+def _write_marker(path: str, relay_pid: int = 0) -> None:
+    """The marker holds the pids to watch: the child's, then its relay's once started."""
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(tmp, "w") as f:
+            f.write("%d %d" % (os.getpid(), relay_pid))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # without a marker only the owner's wait is lost, never records
+
+
+def _remove(path: str) -> None:
+    try:
+        os.unlink(path)
+    except OSError:
+        pass
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an exited relay its parent has not reaped yet)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            stat = f.read()
+        return stat[stat.rindex(")") + 2] not in "ZX"
+    except (OSError, ValueError, IndexError):
+        from .discovery import pid_alive
+
+        return not os.path.exists("/proc/self") and pid_alive(pid)
+
+
+def wait_for_relays(run_id: str, deadline: float) -> None:
+    """The owner's side: waits (until deadline, monotonic) until every live forked child that
+    logs into this run has its relay registered with the daemon."""
+    import glob
+
+    from .paths import resolve_paths
+
+    pattern = os.path.join(resolve_paths().spool_dir, glob.escape(run_id) + "--*.relay")
+    while True:
+        waiting = []
+        for path in glob.glob(pattern):
+            try:
+                with open(path) as f:
+                    pids = [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                continue
+            if any(pid > 0 and _running(pid) for pid in pids):
+                waiting.append(path)
+            else:
+                _remove(path)  # its process ended before its relay came up; the relay, if any, spills
+        if not waiting or time.monotonic() >= deadline:
+            return
+        time.sleep(0.02)
+
+
+class _Address:
+    def __init__(self, service: str):
+        from .connection import ServiceAddress
+
+        self.address = ServiceAddress.parse(service)
+
+
+class RelayWriter:
+    """The writer of a forked child: same surface as writer.Writer, no gRPC in this process."""
+
+    def __init__(self, address, run_id: str, run_token: str, writer_id: str, client, flush_interval_s: float, warn):
+        self.run_id = run_id
+        self.run_token = run_token
+        self.writer_id = writer_id
+        self.pid = os.getpid()
+        self.seq = 0
+        self.last_problem: Optional[str] = None
+        self._service = address.format()
+        self.conn = _Address(self._service)
+        self._client = client.SerializeToString()
+        self._flush_interval_s = flush_interval_s
+        self._warn = warn
+        self._buf_lock = threading.Lock()
+        self._buf = []
+        self._updates = []
+        self._io = threading.Lock()  # one request/answer on the pipe at a time
+        self._proc: Optional[subprocess.Popen] = None
+        self._failed: Optional[str] = None
+        self.closed = False
+        self._marker = relay_marker(run_id, writer_id)
+        _write_marker(self._marker)
+        self._thread = threading.Thread(target=self._loop, name="logd-relay-" + run_id, daemon=True)
+        self._thread.start()
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is not None:
+            # multiprocessing children (DataLoader workers among them) end with os._exit,
+            # which runs no atexit hook but does run these finalizers first.
+            mp_util.Finalize(None, self.close, exitpriority=100)
+
+    def add(self, step, t, keys, vals) -> None:
+        with self._buf_lock:
+            self._buf.append((step, t, keys, vals))
+
+    def update(self, kind: str, text: str) -> None:
+        with self._buf_lock:
+            self._updates.append((kind, text))
+
+    def _start(self) -> bool:
+        """Starts the relay (caller holds _io); False when it cannot run."""
+        if self._proc is not None:
+            return self._proc.poll() is None
+        if self._failed:
+            return False
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "logd._relay_main"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+            )
+            _write_marker(self._marker, self._proc.pid)
+            _send(self._proc.stdin, ("open", self._service, self.run_id, self.run_token, self.writer_id, self._client))
+            return True
+        except (OSError, ValueError) as e:
+            _remove(self._marker)
+            self._failed = "could not start the relay of this forked process (%s -m logd._relay_main): %s" % (sys.executable, e)
+            self.last_problem = self._failed
+            self._warn("logd: run %s: %s; its records are lost" % (self.run_id, self._failed))
+            return False
+
+    def _push(self) -> None:
+        """Hands the buffer to the relay (caller holds _io)."""
+        with self._buf_lock:
+            rows, self._buf = self._buf, []
+            updates, self._updates = self._updates, []
+        if not rows and not updates:
+            return
+        if self._start():
+            try:
+                _send(self._proc.stdin, ("rows", rows, updates))
+                self.seq += 1
+            except (OSError, ValueError) as e:
+                self.last_problem = "relay: %s" % e
+
+    def _loop(self) -> None:
+        with self._io:
+            self._start()  # at once: the daemon learns of this writer early, so the owner's finish waits for it
+        while not self.closed:
+            time.sleep(self._flush_interval_s)
+            with self._io:
+                if self.closed:
+                    return
+                self._push()
+
+    def _ask(self, msg, timeout_s: float):
+        """One request and its answer; None when the relay is gone or does not answer in time."""
+        with self._io:
+            self._push()
+            if not self._start():
+                return None
+            try:
+                _send(self._proc.stdin, msg)
+            except (OSError, ValueError):
+                return None
+            box = []
+            reader = threading.Thread(target=lambda: box.append(_recv(self._proc.stdout)), daemon=True)
+            reader.start()
+            reader.join(timeout_s + 2)
+            return box[0] if box else None
+
+    def wait_acked(self, timeout_s: float) -> bool:
+        ans = self._ask(("sync", timeout_s), timeout_s)
+        if ans is None:
+            return False
+        self.last_problem = ans[2]
+        return bool(ans[1])
+
+    def finish(self, exit_code: int, timeout_s: float):
+        from .run import FinishResult
+
+        ans = self._ask(("finish", exit_code, timeout_s), timeout_s + 2)
+        self.close()
+        if ans is None:
+            return FinishResult("running", "finish: the relay of this forked process did not answer; it delivers what it has when this process exits", True)
+        return FinishResult(ans[1], ans[2], ans[3])
+
+    def spill(self, exit_code, lock_timeout_s: float = 2.0):
+        # The relay holds the records; it delivers them when this process's end closes the pipe.
+        if self._io.acquire(timeout=lock_timeout_s):
+            try:
+                self._push()
+            finally:
+                self._io.release()
+        return None
+
+    def close(self) -> None:
+        """Hands over what is buffered and closes the pipe: the relay delivers it, detaches and exits."""
+        if self._io.acquire(timeout=2.0):
+            try:
+                if not self.closed:
+                    self._push()
+            finally:
+                self._io.release()
+        self.closed = True
+        p = self._proc
+        if p is not None and p.stdin:
+            try:
+                p.stdin.close()
+            except OSError:
+                pass
+
+
+def main() -> None:
+    """The relay process."""
+    from . import _warn
+    from ._pb import logd_pb2 as pb
+    from .connection import ServiceAddress
+    from .paths import tunables
+    from .run import Run
+    from .writer import Writer
+
+    inp = sys.stdin.buffer
+    out = sys.stdout.buffer
+    first = _recv(inp)
+    if not first or first[0] != "open":
+        sys.exit(2)
+    _, service, run_id, run_token, writer_id, client_bytes = first
+    flush_s = tunables().flush_interval_s
+    client = pb.ClientInfo.FromString(client_bytes)
+    client.pid = os.getpid()  # the daemon watches the process that holds the stream
+
+    def make(addr, wid, relay=False):
+        return Writer(addr, run_id, run_token, wid, client, flush_s, _warn, tunables().max_buffer_bytes)
+
+    run = Run(pb.RunInfo(id=run_id), make(ServiceAddress.parse(service), writer_id), run_token, False, _warn, make)
+    w = run._writer
+    w.connect()
+    w.wait_opened(10.0)
+    _remove(relay_marker(run_id, writer_id))
+    while True:
+        msg = _recv(inp)
+        if msg is None:
+            run.finish(timeout=10.0)  # the child is gone: deliver, detach, leave
+            return
+        kind = msg[0]
+        if kind == "rows":
+            for row in msg[1]:
+                w.add(*row)
+            for kind2, text in msg[2]:
+                w.update(kind2, text)
+            w.kick()
+        elif kind == "sync":
+            ok = w.wait_acked(msg[1])
+            _send(out, ("ok", ok, w.last_problem))
+        elif kind == "finish":
+            res = run.finish(exit_code=msg[1], timeout=msg[2])
+            _send(out, ("finished", res.state, res.message, res.timed_out))
+            return
+
+

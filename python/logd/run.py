@@ -1,0 +1,289 @@
+"""A run as the training code sees it: log(), config, summary, handle(),
+finish(), and `with` (finish on leaving; crashed on an exception)."""
+import base64
+import json
+import os
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from typing import Optional
+
+from . import values
+from .connection import CallError, ServiceAddress, keep_forever
+from .relay import wait_for_relays
+from .writer import Writer, new_writer_id
+
+_live_lock = threading.Lock()
+_live = []  # open runs of this process (and runs inherited over fork)
+
+
+def live_runs():
+    with _live_lock:
+        return list(_live)
+
+
+def _forget(run) -> None:
+    with _live_lock:
+        if run in _live:
+            _live.remove(run)
+
+
+class _Updates(dict):
+    """run.config / run.summary: a dict whose update() also reaches the daemon."""
+
+    def __init__(self, initial, kind, run):
+        super().__init__(initial)
+        self._kind = kind
+        self._run = run
+
+    def update(self, other=(), **kw):
+        obj = dict(other, **kw)
+        super().update(obj)
+        self._run._update(self._kind, values.to_json(obj))
+
+    def __setitem__(self, key, value):
+        self.update({key: value})
+
+
+class FinishResult:
+    def __init__(self, state: str, message: str, timed_out: bool):
+        self.state = state
+        self.message = message
+        self.timed_out = timed_out
+
+    def __repr__(self):
+        return "FinishResult(state=%r, timed_out=%r, message=%r)" % (self.state, self.timed_out, self.message)
+
+
+class Run:
+    def __init__(self, info, writer: Writer, run_token: str, is_owner: bool, warn, make_writer):
+        self.id = info.id
+        self.name = info.name
+        self.project = info.project
+        self.group = info.group
+        self._token = run_token
+        self.is_owner = is_owner
+        self._warn = warn
+        self._make_writer = make_writer  # (address, writer_id) -> Writer, for a forked child
+        self._writer = writer
+        self._address = writer.conn.address
+        self._pid = os.getpid()
+        self._next_step = 0
+        self._known = set()  # metric names already checked
+        self._finish_lock = threading.Lock()
+        self._finished: Optional[FinishResult] = None
+        cfg = json.loads(info.config_json) if info.config_json else {}
+        self.config = _Updates(cfg if isinstance(cfg, dict) else {}, "config", self)
+        self.summary = _Updates({}, "summary", self)
+        with _live_lock:
+            _live.append(self)
+
+    # ---- logging: the training thread's path, kept short ----
+
+    def log(self, data: dict, step: Optional[int] = None, commit=None) -> None:
+        """Appends one row of metrics. Returns at once; never blocks on I/O."""
+        if self._finished is not None:
+            raise RuntimeError("logd: run %s is finished; log() after finish() is not stored" % self.id)
+        if type(data) is not dict and not isinstance(data, Mapping):
+            raise TypeError("logd: log() takes a dict of metrics, not %s" % type(data).__name__)
+        keys = []
+        vals = []
+        known = self._known
+        for k, v in data.items():
+            t = type(v)
+            if (t is float or t is int) and k in known:
+                keys.append(k)
+                vals.append(v)
+            else:
+                self._slow(k, v, keys, vals)
+        if step is None:
+            step = self._next_step
+        elif type(step) is not int:
+            step = self._check_step(step)
+        elif step < 0:
+            raise TypeError("logd: step %r must be a non-negative integer" % step)
+        self._next_step = step + 1
+        w = self._writer
+        if w is None or w.pid != self._pid:
+            w = self._writer_after_fork()
+        w.add(step, time.time(), keys, vals)
+
+    def _slow(self, k, v, keys, vals, prefix: str = "") -> None:
+        key = prefix + k if type(k) is str else k
+        if isinstance(v, Mapping):
+            if type(k) is not str:
+                values.check_key(k)
+            for k2, v2 in v.items():
+                self._slow(k2, v2, keys, vals, key + "/")
+            return
+        if key not in self._known:
+            values.check_key(key)
+            self._known.add(key)
+        t = type(v)
+        x = v if (t is float or t is int) else values.scalar(key, v)
+        if x is not None:
+            keys.append(key)
+            vals.append(x)
+
+    @staticmethod
+    def _check_step(step) -> int:
+        if isinstance(step, bool) or not isinstance(step, int):
+            item = getattr(step, "item", None)
+            step = item() if callable(item) else step
+        if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+            raise TypeError("logd: step %r must be a non-negative integer" % (step,))
+        return int(step)
+
+    def _update(self, kind: str, text: str) -> None:
+        w = self._writer
+        if w is None or w.pid != self._pid:
+            w = self._writer_after_fork()
+        w.update(kind, text)
+
+    def _writer_after_fork(self) -> Writer:
+        """In a forked child: the parent's writer (its thread, its channel) stayed in the parent.
+        This process logs as a writer of its own, on a channel of its own."""
+        if self._pid != os.getpid():
+            self._pid = os.getpid()
+            self.is_owner = False
+            self._writer = self._make_writer(self._address, new_writer_id(), relay=True)
+        return self._writer
+
+    def _forked(self) -> None:
+        """Called in a forked child: forget the parent's writer without touching it (its
+        stream and channel are gRPC objects whose finalizers must never run here)."""
+        self._finish_lock = threading.Lock()
+        if self._writer is not None:
+            keep_forever(self._writer)
+        self._writer = None
+
+    # ---- the rest of the API ----
+
+    @property
+    def problem(self) -> Optional[str]:
+        """What keeps records from being stored right now (a full disk, a daemon being
+        restarted), as the daemon or the connection reported it; None when all is well."""
+        w = self._writer
+        return w.last_problem if w is not None and w.pid == os.getpid() else None
+
+    def handle(self) -> str:
+        """A string another process can pass to logd.attach() to log into this run."""
+        w = self._writer
+        addr: ServiceAddress = w.conn.address if w is not None else self._address
+        p = {"v": 1, "s": addr.format(), "r": self.id, "t": self._token}
+        raw = json.dumps(p, separators=(",", ":")).encode()
+        return "logd1." + base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+    def flush(self, timeout: float = 10.0) -> bool:
+        """Sends what is buffered and waits (up to timeout seconds) until the daemon has it durably."""
+        w = self._writer
+        return True if w is None or w.pid != os.getpid() else w.wait_acked(timeout)
+
+    def finish(self, exit_code: Optional[int] = None, timeout: Optional[float] = None) -> FinishResult:
+        """Waits (up to timeout seconds, default 10) until everything is durable, then
+        finishes the run (the owner) or detaches from it (an attached writer)."""
+        with self._finish_lock:
+            if self._finished is None:
+                self._finished = self._finish(0 if exit_code is None else int(exit_code), 10.0 if timeout is None else float(timeout))
+            return self._finished
+
+    def _finish(self, exit_code: int, timeout_s: float) -> FinishResult:
+        w = self._writer
+        if w is None or w.pid != os.getpid():
+            _forget(self)  # a forked child that never logged: nothing of its own to finish
+            return FinishResult("running", "this process never logged into run %s; nothing to finish" % self.id, False)
+        if not isinstance(w, Writer):  # a forked child's relay finishes its own writer
+            try:
+                return w.finish(exit_code, timeout_s)
+            finally:
+                _forget(self)
+        deadline = time.monotonic() + timeout_s
+        try:
+            if not w.wait_acked(timeout_s):
+                path = w.spill(exit_code if self.is_owner else None)
+                msg = "finish: the daemon did not acknowledge everything within %d ms%s; unsent records were written to %s, which the daemon ingests" % (
+                    timeout_s * 1000, " (%s)" % w.last_problem if w.last_problem else "", path)
+                self._warn("logd: " + msg)
+                return FinishResult("finishing", msg, True)
+            if self.is_owner:
+                wait_for_relays(self.id, deadline)
+            try:
+                res = self._finish_call(w, exit_code, deadline)
+            except CallError as e:
+                path = w.spill(exit_code if self.is_owner else None)
+                msg = "finish: %s%s" % (e, "; the daemon will finalise the run from %s once this process exits" % path if path else "")
+                self._warn("logd: " + msg)
+                return FinishResult("running", msg, True)
+            if res.message and res.timed_out:
+                self._warn("logd: " + res.message)
+            return FinishResult(res.run.state, res.message, res.timed_out)
+        finally:
+            w.close()
+            _forget(self)
+
+    def _finish_call(self, w: Writer, exit_code: int, deadline: float):
+        """FinishRun; sent again to the daemon found anew while time is left when the one
+        it went to is gone (UNAVAILABLE). A daemon killed after it finalised the run
+        refuses the retry with FAILED_PRECONDITION; the final state is then read back."""
+        import grpc
+
+        from ._pb import logd_pb2 as pb
+
+        retried = False
+        while True:
+            left = max(0.001, deadline - time.monotonic())
+            req = pb.FinishRunRequest(run_id=self.id, run_token=self._token, writer_id=w.writer_id, exit_code=exit_code,
+                                      timeout_ms=int(left * 1000), last_seq=w.seq)
+            try:
+                return w.conn.unary("FinishRun", req, left + 2)
+            except CallError as e:
+                if retried and e.code == grpc.StatusCode.FAILED_PRECONDITION:
+                    run = w.conn.unary("GetRun", pb.GetRunRequest(run_id=self.id), max(0.001, deadline - time.monotonic()))
+                    if run.state not in ("running", "finishing"):
+                        return pb.FinishRunResponse(run=run)
+                if e.code != grpc.StatusCode.UNAVAILABLE or deadline - time.monotonic() < 0.5:
+                    raise
+                retried = True
+                time.sleep(0.2)
+                w.rediscover()
+
+    def spill_for_exit(self, exit_code: int) -> None:
+        """At a fatal signal: hand everything unsent to the daemon through a spill file (no network)."""
+        w = self._writer
+        if w is None or w.pid != os.getpid():
+            return
+        if self._finished is not None or self._finish_lock.locked():
+            w.spill(None, lock_timeout_s=0.5)  # finish() is under way: keep its records, no second finish
+            return
+        w.spill(exit_code if self.is_owner else None, lock_timeout_s=0.5)
+        _forget(self)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.finish()
+        elif issubclass(exc_type, KeyboardInterrupt):
+            self.finish(exit_code=130)
+        elif issubclass(exc_type, SystemExit):
+            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+            self.finish(exit_code=code)
+        else:
+            self.finish(exit_code=1)
+        return False
+
+    def __repr__(self):
+        return "<logd.Run %s project=%r name=%r group=%r>" % (self.id, self.project, self.name, self.group)
+
+
+def _after_fork_in_child() -> None:
+    global _live_lock
+    _live_lock = threading.Lock()
+    for r in _live:
+        r._forked()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,44 @@
+"""Spill files, in the format the daemon ingests (src/spill.ts, src/frames.ts):
+LOGD_DIR/spool/<run>--<writer>.spill holds length-prefixed, checksummed frames
+
+    u32 LE payload length | u32 LE crc32(type byte + payload) | u8 type | payload
+
+a SPILL_HEADER frame (JSON) and then one SPILL_BATCH frame per batch, each an
+encoded logd.v1.WriteRequest exactly as the stream would have carried it."""
+import json
+import os
+import struct
+import zlib
+from typing import List
+
+from .paths import resolve_paths
+
+SPILL_HEADER = 1
+SPILL_BATCH = 2
+
+
+def frame(kind: int, payload: bytes) -> bytes:
+    t = bytes((kind,))
+    return struct.pack("<II", len(payload), zlib.crc32(payload, zlib.crc32(t)) & 0xFFFFFFFF) + t + payload
+
+
+def spill_file_name(run_id: str, writer_id: str) -> str:
+    return "%s--%s.spill" % (run_id, writer_id)
+
+
+def write_spill(run_id: str, writer_id: str, header: dict, batches: List[bytes]) -> str:
+    spool = resolve_paths().spool_dir
+    os.makedirs(spool, mode=0o700, exist_ok=True)
+    path = os.path.join(spool, spill_file_name(run_id, writer_id))
+    tmp = "%s.%d.tmp" % (path, os.getpid())
+    data = [frame(SPILL_HEADER, json.dumps(header, separators=(",", ":")).encode())]
+    data.extend(frame(SPILL_BATCH, b) for b in batches)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(b"".join(data))
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    return path

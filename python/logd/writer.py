@@ -1,0 +1,432 @@
+"""The client side of one writer's stream.
+
+log() runs on the training thread and only appends a row (flat key and value
+lists) to a buffer under a short lock. A background thread seals the buffer
+into a columnar RecordBatch (keys interned into the writer's dictionary,
+encoded once), keeps each batch until the daemon acknowledges it as durable,
+re-sends the unacknowledged ones after a reconnect (the daemon drops
+duplicates by seq), and the exit paths write them to a spill file that the
+daemon ingests.
+"""
+import os
+import queue
+import socket
+import sys
+import threading
+import time
+import uuid
+from array import array
+from typing import List, Optional, Tuple
+
+import grpc
+
+from . import spill
+from ._pb import logd_pb2 as pb
+from .connection import Connection, ServiceAddress, connection_for, drop_connection
+from .overflow import Overflow
+from .paths import resolve_paths
+
+_BIG_ENDIAN = sys.byteorder == "big"
+MAX_ROWS = 8192
+MAX_PAIRS = 128 * 1024
+# Codes after which re-opening cannot help: PERMISSION_DENIED, NOT_FOUND, FAILED_PRECONDITION.
+_FINAL_CODES = (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
+
+
+def new_writer_id() -> str:
+    return "w-" + uuid.uuid4().hex[:12]
+
+
+def _le(a: array) -> bytes:
+    if _BIG_ENDIAN:
+        a.byteswap()
+    return a.tobytes()
+
+
+def _u32() -> array:
+    a = array("I")
+    if a.itemsize != 4:
+        a = array("L") if array("L").itemsize == 4 else array("H")  # never on Linux x86-64 / arm64
+    return a
+
+
+def _values(vals: list) -> array:
+    try:
+        return array("d", vals)
+    except OverflowError:  # an int beyond float range: stored as +-inf, as JSON would
+        return array("d", [_to_float(v) for v in vals])
+
+
+def _to_float(v) -> float:
+    try:
+        return float(v)
+    except OverflowError:
+        return float("inf") if v > 0 else float("-inf")
+
+
+class _Stream:
+    """One Write call: requests go through a queue that gRPC's own thread drains."""
+
+    def __init__(self, conn: Connection):
+        self.requests: "queue.SimpleQueue" = queue.SimpleQueue()
+        self.call = conn.write(iter(self.requests.get, None), metadata=conn.metadata)
+        self.opened = False
+
+    def send(self, data: bytes) -> None:
+        self.requests.put(data)
+
+    def close(self) -> None:
+        self.requests.put(None)
+        try:
+            self.call.cancel()
+        except Exception:
+            pass
+
+
+class Writer:
+    def __init__(self, address: ServiceAddress, run_id: str, run_token: str, writer_id: str, client: pb.ClientInfo,
+                 flush_interval_s: float, warn, max_buffer_bytes: int = 64 * 1024 * 1024):
+        self.run_id = run_id
+        self.run_token = run_token
+        self.writer_id = writer_id
+        self._client = client
+        self._flush_interval_s = flush_interval_s
+        self._max_buffer_bytes = max_buffer_bytes
+        self._warn = warn
+        self.conn = connection_for(address)
+        self.pid = os.getpid()
+        # The training thread's buffer: rows as (step, time, keys, values).
+        self._buf_lock = threading.Lock()
+        self._buf: List[Tuple[int, float, list, list]] = []
+        self._updates: List[Tuple[str, str]] = []  # ("summary" | "config", json), in call order
+        # Everything below is guarded by _cv.
+        self._cv = threading.Condition(threading.Lock())
+        self._ids = {}
+        self.keys: List[str] = []
+        self._keys_sealed = 0
+        self.seq = 0
+        self.acked_seq = 0
+        self._unacked: List[Tuple[int, bytes]] = []
+        self._unacked_bytes = 0
+        self._overflow = Overflow(os.path.join(resolve_paths().spool_dir, "%s--%s.overflow" % (run_id, writer_id)))
+        self._sent = 0  # unacked[:_sent] went out on the current stream
+        self._stream: Optional[_Stream] = None
+        self._reconnect_at = 0.0
+        self._backoff = 0.05
+        self._rediscover = False
+        self._auth_retries = 0
+        self._wake = False
+        self.closed = False
+        self.run_final: Optional[str] = None
+        self.last_problem: Optional[str] = None
+        self._thread = threading.Thread(target=self._loop, name="logd-writer-" + run_id, daemon=True)
+        self._thread.start()
+
+    # ---- the training thread ----
+
+    def add(self, step: int, t: float, keys: list, vals: list) -> None:
+        with self._buf_lock:
+            self._buf.append((step, t, keys, vals))
+
+    def update(self, kind: str, text: str) -> None:
+        with self._buf_lock:
+            self._updates.append((kind, text))
+
+    def kick(self) -> None:
+        with self._cv:
+            self._wake = True
+            self._cv.notify_all()
+
+    # ---- sealing ----
+
+    def _take(self):
+        with self._buf_lock:
+            rows, self._buf = self._buf, []
+            updates, self._updates = self._updates, []
+        return rows, updates
+
+    def _seal(self) -> None:
+        """Encodes what the training thread appended into batches (caller holds _cv)."""
+        rows, updates = self._take()
+        if not rows and not updates:
+            return
+        # Batches of at most MAX_ROWS rows and about MAX_PAIRS values; the updates ride on the last.
+        start, pairs = 0, 0
+        for i, row in enumerate(rows):
+            if i > start and (i - start >= MAX_ROWS or pairs + len(row[2]) > MAX_PAIRS):
+                self._seal_one(rows[start:i], [])
+                start, pairs = i, 0
+            pairs += len(row[2])
+        self._seal_one(rows[start:], updates)
+
+    def _seal_one(self, rows, updates) -> None:
+        ids = self._ids
+        steps = array("d")
+        times = array("d")
+        counts = _u32()
+        kid = _u32()
+        vals: list = []
+        for step, t, keys, values in rows:
+            steps.append(step)
+            times.append(t)
+            counts.append(len(keys))
+            for k in keys:
+                i = ids.get(k)
+                if i is None:
+                    i = ids[k] = len(self.keys)
+                    self.keys.append(k)
+                kid.append(i)
+            vals.extend(values)
+        self.seq += 1
+        batch = pb.RecordBatch(
+            seq=self.seq, new_keys=self.keys[self._keys_sealed :], new_keys_first=self._keys_sealed, rows=len(rows),
+            steps=_le(steps), times=_le(times), counts=_le(counts), key_ids=_le(kid), values=_le(_values(vals)),
+            summary_json=[j for kind, j in updates if kind == "summary"],
+            config_json=[j for kind, j in updates if kind == "config"],
+        )
+        self._keys_sealed = len(self.keys)
+        data = pb.WriteRequest(batch=batch).SerializeToString()
+        if self._overflow.count or self._unacked_bytes + len(data) > self._max_buffer_bytes:
+            if not self._overflow.count:
+                self._problem("buffer: %d MB not yet acknowledged by the daemon; further records wait on disk until it catches up"
+                              % (self._unacked_bytes // 1048576))
+            self._overflow.push(self.seq, data)
+            return
+        self._unacked.append((self.seq, data))
+        self._unacked_bytes += len(data)
+
+    def _refill(self) -> None:
+        """Moves batches back from disk once acknowledgements freed memory (caller holds _cv)."""
+        half = self._max_buffer_bytes / 2
+        if not self._overflow.count or self._unacked_bytes > half:
+            return
+        for seq, data in self._overflow.take(half - self._unacked_bytes):
+            self._unacked.append((seq, data))
+            self._unacked_bytes += len(data)
+
+    # ---- the background thread ----
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                if not self._wake:
+                    self._cv.wait(self._flush_interval_s)
+                self._wake = False
+                if self.closed:  # finish() delivered everything, or spilled what it could not
+                    return
+                try:
+                    self._seal()
+                    self._pump()
+                except Exception as e:  # never let the writer thread die silently
+                    self._problem("writer: %s: %s" % (type(e).__name__, e))
+
+    def _pump(self) -> None:
+        """Opens a stream when there is something to send, and sends (caller holds _cv)."""
+        if self.run_final or not (self._unacked or self._overflow.count):
+            return
+        if self._stream is None:
+            if time.monotonic() < self._reconnect_at:
+                return
+            if self._rediscover:
+                self._cv.release()  # discovery may start a daemon: never hold the lock over it
+                try:
+                    ok = self.rediscover()
+                finally:
+                    self._cv.acquire()
+                if ok:
+                    self._rediscover = False
+                if self._stream is not None or self.run_final:
+                    return
+            self._open()
+            return
+        if not self._stream.opened:
+            return
+        self._refill()
+        while self._sent < len(self._unacked):
+            self._stream.send(self._unacked[self._sent][1])
+            self._sent += 1
+
+    def _open(self) -> None:
+        s = _Stream(self.conn)
+        self._stream = s
+        self._sent = 0
+        s.send(pb.WriteRequest(open=pb.OpenWriter(
+            run_id=self.run_id, run_token=self.run_token, writer_id=self.writer_id, client=self._client,
+            keys=self.keys[: self._keys_sealed],
+        )).SerializeToString())
+        threading.Thread(target=self._read, args=(s,), name="logd-acks-" + self.run_id, daemon=True).start()
+
+    def _read(self, s: _Stream) -> None:
+        err = None
+        try:
+            for m in s.call:
+                with self._cv:
+                    if s is not self._stream:
+                        return
+                    self._on_message(s, m)
+        except grpc.RpcError as e:
+            err = e
+        except Exception as e:  # a dying interpreter, a closed channel
+            err = e
+        with self._cv:
+            self._on_broken(s, err)
+
+    def _on_message(self, s: _Stream, m) -> None:
+        kind = m.WhichOneof("kind")
+        if kind == "opened":
+            s.opened = True
+            self._backoff = 0.05
+            self._auth_retries = 0
+            self.last_problem = None
+            self._acked(m.opened.last_seq)
+            self._sent = 0  # everything unacknowledged goes out again on this stream
+            self._pump()
+        elif kind == "ack":
+            self.last_problem = None
+            self._acked(m.ack.seq)
+        elif kind == "control":
+            c = m.control
+            if c.kind == "rejected":
+                self._warn("logd: run %s: %s" % (self.run_id, c.message))
+                self._drop_seq(c.seq)
+            elif c.kind == "run_final":
+                self.run_final = c.message or "the run is final"
+            elif c.kind == "storage":
+                if self.last_problem != c.message:
+                    self._warn("logd: daemon: %s" % c.message)
+                self.last_problem = c.message
+        self._cv.notify_all()
+
+    def _acked(self, seq: int) -> None:
+        if seq > self.acked_seq:
+            self.acked_seq = seq
+        n = 0
+        while n < len(self._unacked) and self._unacked[n][0] <= seq:
+            self._unacked_bytes -= len(self._unacked[n][1])
+            n += 1
+        if n:
+            del self._unacked[:n]
+            self._sent = max(0, self._sent - n)
+            if self._overflow.count:
+                self._refill()
+                self._pump()
+
+    def _drop_seq(self, seq: int) -> None:
+        for i, (s, _) in enumerate(self._unacked):
+            if s == seq:
+                self._unacked_bytes -= len(self._unacked[i][1])
+                del self._unacked[i]
+                if i < self._sent:
+                    self._sent -= 1
+                break
+        if seq > self.acked_seq and all(s > seq for s, _ in self._unacked):
+            self.acked_seq = seq
+
+    def _on_broken(self, s: _Stream, err) -> None:
+        if s is not self._stream:
+            return
+        self._stream = None
+        self._cv.notify_all()
+        if self.run_final or (self.closed and not self._unacked):
+            return
+        code = err.code() if isinstance(err, grpc.RpcError) else None
+        if code == grpc.StatusCode.CANCELLED and self.closed:
+            return
+        self._rediscover = True
+        auth_failed = code == grpc.StatusCode.UNAUTHENTICATED and self._auth_retries >= 3
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            self._auth_retries += 1
+        if code in _FINAL_CODES or auth_failed:
+            self.run_final = "the daemon refused the stream: %s" % err.details()
+            self._warn("logd: run %s: %s" % (self.run_id, self.run_final))
+            return
+        why = (err.details() if isinstance(err, grpc.RpcError) else str(err)) if err else "stream closed"
+        self.last_problem = "reconnect: %s" % why
+        self._reconnect_at = time.monotonic() + self._backoff
+        self._backoff = min(self._backoff * 2, 1.0)
+
+    def _problem(self, msg: str) -> None:
+        if self.last_problem != msg:
+            self._warn("logd: run %s: %s" % (self.run_id, msg))
+        self.last_problem = msg
+
+    def rediscover(self) -> bool:
+        """Looks for the daemon again (it may have restarted with a new token); False when none is found."""
+        from .discovery import find_daemon
+
+        try:
+            addr = find_daemon(ignore_env=True)
+        except Exception:
+            return False
+        if addr != self.conn.address:
+            drop_connection(self.conn)
+            self.conn = connection_for(addr)
+        return True
+
+    def connect(self) -> None:
+        """Opens the stream now, with nothing to send yet: the daemon then knows this writer."""
+        with self._cv:
+            if self._stream is None and not self.run_final and not self.closed:
+                self._open()
+
+    def wait_opened(self, timeout_s: float) -> bool:
+        """Waits until the daemon answered the stream's open (it then knows this writer)."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            while not (self._stream is not None and self._stream.opened) and not self.run_final:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                if self._stream is None and time.monotonic() >= self._reconnect_at:
+                    self._open()
+                self._cv.wait(min(left, 0.05))
+            return self._stream is not None
+
+    # ---- waiting, closing, spilling ----
+
+    def wait_acked(self, timeout_s: float) -> bool:
+        """Seals what is buffered and waits, up to timeout_s, until the daemon has all of it durably."""
+        deadline = time.monotonic() + timeout_s
+        with self._cv:
+            self._seal()
+            target = self.seq
+            self._pump()
+            while self.acked_seq < target and not self.run_final:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._cv.wait(min(left, 0.05))
+                self._pump()
+            return self.acked_seq >= target
+
+    def close(self) -> None:
+        with self._cv:
+            self.closed = True
+            if not self._unacked:
+                self._overflow.clear()
+            s, self._stream = self._stream, None
+            self._cv.notify_all()
+        if s is not None:
+            s.close()
+
+    def spill(self, exit_code: Optional[int], lock_timeout_s: float = 2.0) -> Optional[str]:
+        """Writes everything not acknowledged to a spill file; exit_code set asks the daemon to finish the run.
+
+        Used at exit and from signal handlers: it never waits long on a lock (the
+        interrupted thread may hold it) and does no network I/O.
+        """
+        got = self._cv.acquire(timeout=lock_timeout_s)
+        try:
+            if got:
+                self._seal()
+            pending = [b for _, b in self._unacked] + [b for _, b in self._overflow.all()]
+            if not pending and exit_code is None:
+                return None
+            header = {
+                "runId": self.run_id, "runToken": self.run_token, "writerId": self.writer_id, "pid": os.getpid(),
+                "host": socket.gethostname(), "keys": list(self.keys[: self._keys_sealed]), "exitCode": exit_code,
+            }
+            return spill.write_spill(self.run_id, self.writer_id, header, pending)
+        finally:
+            if got:
+                self._cv.release()

@@ -1,0 +1,49 @@
+// Shared by the Python client's tests: where the Python with logd installed
+// is (.venv-python, made by `make python`), why tests skip when there is
+// none, and a LOGD_BIN wrapper so the client can auto-start this repository's
+// daemon as its sidecar.
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { execa } from 'execa';
+import { ROOT, CLI, type TestEnv } from '../helpers.js';
+
+export const PYTHON = process.env.LOGD_TEST_PYTHON || path.join(ROOT, '.venv-python', 'bin', 'python');
+export const FIXTURES = path.join(ROOT, 'test', 'python', 'fixtures');
+
+function probe(code: string): string | null {
+  if (!fs.existsSync(PYTHON)) return `${PYTHON} does not exist (run \`make python\`, which needs /usr/bin/python3 with python3-venv)`;
+  try {
+    execFileSync(PYTHON, ['-c', code], { stdio: 'pipe', timeout: 60_000 });
+    return null;
+  } catch (e) {
+    const err = e as { stderr?: Buffer; message: string };
+    return `${PYTHON} -c "${code}" failed: ${(err.stderr?.toString() || err.message).trim().split('\n').pop()}`;
+  }
+}
+
+/** Why the Python client's tests cannot run here; null when they can. */
+export const pythonMissing: string | null = probe('import logd, grpc, google.protobuf');
+/** Why the PyTorch DDP tests cannot run here; null when they can. */
+export const torchMissing: string | null = pythonMissing ?? probe('import torch, torch.distributed; assert torch.distributed.is_available()');
+
+/** A `logd` executable for LOGD_BIN: this repository's CLI under this Node. */
+export function logdBin(t: TestEnv): string {
+  const file = path.join(t.dir, 'logd');
+  fs.writeFileSync(file, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(CLI)} "$@"\n`, { mode: 0o755 });
+  return file;
+}
+
+export function pyEnv(t: TestEnv, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...t.env, LOGD_BIN: logdBin(t), PYTHONUNBUFFERED: '1', ...extra };
+  for (const k of ['LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'GROUP_RANK', 'ROLE_RANK', 'TORCHELASTIC_RUN_ID', 'TORCHELASTIC_RESTART_COUNT', 'MASTER_ADDR', 'MASTER_PORT']) delete env[k];
+  return env;
+}
+
+export function runPython(t: TestEnv, args: string[], opts: { env?: Record<string, string>; timeout?: number } = {}) {
+  return execa(PYTHON, args, { env: pyEnv(t, opts.env), extendEnv: false, reject: false, all: true, timeout: opts.timeout ?? 120_000 });
+}
+
+export function readJson<T = any>(file: string): T {
+  return JSON.parse(fs.readFileSync(file, 'utf8')) as T;
+}
