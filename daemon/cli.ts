@@ -78,11 +78,12 @@ program
   .action(async (o: { json?: boolean }) => {
     const addr = runningDaemon();
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}; start one with \`logd serve\` (clients start one by themselves)`, 3);
-    const s = await connectionFor(addr).unary<unknown, { pid: number; version: string; addresses: string[]; dataDir: string; startedAt: number; sidecar: boolean; openRuns: RunInfo[]; clients: Array<{ pid: number; host: string; rank?: { rank: number } }>; recordsStored: number; storageProblem: string }>('status', {}, CALL_MS)
+    const s = await connectionFor(addr).unary<unknown, { pid: number; version: string; addresses: string[]; dataDir: string; startedAt: number; sidecar: boolean; openRuns: RunInfo[]; clients: Array<{ pid: number; host: string; rank?: { rank: number } }>; recordsStored: number; storageProblem: string; storeProblems?: string[] }>('status', {}, CALL_MS)
       .catch((e: Error) => fail(`the daemon at ${addr.target} does not answer: ${e.message}`, 3));
     if (o.json) {
       console.log(JSON.stringify({ pid: s.pid, version: s.version, addresses: s.addresses, dataDir: s.dataDir, sidecar: s.sidecar,
         startedAt: new Date(s.startedAt * 1000).toISOString(), recordsStored: Number(s.recordsStored), storageProblem: s.storageProblem,
+        storeProblems: s.storeProblems ?? [],
         openRuns: s.openRuns.map(runJson), clients: s.clients.map((c) => ({ pid: c.pid, host: c.host, rank: c.rank?.rank ?? -1 })) }, null, 2));
       return;
     }
@@ -91,6 +92,7 @@ program
     console.log(`addresses: ${s.addresses.join(', ')}`);
     console.log(`records stored since start: ${s.recordsStored}`);
     if (s.storageProblem) console.log(`STORAGE PROBLEM: ${s.storageProblem}`);
+    for (const p of s.storeProblems ?? []) console.log(`STORED DATA PROBLEM: ${p}`);
     console.log(`open runs: ${s.openRuns.length}`);
     for (const r of s.openRuns) console.log(`  ${r.id}  ${r.project}/${r.name}  ${r.state}  ${r.historyRows} rows, ${r.writers} writer(s)`);
     console.log(`clients: ${s.clients.length}`);
@@ -150,6 +152,8 @@ program
     console.log(`summary: ${JSON.stringify(j.summary)}`);
     const meta = j.metadata as { host?: string; pid?: number; rank?: unknown; system?: { gpus: Array<{ index: number; name: string }>; last: Record<string, number> | null } | null };
     console.log(`host: ${meta.host}, pid ${meta.pid}, rank ${JSON.stringify(meta.rank)}`);
+    const damage = damageLine(j);
+    if (damage) console.log(`DAMAGED: ${damage}`);
     if (meta.system) {
       if (meta.system.gpus.length) {
         const byName = new Map<string, number>();
@@ -177,7 +181,9 @@ program
   .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean; system?: boolean }) => {
     if (o.output && fs.existsSync(o.output) && !o.force) fail(`${o.output} exists; add --force to overwrite it`);
     const conn = await queryConnection();
-    await conn.unary<unknown, RunInfo>('getRun', { runId: id }, CALL_MS).catch((e: Error) => fail(e.message));
+    const info = await conn.unary<unknown, RunInfo>('getRun', { runId: id }, CALL_MS).catch((e: Error) => fail(e.message));
+    const damage = damageLine(runJson(info));
+    if (damage && !o.system) process.stderr.write(`logd: warning: run ${id}: ${damage}\n`);
     const keys = o.keys ? o.keys.split(',').map((k) => k.trim()).filter(Boolean) : [];
     const h = await readHistory(conn, id, { keys, system: !!o.system });
     const groups = o.raw || o.system ? rawRows(h) : mergeBySteps(h);
@@ -199,6 +205,15 @@ program
       process.stderr.write(`logd: wrote ${groups.length} rows of run ${id} to ${o.output}\n`);
     }
   });
+
+/** What `show` and `export` say about a log that fails checksums (null: none). */
+function damageLine(j: Record<string, unknown>): string | null {
+  const d = (j.metadata as { damage?: { regions: Array<{ offset: number; bytes: number }>; bytes: number; readableRows: number | null } }).damage;
+  if (!d) return null;
+  const where = d.regions.map((r) => `${r.bytes} bytes at offset ${r.offset}`).join(', ');
+  const rows = d.readableRows !== null ? `; ${d.readableRows} of ${j.historyRows} rows can be read` : '';
+  return `its log has ${d.regions.length} region(s) that fail their checksum (${where})${rows}; the rows in them are lost, everything after them is read`;
+}
 
 /** The run's own process first, then the node; full list with `export --system`. */
 function formatSystem(last: Record<string, number>): string {

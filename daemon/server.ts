@@ -12,6 +12,7 @@ import type { Finaliser } from './finaliser.js';
 import type { LiveRun, Writer, WriteCall } from './run.js';
 import { rowFromLive, infoFromRow } from './index-rows.js';
 import { bytesOf, Undecodable } from '../src/wire.js';
+import { toJson } from '../src/json.js';
 import type { HistoryBatch } from './store/format.js';
 
 export interface ServerContext {
@@ -73,11 +74,11 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
 
   const runInfo = (id: string): RunInfo => {
     const live = reg.runs.get(id);
-    if (live) return live.info();
+    if (live) return withDamage(reg, live.info());
     const bad = checkRunId(id);
     const row = bad ? undefined : reg.store.index.get(id);
     if (!row) throw notFound(`run ${JSON.stringify(id.slice(0, 80))} does not exist (data dir ${reg.store.dataDir}); list runs with \`logd runs\``);
-    return infoFromRow(row);
+    return withDamage(reg, infoFromRow(row));
   };
 
   return {
@@ -117,10 +118,14 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
 
     listRuns: unary(ctx, (req: { project: string; group: string; state: string; limit: number }) => {
       const rows = reg.store.index.list({ project: req.project, group: req.group, state: req.state, limit: req.limit });
-      return { runs: rows.map((r) => reg.runs.get(r.id)?.info() ?? infoFromRow(r)) };
+      return { runs: rows.map((r) => withDamage(reg, reg.runs.get(r.id)?.info() ?? infoFromRow(r))) };
     }),
 
-    getRun: unary(ctx, (req: { runId: string }) => runInfo(req.runId)),
+    getRun: unary(ctx, (req: { runId: string }) => {
+      // One run is shown: its whole log's checksums are checked (once per change of the file).
+      if (checkRunId(req.runId) === null && reg.store.exists(req.runId)) reg.store.verify(req.runId);
+      return runInfo(req.runId);
+    }),
 
     status: unary(ctx, () => {
       const cutoff = Date.now() - 60_000;
@@ -136,7 +141,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
         pid: process.pid, version: LOGD_VERSION, addresses: ctx.addresses(), dataDir: reg.store.dataDir,
         startedAt: ctx.startedAt, sidecar: ctx.sidecar, openRuns: reg.openRuns().map((r) => r.info()),
         clients: [...writerClients, ...[...clients.values()].filter((c) => !seen.has(c.pid))], recordsStored: reg.recordsStored,
-        storageProblem: reg.storageProblem ?? '',
+        storageProblem: reg.storageProblem ?? '', storeProblems: reg.store.problems.lines(),
       };
     }),
 
@@ -166,6 +171,14 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       handleWrite(ctx, call);
     }) as Handler,
   };
+}
+
+/** A run whose log is known to be damaged says so in its metadata (`damage`). */
+function withDamage(reg: Registry, info: RunInfo): RunInfo {
+  const damage = reg.store.problems.damageOf(info.id);
+  if (!damage) return info;
+  const meta = JSON.parse(info.metadataJson || '{}') as Record<string, unknown>;
+  return { ...info, metadataJson: toJson({ ...meta, damage }) };
 }
 
 async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number; system: boolean }, HistoryChunkMsg>): Promise<void> {

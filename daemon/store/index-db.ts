@@ -78,6 +78,23 @@ export class IndexDb {
     return this.db.prepare("SELECT * FROM runs WHERE state NOT IN ('finished','crashed','killed')").all() as RunRow[];
   }
 
+  /** The small key/value table beside the runs (store problems live here). */
+  metaGet(k: string): string | undefined {
+    return (this.db.prepare('SELECT v FROM meta WHERE k = ?').get(k) as { v: string } | undefined)?.v;
+  }
+
+  metaSet(k: string, v: string): void {
+    this.db.prepare('INSERT INTO meta VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v').run(k, v);
+  }
+
+  metaDelete(k: string): void {
+    this.db.prepare('DELETE FROM meta WHERE k = ?').run(k);
+  }
+
+  metaWithPrefix(prefix: string): Array<{ k: string; v: string }> {
+    return this.db.prepare('SELECT k, v FROM meta WHERE substr(k, 1, ?) = ? ORDER BY k').all(prefix.length, prefix) as Array<{ k: string; v: string }>;
+  }
+
   close(): void {
     this.db.close();
   }

@@ -2,8 +2,9 @@
 // buffered in memory; sync() writes them and fdatasyncs, and only then may the
 // records be acknowledged. A failed write (a full disk) is cut back to the last
 // durable size, so the log never keeps a half-written frame, and the pending
-// frames stay queued for the next sync.
+// frames stay queued for the next sync (the cut bytes are still in memory).
 import fs from 'node:fs';
+import path from 'node:path';
 import { frameHeader, scanFrames, type ScanResult } from '../../src/frames.js';
 
 export class RecordLog {
@@ -21,15 +22,24 @@ export class RecordLog {
   }
 
   /**
-   * Opens (creating if needed) a log, replays its frames through `onFrame`,
-   * and cuts a torn tail. Returns the log and what the scan found.
+   * Opens (creating if needed) a log for appends, replays its frames through
+   * `onFrame`, and cuts a torn tail: bytes with no valid frame after them. The
+   * cut bytes are first kept aside, durably, in `<file>.cut-<offset>`; when
+   * that fails the log is not opened (nothing is cut). Damaged regions in the
+   * middle stay in the file; the scan reports them.
    */
   static open(file: string, onFrame?: (type: number, payload: Uint8Array) => void): { log: RecordLog; scan: ScanResult } {
     const scan = scanFrames(file, (t, p) => onFrame?.(t, p));
     const fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o600);
-    if (scan.tornBytes > 0) {
-      fs.ftruncateSync(fd, scan.validBytes);
-      fs.fdatasyncSync(fd);
+    try {
+      if (scan.tornBytes > 0) {
+        keepAside(fd, file, scan.validBytes, scan.tornBytes);
+        fs.ftruncateSync(fd, scan.validBytes);
+        fs.fdatasyncSync(fd);
+      }
+    } catch (e) {
+      fs.closeSync(fd);
+      throw e;
     }
     return { log: new RecordLog(file, fd, scan.validBytes), scan };
   }
@@ -83,6 +93,30 @@ export class RecordLog {
     if (this.closed) return;
     this.closed = true;
     fs.closeSync(this.fd);
+  }
+}
+
+/** Copies `bytes` from `offset` to `<file>.cut-<offset>` and makes the copy durable. */
+function keepAside(fd: number, file: string, offset: number, bytes: number): void {
+  const aside = `${file}.cut-${offset}`;
+  const buf = Buffer.allocUnsafe(bytes);
+  fs.readSync(fd, buf, 0, bytes, offset);
+  try {
+    const out = fs.openSync(aside, 'w', 0o600);
+    try {
+      fs.writeFileSync(out, buf);
+      fs.fsyncSync(out);
+    } finally {
+      fs.closeSync(out);
+    }
+    const dir = fs.openSync(path.dirname(file), 'r');
+    try {
+      fs.fsyncSync(dir);
+    } finally {
+      fs.closeSync(dir);
+    }
+  } catch (e) {
+    throw new Error(`store: cannot keep the ${bytes} torn bytes at the end of ${file} aside in ${aside} (${(e as Error).message}); the log is left as it is and not opened for writing`);
   }
 }
 

@@ -3,7 +3,7 @@
 import { RecordLog } from './record-log.js';
 import { FrameType, decodeHistory, parseFrameJson, type FinalState, type RunMeta, type WriterMeta } from './format.js';
 import { RunSummary } from '../summary.js';
-import type { ScanResult } from '../../src/frames.js';
+import { scanFrames, type ScanResult } from '../../src/frames.js';
 
 export interface ReplayedRun {
   meta: RunMeta;
@@ -73,9 +73,7 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
     log = opened.log;
     scan = opened.scan;
   } else {
-    const opened = RecordLog.open(file, onFrame);
-    opened.log.close();
-    scan = opened.scan;
+    scan = scanFrames(file, onFrame); // read-only: the file is left exactly as it is
   }
   if (!meta) {
     log?.close();
