@@ -153,3 +153,20 @@ export function* csvLines(h: History, groups: number[][], withWriter: boolean): 
     yield `${h.steps[first]},${t}${withWriter ? `,${h.writers[first]}` : ''},${cells.join(',')}`;
   }
 }
+
+/** A run's whole summary and per-key stats (RunInfo carries a capped part of them). */
+export async function readSummary(conn: Connection, runId: string, timeoutMs = 300_000): Promise<{ summary: Record<string, unknown>; stats: Record<string, unknown> }> {
+  const client = conn.client as unknown as { readSummary: (r: unknown, md: unknown, o: unknown) => import('@grpc/grpc-js').ClientReadableStream<{ summaryJson: string; statsJson: string }> };
+  const call = client.readSummary({ runId }, conn.metadata(), { deadline: Date.now() + timeoutMs });
+  const summary: Record<string, unknown> = {};
+  const stats: Record<string, unknown> = {};
+  await new Promise<void>((resolve, reject) => {
+    call.on('data', (c: { summaryJson: string; statsJson: string }) => {
+      Object.assign(summary, JSON.parse(c.summaryJson || '{}'));
+      Object.assign(stats, JSON.parse(c.statsJson || '{}'));
+    });
+    call.on('error', (e: Error & { details?: string }) => reject(new Error(`summary of run ${runId}: ${e.details ?? e.message}`)));
+    call.on('end', () => resolve());
+  });
+  return { summary, stats };
+}

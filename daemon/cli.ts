@@ -6,7 +6,7 @@ import { resolvePaths, clientTunables, LOGD_VERSION } from '../src/config.js';
 import { parseServiceAddress, type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { connectionFor, type Connection } from '../client/connection.js';
 import { findDaemon, fromServiceFile } from '../client/discovery.js';
-import { readHistory, mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
+import { readHistory, readSummary, mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
 import { registerLaunchCommand } from './launch-main.js';
 
 const CALL_MS = 30_000;
@@ -109,9 +109,21 @@ program
   .option('--json', 'machine-readable output')
   .action(async (o: { project?: string; group?: string; state?: string; limit: number; json?: boolean }) => {
     const conn = await queryConnection();
-    const res = await conn.unary<unknown, { runs: RunInfo[] }>('listRuns', { project: o.project ?? '', group: o.group ?? '', state: o.state ?? '', limit: o.limit }, CALL_MS);
+    const res = { runs: [] as RunInfo[], total: 0 };
+    // The daemon answers in pages that stay under the message limit.
+    for (let offset = 0; ;) {
+      const page = await conn.unary<unknown, { runs: RunInfo[]; total: number; nextOffset: number }>('listRuns',
+        { project: o.project ?? '', group: o.group ?? '', state: o.state ?? '', limit: o.limit - res.runs.length, offset }, CALL_MS);
+      res.runs.push(...page.runs);
+      res.total = page.total;
+      if (!page.nextOffset || res.runs.length >= o.limit || page.runs.length === 0) break;
+      offset = page.nextOffset;
+    }
+    // Never cut the list without a word (on stderr, so --json stays one array).
+    const cut = res.total > res.runs.length ? `logd: showing ${res.runs.length} of ${res.total} runs, newest first; see more with --limit ${res.total}\n` : '';
     if (o.json) {
       console.log(JSON.stringify(res.runs.map(runJson), null, 2));
+      process.stderr.write(cut);
       return;
     }
     if (res.runs.length === 0) {
@@ -125,6 +137,7 @@ program
       rows.push([r.id, r.project, r.group || '-', r.name, r.state, String(r.historyRows), rank, new Date(r.createdAt * 1000).toISOString()]);
     }
     console.log(table(rows));
+    process.stderr.write(cut);
   });
 
 program
@@ -141,6 +154,14 @@ program
     const h = await readHistory(conn, id, { tailRows: o.rows * 8 });
     const last = mergeBySteps(h).slice(-o.rows).map((g) => rowObject(h, g, false));
     const j = runJson(r);
+    const meta0 = j.metadata as Record<string, unknown>;
+    if (meta0.summaryCapped) {
+      // RunInfo carries 1000 keys at most; show gives the whole summary.
+      const whole = await readSummary(conn, id);
+      j.summary = whole.summary;
+      meta0.stats = whole.stats;
+      delete meta0.summaryCapped;
+    }
     if (o.json) {
       console.log(JSON.stringify({ ...j, lastRows: last }, null, 2));
       return;

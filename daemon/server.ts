@@ -13,6 +13,7 @@ import type { LiveRun, Writer, WriteCall } from './run.js';
 import { rowFromLive, infoFromRow } from './index-rows.js';
 import { bytesOf, Undecodable } from '../src/wire.js';
 import { toJson } from '../src/json.js';
+import { summaryChunks } from './summary.js';
 import type { HistoryBatch } from './store/format.js';
 
 export interface ServerContext {
@@ -116,9 +117,23 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return { run: out.run.info(), message: out.message, timedOut: out.timedOut };
     }),
 
-    listRuns: unary(ctx, (req: { project: string; group: string; state: string; limit: number }) => {
-      const rows = reg.store.index.list({ project: req.project, group: req.group, state: req.state, limit: req.limit });
-      return { runs: rows.map((r) => withDamage(reg, reg.runs.get(r.id)?.info() ?? infoFromRow(r))) };
+    listRuns: unary(ctx, (req: { project: string; group: string; state: string; limit: number; offset: number }) => {
+      const filter = { project: req.project, group: req.group, state: req.state };
+      const limit = req.limit > 0 ? req.limit : 1000;
+      const rows = reg.store.index.list({ ...filter, limit, offset: req.offset });
+      // Summaries are capped per run; the page is also cut by size, so no
+      // number or size of runs ever makes the answer exceed the message limit.
+      const budget = reg.tunables.maxMessageBytes / 4;
+      const runs: RunInfo[] = [];
+      let bytes = 0;
+      for (const r of rows) {
+        const info = withDamage(reg, reg.runs.get(r.id)?.info() ?? infoFromRow(r));
+        bytes += info.configJson.length + info.summaryJson.length + info.metadataJson.length + 512;
+        if (runs.length > 0 && bytes > budget) break;
+        runs.push(info);
+      }
+      const nextOffset = runs.length < rows.length ? req.offset + runs.length : 0;
+      return { runs, total: reg.store.index.countMatching(filter), nextOffset };
     }),
 
     getRun: unary(ctx, (req: { runId: string }) => {
@@ -163,6 +178,18 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       void streamHistory(reg, call).catch((e) => call.emit('error', toStatus(e)));
     }) as Handler,
 
+    readSummary: ((call: grpc.ServerWritableStream<{ runId: string }, { summaryJson: string; statsJson: string }>) => {
+      if (!tokenOk(call.metadata, ctx.token)) {
+        call.emit('error', UNAUTH);
+        return;
+      }
+      if ((call.request as unknown) instanceof Undecodable) {
+        call.emit('error', toStatus(invalid((call.request as unknown as Undecodable).reason)));
+        return;
+      }
+      void streamSummary(reg, call).catch((e) => call.emit('error', toStatus(e)));
+    }) as Handler,
+
     write: ((call: WriteCall) => {
       if (!tokenOk(call.metadata, ctx.token)) {
         call.emit('error', UNAUTH);
@@ -202,6 +229,18 @@ async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ ru
   for (const c of chunks) {
     if (call.cancelled) return;
     if (!call.write(c)) await new Promise((r) => call.once('drain', r));
+  }
+  call.end();
+}
+
+async function streamSummary(reg: Registry, call: grpc.ServerWritableStream<{ runId: string }, { summaryJson: string; statsJson: string }>): Promise<void> {
+  const id = call.request.runId;
+  if (checkRunId(id) !== null || !reg.store.exists(id)) throw notFound(`run ${JSON.stringify(id.slice(0, 80))} does not exist; list runs with \`logd runs\``);
+  const live = reg.runs.get(id);
+  const src = live ?? reg.store.replay(id, false).run; // a final run's summary is rebuilt from its log
+  for (const part of summaryChunks(src.summary, src.keys, src.userSummary)) {
+    if (call.cancelled) return;
+    if (!call.write({ summaryJson: toJson(part.summary), statsJson: toJson(part.stats) })) await new Promise((r) => call.once('drain', r));
   }
   call.end();
 }

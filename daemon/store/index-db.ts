@@ -63,15 +63,25 @@ export class IndexDb {
     return (this.db.prepare('SELECT count(*) AS n FROM runs').get() as { n: number }).n;
   }
 
-  list(f: { project?: string; group?: string; state?: string; limit?: number }): RunRow[] {
+  private filter(f: { project?: string; group?: string; state?: string }): { where: string; args: unknown[] } {
     const where: string[] = [];
     const args: unknown[] = [];
     if (f.project) (where.push('project = ?'), args.push(f.project));
     if (f.group) (where.push('grp = ?'), args.push(f.group));
     if (f.state) (where.push('state = ?'), args.push(f.state));
-    const sql = `SELECT * FROM runs ${where.length ? 'WHERE ' + where.join(' AND ') : ''} ORDER BY created_at DESC, id LIMIT ?`;
-    args.push(f.limit && f.limit > 0 ? f.limit : 1000);
-    return this.db.prepare(sql).all(...args) as RunRow[];
+    return { where: where.length ? 'WHERE ' + where.join(' AND ') : '', args };
+  }
+
+  list(f: { project?: string; group?: string; state?: string; limit?: number; offset?: number }): RunRow[] {
+    const { where, args } = this.filter(f);
+    const sql = `SELECT * FROM runs ${where} ORDER BY created_at DESC, id LIMIT ? OFFSET ?`;
+    return this.db.prepare(sql).all(...args, f.limit && f.limit > 0 ? f.limit : 1000, f.offset ?? 0) as RunRow[];
+  }
+
+  /** How many runs match the filters. */
+  countMatching(f: { project?: string; group?: string; state?: string }): number {
+    const { where, args } = this.filter(f);
+    return (this.db.prepare(`SELECT count(*) AS n FROM runs ${where}`).get(...args) as { n: number }).n;
   }
 
   nonFinal(): RunRow[] {

@@ -8,6 +8,7 @@ import { replayLog, type ReplayedRun } from './replay.js';
 import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type HistoryBatch } from './format.js';
 import { scanFrames, readFrame, type FrameRef } from '../../src/frames.js';
 import { StoreProblems } from './problems.js';
+import { cappedSummary } from '../summary.js';
 import { toJson } from '../../src/json.js';
 
 export class RunExistsError extends Error {
@@ -203,12 +204,13 @@ export class Store {
 
 export function rowFromReplay(r: ReplayedRun): RunRow {
   const m = r.meta;
+  const s = cappedSummary(r.summary, r.keys, r.userSummary);
   return {
     id: m.id, project: m.project, name: m.name, grp: m.group, job_type: m.jobType, tags: JSON.stringify(m.tags),
     state: r.final?.state ?? 'running', state_reason: r.final?.reason ?? '', created_at: m.createdAt,
     finished_at: r.final?.finishedAt ?? 0, exit_code: r.final?.exitCode ?? 0,
-    config_json: toJson(r.config), summary_json: toJson({ ...r.summary.lastValues(r.keys), ...r.userSummary }),
-    metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: r.summary.stats(r.keys) }),
+    config_json: toJson(r.config), summary_json: toJson(s.summary),
+    metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: s.stats, ...(s.capped ? { summaryCapped: s.capped } : {}) }),
     history_rows: r.summary.rows, mode: m.mode, notes: m.notes,
   };
 }
