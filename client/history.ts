@@ -1,7 +1,7 @@
 // Reading a run's history back (CLI, exports, tests), kept columnar: a
 // million-row run is a handful of typed arrays, not a million objects.
 import { f64, u32, type HistoryChunkMsg } from '../src/wire.js';
-import { jsonNumber } from '../src/json.js';
+import { jsonNumber, ownRecord } from '../src/json.js';
 import type { Connection } from './connection.js';
 
 export interface History {
@@ -107,7 +107,7 @@ export function rawRows(h: History): number[][] {
 /** A merged row as a plain object (for `show` and small outputs). */
 export function rowObject(h: History, group: number[], withWriter: boolean): Record<string, unknown> {
   const first = group[0];
-  const o: Record<string, unknown> = { _step: h.steps[first], _time: Math.max(...group.map((r) => h.times[r])) };
+  const o = ownRecord({ _step: h.steps[first] as unknown, _time: Math.max(...group.map((r) => h.times[r])) }); // `__proto__` is a name like any other
   if (withWriter) o._writer = h.writers[first];
   for (const r of group) for (let p = h.start[r]; p < h.start[r + 1]; p++) o[h.keys[h.keyIds[p]]] = jsonNumber(h.values[p]);
   return o;

@@ -1,7 +1,7 @@
 // A run as the training code sees it: log(), config, summary, handle(), finish().
 import type { RunInfo, ServiceAddress } from '../src/wire.js';
 import { formatServiceAddress } from '../src/wire.js';
-import { parseJsonObject } from '../src/json.js';
+import { parseJsonObject, ownRecord } from '../src/json.js';
 import type { BatchWriter } from './writer.js';
 import { CallError } from './connection.js';
 
@@ -30,7 +30,7 @@ export interface RunHandlePayload { v: 1; s: string; r: string; t: string }
 export class Config {
   private values: Record<string, unknown>;
   constructor(initial: Record<string, unknown>, private onUpdate: (o: Record<string, unknown>) => void) {
-    this.values = { ...initial };
+    this.values = ownRecord(initial);
   }
   update(obj: Record<string, unknown>): void {
     Object.assign(this.values, obj);
@@ -40,19 +40,19 @@ export class Config {
     return this.values[key];
   }
   toJSON(): Record<string, unknown> {
-    return { ...this.values };
+    return ownRecord(this.values);
   }
 }
 
 export class Summary {
-  private values: Record<string, unknown> = {};
+  private values = ownRecord();
   constructor(private onUpdate: (o: Record<string, unknown>) => void) {}
   update(obj: Record<string, unknown>): void {
     Object.assign(this.values, obj);
     this.onUpdate(obj);
   }
   toJSON(): Record<string, unknown> {
-    return { ...this.values };
+    return ownRecord(this.values);
   }
 }
 

@@ -8,7 +8,7 @@ import { LiveRun, type Writer, type WriteCall } from './run.js';
 import { checkBatch } from './validate.js';
 import { invalid, notFound, denied, failedPrecondition, alreadyExists } from '../src/errors.js';
 import { checkRunId, checkLabel, checkKey } from '../src/names.js';
-import { parseJsonObject } from '../src/json.js';
+import { parseJsonObject, ownRecord } from '../src/json.js';
 import { sameSecret } from '../src/token.js';
 import type { ClientInfo, OpenWriterMsg, RecordBatchMsg } from '../src/wire.js';
 import type { DaemonTunables } from '../src/config.js';
@@ -76,7 +76,7 @@ export class Registry {
       if (e instanceof RunExistsError) throw alreadyExists(e.message);
       throw e;
     }
-    const run = new LiveRun(meta, log, [], new RunSummary(), {}, { ...config });
+    const run = new LiveRun(meta, log, [], new RunSummary(), ownRecord(), ownRecord(config));
     // The owner is known from the start, so a process that dies before it
     // opens its stream still ends up `crashed`.
     run.addWriter(meta.ownerWriterId, meta.pid, meta.host, meta.rank);
@@ -151,7 +151,7 @@ export class Registry {
       if (b.seq <= w.durableSeq) this.ack(w, w.durableSeq);
       return null;
     }
-    const checked = checkBatch(b, w.keyMap.length);
+    const checked = checkBatch(b, w.keyMap.length, (id) => run.keys[w.keyMap[id]] ?? `#${id}`);
     if (typeof checked === 'string') return this.refuse(w, b, checked);
     // Dictionary entries: repeats must match, the rest extend it.
     for (let i = 0; i < b.newKeys.length; i++) {

@@ -1,7 +1,7 @@
 // Handler bookkeeping that must not block: per-key last/min/max/count over a
 // run's history, kept in typed arrays indexed by run-global key id.
 import type { HistoryBatch } from './store/format.js';
-import { jsonNumber } from '../src/json.js';
+import { jsonNumber, ownRecord } from '../src/json.js';
 
 export class RunSummary {
   private last = new Float64Array(16);
@@ -68,7 +68,7 @@ export class RunSummary {
 
   /** `{key: last value}` for keys seen, ids `from` up to `to`, at most `limit`; non-finite values as strings. */
   lastValues(names: readonly string[], limit = Infinity, from = 0, to = Infinity): Record<string, number | string> {
-    const out: Record<string, number | string> = {};
+    const out = ownRecord<number | string>();
     let n = 0;
     for (let k = from; k < this.size && k < names.length && k < to && n < limit; k++) {
       if (this.count[k] > 0) (out[names[k]] = jsonNumber(this.last[k])), n++;
@@ -77,7 +77,7 @@ export class RunSummary {
   }
 
   stats(names: readonly string[], limit = Infinity, from = 0, to = Infinity): Record<string, KeyStats> {
-    const out: Record<string, KeyStats> = {};
+    const out = ownRecord<KeyStats>();
     let n = 0;
     for (let k = from; k < this.size && k < names.length && k < to && n < limit; k++) {
       if (this.count[k] === 0) continue;
@@ -114,7 +114,7 @@ export function cappedSummary(summary: RunSummary, keys: readonly string[], user
     total -= userKeys.filter((k) => logged.has(k)).length; // a key both logged and updated counts once
   }
   if (total <= SUMMARY_CAP) return { summary: { ...summary.lastValues(keys), ...userSummary }, stats: summary.stats(keys), capped: null };
-  const user: Record<string, unknown> = {};
+  const user = ownRecord();
   for (const k of userKeys.slice(0, SUMMARY_CAP / 2)) user[k] = userSummary[k];
   const out = { ...summary.lastValues(keys, SUMMARY_CAP - Object.keys(user).length), ...user };
   return { summary: out, stats: summary.stats(keys, SUMMARY_CAP), capped: { shown: Object.keys(out).length, total } };
@@ -127,7 +127,7 @@ export function* summaryChunks(summary: RunSummary, keys: readonly string[], use
   }
   const userKeys = Object.keys(userSummary);
   for (let i = 0; i < userKeys.length; i += perChunk) {
-    const part: Record<string, unknown> = {};
+    const part = ownRecord();
     for (const k of userKeys.slice(i, i + perChunk)) part[k] = userSummary[k];
     yield { summary: part, stats: {} };
   }

@@ -3,6 +3,7 @@
 import { RecordLog } from './record-log.js';
 import { FrameType, decodeHistory, parseFrameJson, type FinalState, type RunMeta, type WriterMeta } from './format.js';
 import { RunSummary } from '../summary.js';
+import { ownRecord } from '../../src/json.js';
 import { scanFrames, type ScanResult } from '../../src/frames.js';
 
 export interface ReplayedRun {
@@ -26,8 +27,8 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
   const writers: WriterMeta[] = [];
   const maxSeq: number[] = [];
   const summary = new RunSummary();
-  const userSummary: Record<string, unknown> = {};
-  const config: Record<string, unknown> = {};
+  const userSummary = ownRecord();
+  const config = ownRecord();
   let final: FinalState | null = null;
   const onFrame = (type: number, p: Uint8Array) => {
     switch (type) {
