@@ -141,14 +141,36 @@ export class Run {
 
   private async finishWithin(exitCode: number, timeoutMs: number): Promise<FinishResult> {
     const deadline = Date.now() + timeoutMs;
-    const acked = await this.writer.waitAcked(timeoutMs);
+    // A little of the deadline is kept for FinishRun in case not everything is
+    // acknowledged: a daemon that received everything but cannot write it
+    // (a full disk) still finalises the run, and stores it all later.
+    const reserve = Math.min(2000, timeoutMs / 4);
+    let acked = await this.writer.waitAcked(timeoutMs - reserve);
+    if (!acked && this.isOwner) {
+      const res = await this.finishCall(exitCode, deadline).catch(() => null); // unreachable: spilled below
+      if (res && res.run.state !== 'running' && res.run.state !== 'finishing') {
+        this.writer.close();
+        live.delete(this);
+        if (res.message) this.warn(`logd: ${res.message}`);
+        return { state: res.run.state as RunState, message: res.message, timedOut: res.timedOut };
+      }
+    }
+    acked ||= await this.writer.waitAcked(Math.max(0, deadline - Date.now()));
     if (!acked) {
       // The daemon is unreachable or stuck: hand the records over through a
       // spill file that the daemon ingests, rather than hang or drop them.
-      const file = this.writer.spill(this.isOwner ? exitCode : null);
+      const problem = this.writer.lastProblem;
+      let handedOver: string;
+      try {
+        handedOver = `unsent records were written to ${this.writer.spill(this.isOwner ? exitCode : null)}, which the daemon ingests`;
+      } catch (e) {
+        // The spool is on the daemon's full disk too. Finish still returns:
+        // the daemon keeps what it received and stores it once space is back.
+        handedOver = `they could not be written to a spill file either (${(e as Error).message}); the daemon keeps the records it received and stores them once space is freed`;
+      }
       this.writer.close();
       live.delete(this);
-      const message = `finish: the daemon did not acknowledge everything within ${timeoutMs} ms${this.writer.lastProblem ? ` (${this.writer.lastProblem})` : ''}; unsent records were written to ${file}, which the daemon ingests`;
+      const message = `finish: the daemon did not acknowledge everything within ${timeoutMs} ms${problem ? ` (${problem})` : ''}; ${handedOver}`;
       this.warn(`logd: ${message}`);
       return { state: 'finishing', message, timedOut: true };
     }

@@ -49,6 +49,8 @@ export class LiveRun {
   pendingBytes = 0;
   /** The node's sampler, for this run's view of system metrics. */
   system: SystemMetrics | null = null;
+  /** Finalised while its log could not be written (a full disk): kept here until the final state is durable. */
+  finalNotDurable = false;
   /** The sampling interval this run asked for (0: the daemon's). */
   sampleIntervalMs = 0;
 
