@@ -183,6 +183,7 @@ export class Store {
     for (const id of fs.readdirSync(this.runsDir)) {
       try {
         if (!fs.statSync(path.join(this.runsDir, id)).isDirectory()) continue;
+        if (!fs.existsSync(this.logPath(id))) throw Object.assign(new Error('missing'), { code: 'ENOENT' });
         const { run } = this.replay(id, false);
         this.index.upsert(rowFromReplay(run));
         this.problems.noteUnreadable(id, null);
