@@ -75,6 +75,7 @@ describe('issue 9 case 8: a backlog larger than the space freed', () => {
     const res = JSON.parse(done.slice(7));
     expect(res.ms).toBeLessThan(FINISH_MS + 1000);
     expect(res, JSON.stringify(res)).toMatchObject({ state: "finished", timedOut: true });
+    console.log(`backlog: ${part} of ${ROWS} rows stored after 1 MB was freed; finish() returned in ${res.ms} ms (deadline ${FINISH_MS} ms)`);
     expect(res.message).toMatch(/arrived but are not stored yet: cannot write to .*(ENOSPC|no space).*stored once space is freed/i);
     expect(alive(d.pid)).toBe(true);
     // Space back: the rest of the backlog is stored, each row once.
