@@ -169,6 +169,25 @@ export class Finaliser {
     }, this.reg.tunables.crashGraceMs);
   }
 
+  /**
+   * An owner that gave no pid cannot be watched by pid, so its stream is the
+   * only sign of it: if it has not opened one within the recovery grace after
+   * CreateRun, it died before it did, and the run is crashed instead of
+   * staying `running` for ever. (logd's clients always give their pid; an
+   * owner on another host is judged by its stream as before.)
+   */
+  armOwnerWithoutPid(run: LiveRun): void {
+    if (run.meta.pid > 0) return;
+    run.crashTimer = setTimeout(() => {
+      run.crashTimer = null;
+      const owner = run.writers.get(run.meta.ownerWriterId);
+      if (run.state === 'running' && owner && !owner.stream) {
+        void this.finalise(run, 'crashed', `its owner gave no pid and did not open its record stream within ${this.reg.tunables.recoveryGraceMs} ms of creating the run`, -1);
+      }
+    }, this.reg.tunables.recoveryGraceMs);
+    run.crashTimer.unref();
+  }
+
   /** After a daemon restart, runs that were open wait a while for their writers. */
   armRecoveryTimer(run: LiveRun): void {
     run.crashTimer = setTimeout(() => {

@@ -92,6 +92,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
 
     createRun: unary(ctx, async (req: Parameters<Registry['createRun']>[0]) => {
       const run = reg.createRun(req);
+      fin.armOwnerWithoutPid(run);
       if (req.client) clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });
       await reg.flushAll(reg.tunables.shutdownTimeoutMs);
       reg.store.index.upsert(rowFromLive(run));

@@ -1,11 +1,14 @@
 // Issue 9, "also": what the store and the listing used to leave unsaid.
 // - `logd runs` says when it shows fewer runs than match;
 // - a run directory the daemon cannot read is reported (a log line and
-//   `logd status`) after an index rebuild, not silently left out.
+//   `logd status`) after an index rebuild, not silently left out;
+// - a run whose owner died before opening its stream does not stay `running`.
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, script, runScript, cli, cliJson, killDaemon, startDaemon, type TestEnv } from './helpers.js';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { makeEnv, script, runScript, cli, cliJson, killDaemon, startDaemon, serviceFile, waitUntil, ROOT, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
 afterEach(async () => t && (await t.cleanup()));
@@ -62,5 +65,25 @@ describe('issue 9: the listing and the store say what they leave out', () => {
       expect.stringMatching(new RegExp(`^run ${ids[2]}: cannot be read, left out of \`logd runs\`: .*missing`)),
     ]));
     expect((await cli(t, ['status'])).stdout).toMatch(new RegExp(`STORED DATA PROBLEM: run ${ids[1]}: cannot be read`));
+  });
+
+  it('a run whose owner gave no pid and never opened its stream is crashed after the recovery grace', async () => {
+    t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '1500' });
+    await startDaemon(t);
+    const svc = serviceFile(t.runtimeDir)!;
+    const def = protoLoader.loadSync(path.join(ROOT, 'proto/logd/v1/logd.proto'), { longs: Number, defaults: true, oneofs: true });
+    const Logd = (grpc.loadPackageDefinition(def) as any).logd.v1.Logd;
+    const client = new Logd(svc.socket, grpc.credentials.createInsecure());
+    const md = new grpc.Metadata();
+    md.set('x-logd-token', svc.token);
+    // A client in another language that creates a run and dies before its stream opens.
+    const run = await new Promise<any>((resolve, reject) =>
+      client.CreateRun({ project: 'orphan' }, md, { deadline: Date.now() + 10_000 }, (e: Error | null, r: unknown) => (e ? reject(e) : resolve(r))));
+    client.close();
+    expect((await cliJson(t, ['show', run.id])).state).toBe('running');
+    await waitUntil(async () => (await cliJson(t, ['show', run.id])).state !== 'running', 15_000, 'the run to leave running');
+    expect(await cliJson(t, ['show', run.id])).toMatchObject({
+      state: 'crashed', stateReason: 'its owner gave no pid and did not open its record stream within 1500 ms of creating the run',
+    });
   });
 });
