@@ -87,6 +87,7 @@ export function scanFrames(
     let frames = 0;
     const damaged: DamagedRegion[] = [];
     const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+    const nextHeader = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
     let buf = Buffer.allocUnsafe(Math.min(chunkBytes, Math.max(size, FRAME_HEADER_BYTES)));
     let bufStart = 0; // file offset of buf[0]
     let bufLen = 0;
@@ -109,8 +110,9 @@ export function scanFrames(
       // checksummed, so that searching through damage stays cheap.
       const next = at + FRAME_HEADER_BYTES + len;
       if (at !== pos && len > 1024 * 1024 && next !== size) {
-        const nh = read(next, FRAME_HEADER_BYTES);
-        if (!nh || !plausible(nh, next, size)) return null;
+        // A small read of its own: refilling the chunk buffer so far away, for each candidate, costs a lot.
+        if (next + FRAME_HEADER_BYTES > size || fs.readSync(fd, nextHeader, 0, FRAME_HEADER_BYTES, next) < FRAME_HEADER_BYTES) return null;
+        if (!plausible(nextHeader, next, size)) return null;
       }
       const body = read(at + FRAME_HEADER_BYTES, len);
       if (!body) return null;
@@ -121,8 +123,17 @@ export function scanFrames(
       let body = frameAt(pos);
       if (!body) {
         // Resynchronise: the next offset holding a valid frame.
+        // Most offsets fail on the type byte or the length, read in place.
         let at = pos + 1;
-        for (; at + FRAME_HEADER_BYTES <= size; at++) if ((body = frameAt(at))) break;
+        for (; at + FRAME_HEADER_BYTES <= size; at++) {
+          if (at < bufStart || at + FRAME_HEADER_BYTES > bufStart + bufLen) read(at, FRAME_HEADER_BYTES);
+          const o = at - bufStart;
+          const type = buf[o + 8];
+          if (type === 0 || type >= 64) continue;
+          const len = buf.readUInt32LE(o);
+          if (len > MAX_FRAME_BYTES || at + FRAME_HEADER_BYTES + len > size) continue;
+          if ((body = frameAt(at))) break;
+        }
         if (!body) break; // nothing valid after `pos`: a tail
         damaged.push({ offset: pos, bytes: at - pos });
         pos = at;
