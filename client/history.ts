@@ -1,7 +1,7 @@
 // Reading a run's history back (CLI, exports, tests), kept columnar: a
 // million-row run is a handful of typed arrays, not a million objects.
 import { f64, u32, type HistoryChunkMsg } from '../src/wire.js';
-import { jsonNumber } from '../src/json.js';
+import { jsonNumber, ownRecord } from '../src/json.js';
 import type { Connection } from './connection.js';
 
 export interface History {
@@ -107,7 +107,7 @@ export function rawRows(h: History): number[][] {
 /** A merged row as a plain object (for `show` and small outputs). */
 export function rowObject(h: History, group: number[], withWriter: boolean): Record<string, unknown> {
   const first = group[0];
-  const o: Record<string, unknown> = { _step: h.steps[first], _time: Math.max(...group.map((r) => h.times[r])) };
+  const o = ownRecord({ _step: h.steps[first] as unknown, _time: Math.max(...group.map((r) => h.times[r])) }); // `__proto__` is a name like any other
   if (withWriter) o._writer = h.writers[first];
   for (const r of group) for (let p = h.start[r]; p < h.start[r + 1]; p++) o[h.keys[h.keyIds[p]]] = jsonNumber(h.values[p]);
   return o;
@@ -152,4 +152,24 @@ export function* csvLines(h: History, groups: number[][], withWriter: boolean): 
     }
     yield `${h.steps[first]},${t}${withWriter ? `,${h.writers[first]}` : ''},${cells.join(',')}`;
   }
+}
+
+/** A run's whole summary and per-key stats (RunInfo carries a capped part of them). */
+export async function readSummary(conn: Connection, runId: string, timeoutMs = 300_000): Promise<{ summary: Record<string, unknown>; stats: Record<string, unknown> }> {
+  const client = conn.client as unknown as { readSummary: (r: unknown, md: unknown, o: unknown) => import('@grpc/grpc-js').ClientReadableStream<{ summaryJson: string; statsJson: string }> };
+  const call = client.readSummary({ runId }, conn.metadata(), { deadline: Date.now() + timeoutMs });
+  // The parts' JSON texts are joined and parsed once: assigning a million
+  // keys part by part costs seconds. A key in a later part wins, as in a merge.
+  const summaryParts: string[] = [];
+  const statsParts: string[] = [];
+  const body = (json: string) => json.slice(1, -1);
+  await new Promise<void>((resolve, reject) => {
+    call.on('data', (c: { summaryJson: string; statsJson: string }) => {
+      if (c.summaryJson.length > 2) summaryParts.push(body(c.summaryJson));
+      if (c.statsJson.length > 2) statsParts.push(body(c.statsJson));
+    });
+    call.on('error', (e: Error & { details?: string }) => reject(new Error(`summary of run ${runId}: ${e.details ?? e.message}`)));
+    call.on('end', () => resolve());
+  });
+  return { summary: JSON.parse(`{${summaryParts.join(',')}}`), stats: JSON.parse(`{${statsParts.join(',')}}`) };
 }

@@ -1,7 +1,7 @@
 // A run as the training code sees it: log(), config, summary, handle(), finish().
 import type { RunInfo, ServiceAddress } from '../src/wire.js';
 import { formatServiceAddress } from '../src/wire.js';
-import { parseJsonObject } from '../src/json.js';
+import { parseJsonObject, ownRecord } from '../src/json.js';
 import type { BatchWriter } from './writer.js';
 import { CallError } from './connection.js';
 
@@ -30,7 +30,7 @@ export interface RunHandlePayload { v: 1; s: string; r: string; t: string }
 export class Config {
   private values: Record<string, unknown>;
   constructor(initial: Record<string, unknown>, private onUpdate: (o: Record<string, unknown>) => void) {
-    this.values = { ...initial };
+    this.values = ownRecord(initial);
   }
   update(obj: Record<string, unknown>): void {
     Object.assign(this.values, obj);
@@ -40,19 +40,19 @@ export class Config {
     return this.values[key];
   }
   toJSON(): Record<string, unknown> {
-    return { ...this.values };
+    return ownRecord(this.values);
   }
 }
 
 export class Summary {
-  private values: Record<string, unknown> = {};
+  private values = ownRecord();
   constructor(private onUpdate: (o: Record<string, unknown>) => void) {}
   update(obj: Record<string, unknown>): void {
     Object.assign(this.values, obj);
     this.onUpdate(obj);
   }
   toJSON(): Record<string, unknown> {
-    return { ...this.values };
+    return ownRecord(this.values);
   }
 }
 
@@ -142,14 +142,30 @@ export class Run {
 
   private async finishWithin(exitCode: number, timeoutMs: number): Promise<FinishResult> {
     const deadline = Date.now() + timeoutMs;
-    const acked = await this.writer.waitAcked(timeoutMs);
+    // A little of the deadline is kept for FinishRun in case not everything is
+    // acknowledged: a daemon that received everything but cannot write it
+    // (a full disk) still finalises the run, and stores it all later.
+    const reserve = Math.min(2000, timeoutMs / 4);
+    let acked = await this.writer.waitAcked(timeoutMs - reserve);
+    if (!acked && this.isOwner) {
+      const res = await this.finishCall(exitCode, deadline).catch(() => null); // unreachable: spilled below
+      if (res && res.run.state !== 'running' && res.run.state !== 'finishing') {
+        this.writer.close();
+        live.delete(this);
+        if (res.message) this.warn(`logd: ${res.message}`);
+        return { state: res.run.state as RunState, message: res.message, timedOut: res.timedOut };
+      }
+    }
+    acked ||= await this.writer.waitAcked(Math.max(0, deadline - Date.now()));
     if (!acked) {
       // The daemon is unreachable or stuck: hand the records over through a
       // spill file that the daemon ingests, rather than hang or drop them.
+      const problem = this.writer.lastProblem;
+      // A spill that fails (the spool on the daemon's full disk too) is said, not thrown: the daemon keeps what it received.
       const spilled = this.spillAndSay(this.isOwner ? exitCode : null, 'which the daemon ingests');
       this.writer.close();
       live.delete(this);
-      const message = `finish: the daemon did not acknowledge everything within ${timeoutMs} ms${this.writer.lastProblem ? ` (${this.writer.lastProblem})` : ''}; ${spilled}`;
+      const message = `finish: the daemon did not acknowledge everything within ${timeoutMs} ms${problem ? ` (${problem})` : ''}; ${spilled}`;
       this.warn(`logd: ${message}`);
       return { state: 'finishing', message, timedOut: true };
     }

@@ -9,7 +9,7 @@ import type * as grpc from '@grpc/grpc-js';
 import { messageType, type WriteResponseMsg, type ServiceAddress, type ClientInfo } from '../src/wire.js';
 import { encodeFrame } from '../src/frames.js';
 import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../src/spill.js';
-import { checkKey } from '../src/names.js';
+import { checkKey, duplicateKeyMessage, RowKeyCheck } from '../src/names.js';
 import { toJson } from '../src/json.js';
 import { connectionFor, dropConnection, type Connection } from './connection.js';
 import { Overflow, type Sealed } from './overflow.js';
@@ -50,6 +50,8 @@ export interface WriterOptions {
 export class BatchWriter {
   // dictionary
   private ids = new Map<string, number>();
+  /** Refuses a row that names one key twice (after flattening). */
+  private readonly rowKeys = new RowKeyCheck();
   readonly keys: string[] = [];
   private keysSealed = 0;
   // the open batch, columnar
@@ -170,6 +172,8 @@ export class BatchWriter {
     const start = this.pairs;
     try {
       this.putObject('', data);
+      const twice = this.pairs - start > 1 ? this.rowKeys.duplicate(this.kid, start, this.pairs, this.keys.length) : -1;
+      if (twice >= 0) throw new TypeError(`logd: ${duplicateKeyMessage(this.keys[twice])}`);
     } catch (e) {
       this.pairs = start; // nothing of a bad row is kept
       throw e;

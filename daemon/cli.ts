@@ -82,11 +82,12 @@ program
   .action(async (o: { json?: boolean }) => {
     const addr = await runningDaemon();
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}; start one with \`logd serve\` (clients start one by themselves)`, 3);
-    const s = await connectionFor(addr).unary<unknown, { pid: number; version: string; addresses: string[]; dataDir: string; startedAt: number; sidecar: boolean; openRuns: RunInfo[]; clients: Array<{ pid: number; host: string; rank?: { rank: number } }>; recordsStored: number; storageProblem: string }>('status', {}, CALL_MS)
+    const s = await connectionFor(addr).unary<unknown, { pid: number; version: string; addresses: string[]; dataDir: string; startedAt: number; sidecar: boolean; openRuns: RunInfo[]; clients: Array<{ pid: number; host: string; rank?: { rank: number } }>; recordsStored: number; storageProblem: string; storeProblems?: string[] }>('status', {}, CALL_MS)
       .catch((e: Error) => fail(`the daemon at ${addr.target} does not answer: ${e.message}`, 3));
     if (o.json) {
       console.log(JSON.stringify({ pid: s.pid, version: s.version, addresses: s.addresses, dataDir: s.dataDir, sidecar: s.sidecar,
         startedAt: new Date(s.startedAt * 1000).toISOString(), recordsStored: Number(s.recordsStored), storageProblem: s.storageProblem,
+        storeProblems: s.storeProblems ?? [],
         openRuns: s.openRuns.map(runJson), clients: s.clients.map((c) => ({ pid: c.pid, host: c.host, rank: c.rank?.rank ?? -1 })) }, null, 2));
       return;
     }
@@ -95,6 +96,7 @@ program
     console.log(`addresses: ${s.addresses.join(', ')}`);
     console.log(`records stored since start: ${s.recordsStored}`);
     if (s.storageProblem) console.log(`STORAGE PROBLEM: ${s.storageProblem}`);
+    for (const p of s.storeProblems ?? []) console.log(`STORED DATA PROBLEM: ${p}`);
     console.log(`open runs: ${s.openRuns.length}`);
     for (const r of s.openRuns) console.log(`  ${r.id}  ${r.project}/${r.name}  ${r.state}  ${r.historyRows} rows, ${r.writers} writer(s)`);
     console.log(`clients: ${s.clients.length}`);
@@ -117,11 +119,13 @@ program
     const src = await querySource(o.store);
     const res = await src.listRuns({ project: o.project, group: o.group, state: o.state, tag: o.tag, text: o.search, limit: o.limit, offset: o.offset })
       .catch((e: Error) => fail(e.message));
-    // A cut list says so, on stderr so that --json stays one JSON document.
-    const shown = o.offset + res.runs.length;
-    if (res.total > shown) process.stderr.write(`logd: showing runs ${o.offset + 1}-${shown} of ${res.total}; use --limit and --offset for the others\n`);
+    // Never cut the list without a word (on stderr, so --json stays one array).
+    const n = res.runs.length;
+    const cut = o.offset === 0 && res.total > n ? `logd: showing ${n} of ${res.total} runs, newest first; see more with --limit ${res.total}\n`
+      : o.offset > 0 && n > 0 ? `logd: showing runs ${o.offset + 1}-${o.offset + n} of ${res.total}, newest first; see the others with --offset and --limit\n` : '';
     if (o.json) {
       console.log(JSON.stringify(res.runs.map(runJson), null, 2));
+      process.stderr.write(cut);
       return;
     }
     if (res.runs.length === 0) {
@@ -135,6 +139,7 @@ program
       rows.push([r.id, r.project, r.group || '-', r.name, r.state, String(r.historyRows), rank, new Date(r.createdAt * 1000).toISOString()]);
     }
     console.log(table(rows));
+    process.stderr.write(cut);
   });
 
 program
@@ -152,6 +157,14 @@ program
     const h = await src.history(id, { tailRows: o.rows * 8 }).catch((e: Error) => fail(e.message));
     const last = mergeBySteps(h).slice(-o.rows).map((g) => rowObject(h, g, false));
     const j = runJson(r);
+    const meta0 = j.metadata as Record<string, unknown>;
+    if (meta0.summaryCapped && src.wholeSummary) {
+      // RunInfo carries 1000 keys at most; show gives the whole summary.
+      const whole = await src.wholeSummary(id).catch((e: Error) => fail(e.message));
+      j.summary = whole.summary;
+      meta0.stats = whole.stats;
+      delete meta0.summaryCapped;
+    }
     if (o.json) {
       console.log(JSON.stringify({ ...j, lastRows: last }, null, 2));
       return;
@@ -163,6 +176,8 @@ program
     console.log(`summary: ${JSON.stringify(j.summary)}`);
     const meta = j.metadata as { host?: string; pid?: number; rank?: unknown; system?: { gpus: Array<{ index: number; name: string }>; last: Record<string, number> | null } | null };
     console.log(`host: ${meta.host}, pid ${meta.pid}, rank ${JSON.stringify(meta.rank)}`);
+    const damage = damageLine(j);
+    if (damage) console.log(`DAMAGED: ${damage}`);
     if (meta.system) {
       if (meta.system.gpus.length) {
         const byName = new Map<string, number>();
@@ -191,7 +206,9 @@ program
   .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean; system?: boolean; store?: string }) => {
     if (o.output && fs.existsSync(o.output) && !o.force) fail(`${o.output} exists; add --force to overwrite it`);
     const src = await querySource(o.store);
-    await src.getRun(id).catch((e: Error) => fail(e.message));
+    const info = await src.getRun(id).catch((e: Error) => fail(e.message));
+    const damage = damageLine(runJson(info));
+    if (damage && !o.system) process.stderr.write(`logd: warning: run ${id}: ${damage}\n`);
     const keys = o.keys ? o.keys.split(',').map((k) => k.trim()).filter(Boolean) : [];
     const h = await src.history(id, { keys, system: !!o.system }).catch((e: Error) => fail(e.message));
     const groups = o.raw || o.system ? rawRows(h) : mergeBySteps(h);
@@ -213,6 +230,15 @@ program
       process.stderr.write(`logd: wrote ${groups.length} rows of run ${id} to ${o.output}\n`);
     }
   });
+
+/** What `show` and `export` say about a log that fails checksums (null: none). */
+function damageLine(j: Record<string, unknown>): string | null {
+  const d = (j.metadata as { damage?: { regions: Array<{ offset: number; bytes: number }>; bytes: number; readableRows: number | null } }).damage;
+  if (!d) return null;
+  const where = d.regions.map((r) => `${r.bytes} bytes at offset ${r.offset}`).join(', ');
+  const rows = d.readableRows !== null ? `; ${d.readableRows} of ${j.historyRows} rows can be read` : '';
+  return `its log has ${d.regions.length} region(s) that fail their checksum (${where})${rows}; the rows in them are lost, everything after them is read`;
+}
 
 /** The run's own process first, then the node; full list with `export --system`. */
 function formatSystem(last: Record<string, number>): string {

@@ -40,11 +40,16 @@ export class Finaliser {
     const w = run.writers.get(writerId);
     const deadline = Date.now() + timeoutMs;
     if (run.final) return { run, message: `run ${run.id} was already ${run.state}`, timedOut: false };
+    let waiting = '';
     if (w && lastSeq > 0) {
       const durable = await reg.waitFor(() => w.durableSeq >= lastSeq, Math.max(0, deadline - Date.now()));
-      if (!durable) {
+      if (!durable && !(w.appendedSeq >= lastSeq && reg.storageProblem)) {
         return { run, message: `finish: records up to seq ${lastSeq} of writer ${writerId} did not arrive within ${timeoutMs} ms (daemon has ${w.appendedSeq}); try finish again`, timedOut: true };
       }
+      // Everything arrived but the disk is full: the finish goes on. The final
+      // state is appended after the records, so both become durable together
+      // once space is freed; until then the daemon keeps them in memory.
+      if (!durable) waiting = `finish: ${run.log.waitingBytes} bytes of records (writer ${writerId} up to seq ${lastSeq}) arrived but are not stored yet: ${reg.storageProblem}; they and the final state are stored once space is freed`;
     }
     if (writerId !== run.meta.ownerWriterId) {
       if (w) w.detached = true;
@@ -66,12 +71,22 @@ export class Finaliser {
     // stream opened, one the daemon never heard of) goes in before the end.
     ingestRunSpool(reg, this, run.id);
     const state: FinalStateName = exitCode === 0 ? 'finished' : 'crashed';
-    await this.finalise(run, state, exitCode === 0 ? '' : `owner finished with exit code ${exitCode}`, exitCode);
-    return { run, message, timedOut: !allLeft };
+    await this.finalise(run, state, exitCode === 0 ? '' : `owner finished with exit code ${exitCode}`, exitCode,
+      // With a full disk the final state cannot be durable now: do not wait past the finish's deadline for it.
+      { flushMs: reg.storageProblem ? Math.max(0, deadline - Date.now()) : reg.tunables.shutdownTimeoutMs });
+    if (waiting) reg.log(`finaliser: run ${run.id}: ${waiting}`);
+    return { run, message: [waiting, message].filter(Boolean).join('; '), timedOut: !allLeft || waiting !== '' };
   }
 
-  /** Writes the final state once; later calls are no-ops. */
-  finalise(run: LiveRun, state: FinalStateName, reason: string, exitCode: number, resumable = false): Promise<void> {
+  /**
+   * Writes the final state once; later calls are no-ops. Waits up to
+   * `flushMs` for it to be durable; when the disk is full it is retried with
+   * the run's other pending frames, and the run stays in memory until then.
+   * `resumable`: a daemon stop, which the run's owner may come back from.
+   */
+  finalise(run: LiveRun, state: FinalStateName, reason: string, exitCode: number, opts: { resumable?: boolean; flushMs?: number } = {}): Promise<void> {
+    const resumable = opts.resumable ?? false;
+    const flushMs = opts.flushMs ?? this.reg.tunables.shutdownTimeoutMs;
     const step = async () => {
       if (run.final || this.reg.runs.get(run.id) !== run) return; // final already, or removed (Registry.abandon)
       if (run.crashTimer) clearTimeout(run.crashTimer);
@@ -82,9 +97,16 @@ export class Finaliser {
       run.exitCode = exitCode;
       run.finishedAt = Date.now() / 1000;
       run.log.append(FrameType.STATE, jsonFrame({ state, reason, exitCode, finishedAt: run.finishedAt, ...(resumable ? { resumable } : {}) }));
-      const durable = await this.reg.flushAll(this.reg.tunables.shutdownTimeoutMs);
+      const durable = await this.reg.flushAll(flushMs);
       if (!durable) this.reg.log(`finaliser: run ${run.id}: the final state is not durable yet (${this.reg.storageProblem ?? 'slow disk'}); it is retried`);
-      this.reg.store.index.upsert(rowFromLive(run));
+      let indexed = true;
+      try {
+        this.reg.store.index.upsert(rowFromLive(run));
+      } catch (e) {
+        // The index is derived data (rebuilt from the logs); a full disk must not stop a finish.
+        indexed = false;
+        this.reg.log(`finaliser: run ${run.id}: cannot update the index (${(e as Error).message}); retried when storage works again`);
+      }
       for (const w of run.writers.values()) {
         w.detached = true;
         if (w.stream && !w.stream.cancelled && !w.stream.writableEnded) {
@@ -99,10 +121,10 @@ export class Finaliser {
         }
         w.stream = null;
       }
-      if (durable) {
+      if (durable && indexed) {
         run.log.close();
         this.reg.runs.delete(run.id);
-      }
+      } else run.finalNotDurable = true; // the registry closes it once its commit succeeds
       this.reg.log(`finaliser: run ${run.id} ${state}${reason ? ` (${reason})` : ''}, ${run.summary.rows} rows`);
       this.reg.notify();
       // Sampling runs while runs are open.
@@ -159,6 +181,25 @@ export class Finaliser {
     }, this.reg.tunables.crashGraceMs);
   }
 
+  /**
+   * An owner that gave no pid cannot be watched by pid, so its stream is the
+   * only sign of it: if it has not opened one within the recovery grace after
+   * CreateRun, it died before it did, and the run is crashed instead of
+   * staying `running` for ever. (logd's clients always give their pid; an
+   * owner on another host is judged by its stream as before.)
+   */
+  armOwnerWithoutPid(run: LiveRun): void {
+    if (run.meta.pid > 0 || run.crashTimer) return; // a retried create arms it once
+    run.crashTimer = setTimeout(() => {
+      run.crashTimer = null;
+      const owner = run.writers.get(run.meta.ownerWriterId);
+      if (run.state === 'running' && owner && !owner.stream) {
+        void this.finalise(run, 'crashed', `its owner gave no pid and did not open its record stream within ${this.reg.tunables.recoveryGraceMs} ms of creating the run`, -1);
+      }
+    }, this.reg.tunables.recoveryGraceMs);
+    run.crashTimer.unref();
+  }
+
   /** After a daemon restart, runs that were open wait a while for their writers. */
   armRecoveryTimer(run: LiveRun): void {
     run.crashTimer = setTimeout(() => {
@@ -179,7 +220,7 @@ export class Finaliser {
    */
   async killAll(reason: string): Promise<number> {
     const open = this.reg.openRuns();
-    await Promise.all(open.map((r) => this.finalise(r, 'killed', reason, -1, true)));
+    await Promise.all(open.map((r) => this.finalise(r, 'killed', reason, -1, { resumable: true })));
     return open.length;
   }
 }

@@ -11,15 +11,19 @@ import { checkBatch } from './validate.js';
 import { invalid, notFound, denied, failedPrecondition, alreadyExists, unavailable } from '../src/errors.js';
 import { resumeKilledRun } from './resume.js';
 import { checkRunId, checkLabel, checkKey } from '../src/names.js';
-import { parseJsonObject } from '../src/json.js';
+import { parseJsonObject, ownRecord } from '../src/json.js';
 import { sameSecret } from '../src/token.js';
 import type { ClientInfo, OpenWriterMsg, RecordBatchMsg } from '../src/wire.js';
 import type { DaemonTunables } from '../src/config.js';
 import { RunSummary } from './summary.js';
+import { rowFromLive } from './index-rows.js';
 import type { SystemMetrics } from './system.js';
 
 /** Backpressure: a run with more than this many bytes waiting for fsync stops reading its streams. */
 const PAUSE_BYTES = 32 * 1024 * 1024;
+
+/** What a run's log is told for each appended batch: that writer's seq is durable with these frames. */
+interface BatchMark { w: Writer; seq: number }
 
 export interface CreateRunInput {
   client: ClientInfo | null; project: string; name: string; group: string; jobType: string;
@@ -85,7 +89,7 @@ export class Registry {
       if (e instanceof RunExistsError) throw alreadyExists(e.message);
       throw e;
     }
-    const run = new LiveRun(meta, log, [], new RunSummary(), {}, { ...config });
+    const run = new LiveRun(meta, log, [], new RunSummary(), ownRecord(), ownRecord(config));
     // The owner is known from the start, so a process that dies before it
     // opens its stream still ends up `crashed`.
     run.addWriter(meta.ownerWriterId, meta.pid, meta.host, meta.rank);
@@ -197,7 +201,7 @@ export class Registry {
       if (b.seq <= w.durableSeq) this.ack(w, w.durableSeq);
       return null;
     }
-    const checked = checkBatch(b, w.keyMap.length);
+    const checked = checkBatch(b, w.keyMap.length, (id) => run.keys[w.keyMap[id]] ?? `#${id}`);
     if (typeof checked === 'string') return this.refuse(w, b, checked);
     // Dictionary entries: repeats must match, the rest extend it.
     for (let i = 0; i < b.newKeys.length; i++) {
@@ -220,6 +224,7 @@ export class Registry {
     }
     run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates);
     if ((b.droppedRows ?? 0) > (w.meta.droppedRows ?? 0)) run.recordDropped(w, b.droppedRows!);
+    run.log.mark({ w, seq: b.seq } satisfies BatchMark);
     this.recordsStored += checked.rows;
     if (run.pendingBytes > PAUSE_BYTES && w.stream) w.stream.pause();
     this.touch();
@@ -260,32 +265,53 @@ export class Registry {
   }
 
   private async commitRound(): Promise<void> {
-    const snapshot: Array<[LiveRun, Array<[Writer, number]>]> = [];
-    for (const run of this.runs.values()) {
-      if (!run.log.dirty) continue;
-      snapshot.push([run, [...run.writers.values()].map((w): [Writer, number] => [w, w.appendedSeq])]);
-    }
+    const dirty = [...this.runs.values()].filter((r) => r.log.dirty);
+    let failure: unknown = null;
     try {
-      await this.store.commit(snapshot.map(([r]) => r.log));
-      if (this.storageError) {
-        this.log(`writer: storage works again; ${snapshot.length} run(s) flushed`);
-        this.storageError = null;
-      }
-      for (const [run, writers] of snapshot) {
-        run.pendingBytes = 0;
-        for (const [w, seq] of writers) {
-          if (seq > w.durableSeq) {
-            w.durableSeq = seq;
-            this.ack(w, seq);
-          }
-          if (w.stream?.isPaused()) w.stream.resume();
+      await this.store.commit(dirty.map((r) => r.log));
+    } catch (e) {
+      failure = e;
+    }
+    // Batches are acknowledged as their frames become durable: after a failed
+    // round (a full disk) too, for what fitted before the failure.
+    const acked = new Set<Writer>();
+    for (const run of this.runs.values()) {
+      for (const { w, seq } of run.log.takeDurable() as BatchMark[]) {
+        if (seq > w.durableSeq) {
+          w.durableSeq = seq;
+          this.ack(w, seq);
+          acked.add(w);
         }
       }
-    } catch (e) {
-      const msg = `cannot write to ${this.store.dataDir}: ${(e as Error).message}; records are kept in memory and retried (free space or fix permissions)`;
-      if (this.storageError !== msg) {
-        this.log(`writer: ${msg}`);
-        for (const [run] of snapshot) for (const w of run.writers.values()) w.stream?.write({ control: { kind: 'storage', seq: 0, message: msg } });
+      run.pendingBytes = run.log.waitingBytes;
+      if (run.pendingBytes <= PAUSE_BYTES) for (const w of run.writers.values()) if (w.stream?.isPaused()) w.stream.resume();
+      if (run.finalNotDurable && run.pendingBytes === 0 && !run.log.closed) {
+        // Finalised while the disk was full: its final state is durable now.
+        try {
+          this.store.index.upsert(rowFromLive(run));
+          run.log.close();
+          this.runs.delete(run.id);
+          this.log(`writer: run ${run.id}: its last records and final state (${run.state}) are stored now`);
+        } catch {
+          /* the index is still full: next round */
+        }
+      }
+    }
+    try {
+      if (failure === null) {
+        if (this.storageError) {
+          this.log(`writer: storage works again; ${dirty.length} run(s) flushed`);
+          this.storageError = null;
+        }
+        return;
+      }
+      const msg = `cannot write to ${this.store.dataDir}: ${(failure as Error).message}; records are kept in memory and retried (free space or fix permissions)`;
+      // A client clears its problem on an ack, so a writer acked for the part
+      // that fitted is told again that the rest still waits.
+      const changed = this.storageError !== msg;
+      if (changed) this.log(`writer: ${msg}`);
+      for (const run of dirty) {
+        for (const w of run.writers.values()) if (changed || acked.has(w)) w.stream?.write({ control: { kind: 'storage', seq: 0, message: msg } });
       }
       this.storageError = msg;
       this.retryTimer ??= setTimeout(() => {

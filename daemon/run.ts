@@ -4,7 +4,7 @@ import os from 'node:os';
 import type * as grpc from '@grpc/grpc-js';
 import type { RecordLog } from './store/record-log.js';
 import { FrameType, encodeHistory, jsonFrame, FINAL_STATES, type RunMeta, type RunStateName, type WriterMeta, type RankMeta } from './store/format.js';
-import { RunSummary } from './summary.js';
+import { RunSummary, cappedSummary } from './summary.js';
 import { bytesOf, type WriteRequestMsg, type WriteResponseMsg, type RunInfo } from '../src/wire.js';
 import type { CheckedBatch } from './validate.js';
 import { processStartTime } from './liveness.js';
@@ -49,6 +49,8 @@ export class LiveRun {
   pendingBytes = 0;
   /** The node's sampler, for this run's view of system metrics. */
   system: SystemMetrics | null = null;
+  /** Finalised while its log could not be written (a full disk): kept here until the final state is durable. */
+  finalNotDurable = false;
   /** The sampling interval this run asked for (0: the daemon's). */
   sampleIntervalMs = 0;
   /** CreateRun calls for this run still being answered, and whether one was answered (see Registry.abandon). */
@@ -151,17 +153,19 @@ export class LiveRun {
     return [...this.writers.values()].filter((w) => !w.detached);
   }
 
-  summaryObject(): Record<string, unknown> {
-    return { ...this.summary.lastValues(this.keys), ...this.userSummary };
+  /** Summary and stats, capped (see cappedSummary): what every RunInfo carries. */
+  private capped(): ReturnType<typeof cappedSummary> {
+    return cappedSummary(this.summary, this.keys, this.userSummary);
   }
 
-  metadata(): Record<string, unknown> {
+  metadata(stats = this.capped()): Record<string, unknown> {
     return {
       host: this.meta.host,
       pid: this.meta.pid,
       rank: this.meta.rank,
       writers: this.writerList.filter(Boolean).map((w) => ({ ...w.meta, attached: !w.detached })),
-      stats: this.summary.stats(this.keys),
+      stats: stats.stats,
+      ...(stats.capped ? { summaryCapped: stats.capped } : {}),
       stepsBackwards: this.summary.stepsBackwards,
       droppedRows: this.writerList.reduce((n, w) => n + (w?.meta.droppedRows ?? 0), 0),
       lastStep: this.summary.lastStep,
@@ -171,10 +175,11 @@ export class LiveRun {
 
   info(withToken = false): RunInfo {
     const m = this.meta;
+    const capped = this.capped();
     return {
       id: m.id, project: m.project, name: m.name, group: m.group, jobType: m.jobType, tags: m.tags,
       state: this.state, stateReason: this.reason, createdAt: m.createdAt, finishedAt: this.finishedAt, exitCode: this.exitCode,
-      configJson: toJson(this.config), summaryJson: toJson(this.summaryObject()), metadataJson: toJson(this.metadata()),
+      configJson: toJson(this.config), summaryJson: toJson(capped.summary), metadataJson: toJson(this.metadata(capped)),
       historyRows: this.summary.rows, writers: this.attachedWriters().length,
       runToken: withToken ? m.runToken : '', mode: m.mode, notes: m.notes, ownerWriterId: withToken ? m.ownerWriterId : '',
     };

@@ -13,6 +13,8 @@ import type { Finaliser } from './finaliser.js';
 import type { LiveRun, Writer, WriteCall } from './run.js';
 import { rowFromLive, infoFromRow } from './index-rows.js';
 import { bytesOf, Undecodable } from '../src/wire.js';
+import { toJson } from '../src/json.js';
+import { summaryChunks } from './summary.js';
 import type { HistoryBatch } from './store/format.js';
 
 export interface ServerContext {
@@ -76,11 +78,11 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
 
   const runInfo = (id: string): RunInfo => {
     const live = reg.runs.get(id);
-    if (live) return live.info();
+    if (live) return withDamage(reg, live.info());
     const bad = checkRunId(id);
     const row = bad ? undefined : reg.store.index.get(id);
     if (!row) throw notFound(`run ${JSON.stringify(id.slice(0, 80))} does not exist (data dir ${reg.store.dataDir}); list runs with \`logd runs\``);
-    return infoFromRow(row);
+    return withDamage(reg, infoFromRow(row));
   };
 
   return {
@@ -93,6 +95,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
 
     createRun: unary(ctx, async (req: Parameters<Registry['createRun']>[0], call) => {
       const run = reg.createRun(req); // the same run again for a retry with the same create key
+      fin.armOwnerWithoutPid(run);
       if (req.client) clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });
       run.createsInFlight++;
       try {
@@ -131,12 +134,30 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return { run: out.run.info(), message: out.message, timedOut: out.timedOut };
     }),
 
-    listRuns: unary(ctx, (req: { project: string; group: string; state: string; limit: number; tag: string; text: string; offset: number }) => {
-      const { rows, total } = reg.store.index.list(req);
-      return { runs: rows.map((r) => reg.runs.get(r.id)?.info() ?? infoFromRow(r)), total };
+    listRuns: unary(ctx, (req: { project: string; group: string; state: string; limit: number; offset: number; tag: string; text: string }) => {
+      const filter = { project: req.project, group: req.group, state: req.state, tag: req.tag, text: req.text };
+      const limit = req.limit > 0 ? req.limit : 1000;
+      const rows = reg.store.index.list({ ...filter, limit, offset: req.offset });
+      // Summaries are capped per run; the page is also cut by size, so no
+      // number or size of runs ever makes the answer exceed the message limit.
+      const budget = reg.tunables.maxMessageBytes / 4;
+      const runs: RunInfo[] = [];
+      let bytes = 0;
+      for (const r of rows) {
+        const info = withDamage(reg, reg.runs.get(r.id)?.info() ?? infoFromRow(r));
+        bytes += info.configJson.length + info.summaryJson.length + info.metadataJson.length + 512;
+        if (runs.length > 0 && bytes > budget) break;
+        runs.push(info);
+      }
+      const nextOffset = runs.length < rows.length ? req.offset + runs.length : 0;
+      return { runs, total: reg.store.index.countMatching(filter), nextOffset };
     }),
 
-    getRun: unary(ctx, (req: { runId: string }) => runInfo(req.runId)),
+    getRun: unary(ctx, (req: { runId: string }) => {
+      // One run is shown: its whole log's checksums are checked (once per change of the file).
+      if (checkRunId(req.runId) === null && reg.store.exists(req.runId)) reg.store.verify(req.runId);
+      return runInfo(req.runId);
+    }),
 
     status: unary(ctx, () => {
       const cutoff = Date.now() - 60_000;
@@ -152,7 +173,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
         pid: process.pid, version: LOGD_VERSION, addresses: ctx.addresses(), dataDir: reg.store.dataDir,
         startedAt: ctx.startedAt, sidecar: ctx.sidecar, openRuns: reg.openRuns().map((r) => r.info()),
         clients: [...writerClients, ...[...clients.values()].filter((c) => !seen.has(c.pid))], recordsStored: reg.recordsStored,
-        storageProblem: reg.storageProblem ?? '',
+        storageProblem: reg.storageProblem ?? '', storeProblems: reg.store.problems.lines(),
       };
     }),
 
@@ -175,6 +196,18 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       void streamHistory(reg, call).catch((e) => call.emit('error', toStatus(e)));
     }) as Handler,
 
+    readSummary: ((call: grpc.ServerWritableStream<{ runId: string }, { summaryJson: string; statsJson: string }>) => {
+      if (!tokenOk(call.metadata, ctx.token)) {
+        call.emit('error', UNAUTH);
+        return;
+      }
+      if ((call.request as unknown) instanceof Undecodable) {
+        call.emit('error', toStatus(invalid((call.request as unknown as Undecodable).reason)));
+        return;
+      }
+      void streamSummary(reg, call).catch((e) => call.emit('error', toStatus(e)));
+    }) as Handler,
+
     write: ((call: WriteCall) => {
       if (!tokenOk(call.metadata, ctx.token)) {
         call.emit('error', UNAUTH);
@@ -183,6 +216,14 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       handleWrite(ctx, call);
     }) as Handler,
   };
+}
+
+/** A run whose log is known to be damaged says so in its metadata (`damage`). */
+function withDamage(reg: Registry, info: RunInfo): RunInfo {
+  const damage = reg.store.problems.damageOf(info.id);
+  if (!damage) return info;
+  const meta = JSON.parse(info.metadataJson || '{}') as Record<string, unknown>;
+  return { ...info, metadataJson: toJson({ ...meta, damage }) };
 }
 
 async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number; system: boolean }, HistoryChunkMsg>): Promise<void> {
@@ -206,6 +247,18 @@ async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ ru
   for (const c of chunks) {
     if (call.cancelled) return;
     if (!call.write(c)) await new Promise((r) => call.once('drain', r));
+  }
+  call.end();
+}
+
+async function streamSummary(reg: Registry, call: grpc.ServerWritableStream<{ runId: string }, { summaryJson: string; statsJson: string }>): Promise<void> {
+  const id = call.request.runId;
+  if (checkRunId(id) !== null || !reg.store.exists(id)) throw notFound(`run ${JSON.stringify(id.slice(0, 80))} does not exist; list runs with \`logd runs\``);
+  const live = reg.runs.get(id);
+  const src = live ?? reg.store.replay(id, false).run; // a final run's summary is rebuilt from its log
+  for (const part of summaryChunks(src.summary, src.keys, src.userSummary)) {
+    if (call.cancelled) return;
+    if (!call.write({ summaryJson: toJson(part.summary), statsJson: toJson(part.stats) })) await new Promise((r) => call.once('drain', r));
   }
   call.end();
 }

@@ -52,13 +52,14 @@ function ingestFile(reg: Registry, fin: Finaliser, file: string): { batches: num
   let header: SpillHeader | null = null;
   const batches: RecordBatchMsg[] = [];
   try {
-    scanFrames(file, (type, p) => {
+    const scan = scanFrames(file, (type, p) => {
       if (type === SPILL_HEADER) header = JSON.parse(Buffer.from(p).toString('utf8')) as SpillHeader;
       else if (type === SPILL_BATCH) {
         const batch = (WriteRequest.decode(p) as unknown as { batch?: RecordBatchMsg | null }).batch;
         if (batch) batches.push(batch);
       }
     });
+    for (const d of scan.damaged) reg.log(`spool: ${file}: ${d.bytes} bytes at offset ${d.offset} fail their checksum; the batches after them are still ingested`);
   } catch (e) {
     reg.log(`spool: cannot read ${file}: ${(e as Error).message}; left in place`);
     return { batches: 0, finished: false };

@@ -1,7 +1,7 @@
 // Handler bookkeeping that must not block: per-key last/min/max/count over a
 // run's history, kept in typed arrays indexed by run-global key id.
 import type { HistoryBatch } from './store/format.js';
-import { jsonNumber } from '../src/json.js';
+import { jsonNumber, ownRecord } from '../src/json.js';
 
 export class RunSummary {
   private last = new Float64Array(16);
@@ -59,16 +59,27 @@ export class RunSummary {
     this.rows += b.rows;
   }
 
-  /** `{key: last value}` for every key seen, non-finite values as strings. */
-  lastValues(names: readonly string[]): Record<string, number | string> {
-    const out: Record<string, number | string> = {};
-    for (let k = 0; k < this.size && k < names.length; k++) if (this.count[k] > 0) out[names[k]] = jsonNumber(this.last[k]);
+  /** How many keys have at least one value. */
+  keyCount(): number {
+    let n = 0;
+    for (let k = 0; k < this.size; k++) if (this.count[k] > 0) n++;
+    return n;
+  }
+
+  /** `{key: last value}` for keys seen, ids `from` up to `to`, at most `limit`; non-finite values as strings. */
+  lastValues(names: readonly string[], limit = Infinity, from = 0, to = Infinity): Record<string, number | string> {
+    const out = ownRecord<number | string>();
+    let n = 0;
+    for (let k = from; k < this.size && k < names.length && k < to && n < limit; k++) {
+      if (this.count[k] > 0) (out[names[k]] = jsonNumber(this.last[k])), n++;
+    }
     return out;
   }
 
-  stats(names: readonly string[]): Record<string, { last: number | string; min: number | string | null; max: number | string | null; count: number }> {
-    const out: Record<string, { last: number | string; min: number | string | null; max: number | string | null; count: number }> = {};
-    for (let k = 0; k < this.size && k < names.length; k++) {
+  stats(names: readonly string[], limit = Infinity, from = 0, to = Infinity): Record<string, KeyStats> {
+    const out = ownRecord<KeyStats>();
+    let n = 0;
+    for (let k = from; k < this.size && k < names.length && k < to && n < limit; k++) {
       if (this.count[k] === 0) continue;
       const finiteSeen = this.min[k] !== Infinity || this.max[k] !== -Infinity;
       out[names[k]] = {
@@ -77,7 +88,47 @@ export class RunSummary {
         max: finiteSeen ? jsonNumber(this.max[k]) : null,
         count: this.count[k],
       };
+      n++;
     }
     return out;
+  }
+}
+
+export interface KeyStats { last: number | string; min: number | string | null; max: number | string | null; count: number }
+
+/**
+ * A run's summary and per-key stats as every RunInfo carries them: at most
+ * SUMMARY_CAP keys each, so one run with a million metric names never makes a
+ * message (or a `logd runs` listing) too big. `capped` says how many there are
+ * in all; `logd show` streams the whole of both (ReadSummary).
+ */
+export const SUMMARY_CAP = 1000;
+
+export function cappedSummary(summary: RunSummary, keys: readonly string[], userSummary: Record<string, unknown>): {
+  summary: Record<string, unknown>; stats: Record<string, KeyStats>; capped: { shown: number; total: number } | null;
+} {
+  const userKeys = Object.keys(userSummary);
+  let total = summary.keyCount() + userKeys.length;
+  if (total > SUMMARY_CAP && userKeys.length > 0) {
+    const logged = new Set(keys);
+    total -= userKeys.filter((k) => logged.has(k)).length; // a key both logged and updated counts once
+  }
+  if (total <= SUMMARY_CAP) return { summary: { ...summary.lastValues(keys), ...userSummary }, stats: summary.stats(keys), capped: null };
+  const user = ownRecord();
+  for (const k of userKeys.slice(0, SUMMARY_CAP / 2)) user[k] = userSummary[k];
+  const out = { ...summary.lastValues(keys, SUMMARY_CAP - Object.keys(user).length), ...user };
+  return { summary: out, stats: summary.stats(keys, SUMMARY_CAP), capped: { shown: Object.keys(out).length, total } };
+}
+
+/** The whole summary and stats in parts of `perChunk` keys (ReadSummary); user summary entries come last. */
+export function* summaryChunks(summary: RunSummary, keys: readonly string[], userSummary: Record<string, unknown>, perChunk = 20_000): Generator<{ summary: Record<string, unknown>; stats: Record<string, KeyStats> }> {
+  for (let from = 0; from < keys.length; from += perChunk) {
+    yield { summary: summary.lastValues(keys, Infinity, from, from + perChunk), stats: summary.stats(keys, Infinity, from, from + perChunk) };
+  }
+  const userKeys = Object.keys(userSummary);
+  for (let i = 0; i < userKeys.length; i += perChunk) {
+    const part = ownRecord();
+    for (const k of userKeys.slice(i, i + perChunk)) part[k] = userSummary[k];
+    yield { summary: part, stats: {} };
   }
 }

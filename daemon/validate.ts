@@ -2,7 +2,7 @@
 // batch is refused as a whole with a message that says what is wrong; nothing
 // of it reaches the log.
 import { f64, u32, type RecordBatchMsg } from '../src/wire.js';
-import { checkKey } from '../src/names.js';
+import { checkKey, duplicateKeyMessage } from '../src/names.js';
 
 export interface CheckedBatch {
   rows: number;
@@ -16,7 +16,22 @@ export interface CheckedBatch {
 export const MAX_ROWS_PER_BATCH = 1_000_000;
 export const MAX_STEP = Number.MAX_SAFE_INTEGER;
 
-export function checkBatch(b: RecordBatchMsg, dictionarySize: number): CheckedBatch | string {
+/**
+ * Per key id, the stamp of the row it was last seen in. Shared by every batch
+ * (stamps only grow), so a check costs no allocation however big a dictionary is.
+ */
+let stampIds = new Uint32Array(1024);
+let nextStamp = 1;
+function rowStamps(dict: number, rows: number): { ids: Uint32Array; first: number } {
+  if (dict > stampIds.length) stampIds = new Uint32Array(Math.max(dict, stampIds.length * 2));
+  if (nextStamp + rows >= 0xffffffff) (stampIds.fill(0), (nextStamp = 1));
+  const first = nextStamp;
+  nextStamp += rows;
+  return { ids: stampIds, first };
+}
+
+export function checkBatch(b: RecordBatchMsg, dictionarySize: number, known: (id: number) => string = (id) => `#${id}`): CheckedBatch | string {
+  const nameOf = (id: number): string => (id >= b.newKeysFirst && id < b.newKeysFirst + b.newKeys.length ? b.newKeys[id - b.newKeysFirst] : known(id));
   if (!Number.isSafeInteger(b.seq) || b.seq < 1) return `seq ${b.seq} must be a positive integer`;
   if (b.newKeys.length > 0 && b.newKeysFirst > dictionarySize) return `new_keys_first ${b.newKeysFirst} leaves a gap after the writer's ${dictionarySize} names`;
   for (const k of b.newKeys) {
@@ -47,6 +62,15 @@ export function checkBatch(b: RecordBatchMsg, dictionarySize: number): CheckedBa
   const dict = Math.max(dictionarySize, b.newKeysFirst + b.newKeys.length);
   for (let i = 0; i < pairs; i++) {
     if (keyIds[i] >= dict) return `key id ${keyIds[i]} is not in the writer's dictionary of ${dict} names`;
+  }
+  // One row names each key once; a second value would shadow the first.
+  const seen = rowStamps(dict, rows);
+  for (let r = 0, p = 0; r < rows; r++) {
+    const stamp = seen.first + r;
+    for (const end = p + counts[r]; p < end; p++) {
+      if (seen.ids[keyIds[p]] === stamp) return `row ${r}: ${duplicateKeyMessage(nameOf(keyIds[p]))}`;
+      seen.ids[keyIds[p]] = stamp;
+    }
   }
   return { rows, steps, times, counts, keyIds, values };
 }

@@ -20,6 +20,17 @@ export function parseJsonObject(text: string, what: string): Record<string, unkn
   return v as Record<string, unknown>;
 }
 
+/**
+ * An object for user-chosen keys. Without a prototype, a key named
+ * `__proto__` is an ordinary key: on a plain object, assigning it would set
+ * the prototype instead, and the value would vanish from summaries and exports.
+ */
+export function ownRecord<T = unknown>(from?: Record<string, T>): Record<string, T> {
+  const o = Object.create(null) as Record<string, T>;
+  if (from) Object.assign(o, from);
+  return o;
+}
+
 /** A number as JSON: finite numbers as they are, the others as strings. */
 export function jsonNumber(v: number): number | string {
   return Number.isFinite(v) ? v : Number.isNaN(v) ? 'NaN' : v > 0 ? 'Infinity' : '-Infinity';

@@ -6,7 +6,7 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { makeEnv, startDaemon, script, runScript, cliJson, exportJsonl, alive, ROOT, type TestEnv } from './helpers.js';
+import { makeEnv, startDaemon, script, runScript, cli, cliJson, exportJsonl, alive, ROOT, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
 let daemonPid: number;
@@ -169,5 +169,65 @@ describe('bad input', () => {
     const raw = await exportJsonl(t, id, ['--raw']);
     expect(raw.map((x) => x._step)).toEqual([5, 6, 2, 3]);
     expect((await cliJson(t, ['show', id])).metadata.stepsBackwards).toBe(2);
+  });
+
+  it('issue 9 case 13: names that collide are refused in log() with a TypeError; __proto__ is a name like any other', async () => {
+    const w = script(t, 'collide.mjs', `
+      const run = await logd.init({ project: 'collide' });
+      const refused = [];
+      for (const row of [{ _step: 1 }, { _time: 2 }, { _writer: 3 }, { 'a/b': 1, a: { b: 2 } }, { x: { y: 1 }, 'x/y': 2 }]) {
+        try { run.log(row); refused.push(null); } catch (e) { refused.push(e.name + ': ' + e.message); }
+      }
+      run.log(JSON.parse('{"__proto__": 5, "a/b": 1, "a": {"c": 2}, "step": 7}'), { step: 0 });
+      run.summary.update(JSON.parse('{"constructor": 1}'));
+      run.config.update(JSON.parse('{"__proto__": {"polluted": 1}}'));
+      await run.finish();
+      console.log(JSON.stringify({ id: run.id, refused }));
+    `);
+    const r = await runScript(t, w);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').at(-1)!);
+    for (const [i, name] of ['_step', '_time', '_writer'].entries()) {
+      expect(out.refused[i]).toBe(`TypeError: logd: metric name "${name}" is reserved: exports use _step, _time and _writer for the row's own step, time and writer; log it under another name (for example "${name.slice(1)}"), or pass the step as log(data, { step })`);
+    }
+    expect(out.refused[3]).toMatch(/^TypeError: logd: metric name "a\/b" appears twice in one row/);
+    expect(out.refused[4]).toMatch(/^TypeError: logd: metric name "x\/y" appears twice in one row/);
+    const shown = await cliJson(t, ['show', out.id]);
+    const own = (o: object, k: string) => (Object.getOwnPropertyDescriptor(o, k) ?? { value: undefined }).value;
+    expect(own(shown.summary, '__proto__')).toBe(5);
+    expect(own(shown.summary, 'constructor')).toBe(1);
+    expect(own(shown.metadata.stats, '__proto__')).toMatchObject({ last: 5, count: 1 });
+    expect(own(shown.config, '__proto__')).toEqual({ polluted: 1 });
+    expect(own(shown.lastRows[0], '__proto__')).toBe(5);
+    expect(shown.historyRows).toBe(1); // the refused rows left nothing behind
+    const line = (await cli(t, ['export', out.id, '--format', 'jsonl'])).stdout.trim();
+    expect(line).toMatch(/^\{"_step":0,"_time":[0-9.]+,/);
+    const keys = [...line.matchAll(/"([^"]+)":/g)].map((m) => m[1]);
+    expect(keys.sort()).toEqual(['__proto__', '_step', '_time', 'a/b', 'a/c', 'step']);
+    const csvHeader = (await cli(t, ['export', out.id, '--format', 'csv'])).stdout.split('\n')[0];
+    expect(csvHeader).toBe('_step,_time,__proto__,a/b,a/c,step');
+  });
+
+  it('issue 9 case 13: the daemon refuses reserved names and a key twice in one row from any client', async () => {
+    const run = await call('CreateRun', { project: 'collide-raw' });
+    // In OpenWriter's dictionary: the stream fails with INVALID_ARGUMENT.
+    const opened = client().write(md());
+    const status = new Promise<any>((resolve, reject) => {
+      opened.on('error', resolve);
+      setTimeout(() => reject(new Error('the stream got no status within 10 s')), 10_000).unref();
+    });
+    opened.on('data', () => {});
+    opened.write({ open: { runId: run.id, runToken: run.runToken, writerId: run.ownerWriterId, keys: ['ok', '_step'] } });
+    expect(await status).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, details: expect.stringMatching(/metric name "_step" is reserved/) });
+    // In a batch: refused with a reason, nothing stored.
+    const { s, waitFor } = await stream(run, ['a']);
+    s.write({ batch: { seq: 1, rows: 0, newKeys: ['_time'], newKeysFirst: 1 } });
+    s.write({ batch: { seq: 2, rows: 2, steps: f64([0, 1]), times: f64([1, 1]), counts: u32([1, 2]), keyIds: u32([0, 0, 0]), values: f64([1, 2, 3]) } });
+    expect((await waitFor((x) => x.control?.kind === 'rejected' && x.control.seq === 1)).control.message).toMatch(/metric name "_time" is reserved/);
+    expect((await waitFor((x) => x.control?.kind === 'rejected' && x.control.seq === 2)).control.message).toMatch(/row 1: metric name "a" appears twice in one row/);
+    s.write({ batch: { seq: 3, rows: 1, steps: f64([5]), times: f64([1]), counts: u32([1]), keyIds: u32([0]), values: f64([9]) } });
+    await waitFor((x) => x.ack && x.ack.seq >= 3);
+    s.end();
+    expect(await exportJsonl(t, run.id)).toEqual([expect.objectContaining({ _step: 5, a: 9 })]);
   });
 });

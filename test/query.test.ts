@@ -42,10 +42,10 @@ describe('logd runs (local source)', () => {
     expect(all).toHaveLength(4);
     const first = await cli(t, ['runs', '--limit', '3', '--json']);
     expect(JSON.parse(first.stdout).map((r: { id: string }) => r.id)).toEqual(all.slice(0, 3));
-    expect(first.stderr).toContain('showing runs 1-3 of 4');
+    expect(first.stderr).toContain('showing 3 of 4 runs, newest first; see more with --limit 4');
     const second = await cli(t, ['runs', '--limit', '3', '--offset', '3', '--json']);
     expect(JSON.parse(second.stdout).map((r: { id: string }) => r.id)).toEqual(all.slice(3));
-    expect(second.stderr).not.toContain('showing');
+    expect(second.stderr).toContain('showing runs 4-4 of 4');
     const whole = await cli(t, ['runs']);
     expect(whole.stderr).not.toContain('showing');
   });

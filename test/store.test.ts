@@ -1,5 +1,6 @@
 // The record log on its own: frames round-trip, a torn or corrupt tail is cut
-// and never served, a failed write leaves no half frame behind.
+// (and kept aside first) and never served, a damaged frame in the middle is
+// skipped and reading goes on, a failed write leaves no half frame behind.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -60,6 +61,38 @@ describe('record log', () => {
     const again = RecordLog.open(file);
     expect(again.scan.frames).toBe(4);
     again.log.close();
+    // Every cut byte was kept aside first, named by the offset it was cut at.
+    const cutAt = whole - (buf.length - fs.statSync(file).size);
+    expect(fs.statSync(file).size).toBeLessThan(whole);
+    expect(fs.readFileSync(`${file}.cut-${whole}`)).toEqual(Buffer.from([0x20, 0, 0, 0, 9, 9, 9, 9, 5, 1, 2]));
+    expect(fs.readFileSync(`${file}.cut-${cutAt}`)).toEqual(buf.subarray(cutAt));
+  });
+
+  it('issue 9 case 3: a damaged frame in the middle is skipped, the frames after it are read, nothing is cut', async () => {
+    const file = tmp();
+    const { log } = RecordLog.open(file);
+    for (let i = 0; i < 9; i++) log.append(FrameType.SUMMARY, [Buffer.from(JSON.stringify({ i, pad: 'x'.repeat(40 + i) }))]);
+    await log.sync();
+    log.close();
+    const size = fs.statSync(file).size;
+    const frames: number[] = [];
+    scanFrames(file, (_t, _p, offset) => frames.push(offset));
+    // One flipped byte in frame 4's payload, and frame 6's length field made garbage.
+    const buf = fs.readFileSync(file);
+    buf[frames[4] + 20] ^= 0x01;
+    buf.writeUInt32LE(0x7fffff00, frames[6]);
+    fs.writeFileSync(file, buf);
+    const seen: number[] = [];
+    const reopened = RecordLog.open(file, (_t, p) => seen.push(JSON.parse(Buffer.from(p).toString()).i));
+    reopened.log.close();
+    expect(seen).toEqual([0, 1, 2, 3, 5, 7, 8]);
+    expect(reopened.scan.damaged).toEqual([
+      { offset: frames[4], bytes: frames[5] - frames[4] },
+      { offset: frames[6], bytes: frames[7] - frames[6] },
+    ]);
+    expect(reopened.scan).toMatchObject({ tornBytes: 0, validBytes: size, frames: 7 });
+    expect(fs.statSync(file).size).toBe(size);
+    expect(fs.readdirSync(path.dirname(file)).filter((n) => n.includes('.cut-'))).toEqual([]);
   });
 
   it('appends after recovery continue the log', async () => {

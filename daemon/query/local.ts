@@ -4,7 +4,7 @@ import * as grpc from '@grpc/grpc-js';
 import type { ServiceAddress } from '../../src/wire.js';
 import { connectionFor, CallError, type Connection } from '../../client/connection.js';
 import { findDaemon } from '../../client/discovery.js';
-import { readHistory } from '../../client/history.js';
+import { readHistory, readSummary } from '../../client/history.js';
 import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History } from './source.js';
 import { RunNotFound } from './source.js';
 
@@ -26,11 +26,23 @@ export class LocalSource implements QuerySource {
   }
 
   async listRuns(f: RunFilter): Promise<RunPage> {
-    const res = await this.call((c) => c.unary<unknown, { runs: RunInfo[]; total: number }>('listRuns', {
-      project: f.project ?? '', group: f.group ?? '', state: f.state ?? '', tag: f.tag ?? '', text: f.text ?? '',
-      limit: f.limit ?? 1000, offset: f.offset ?? 0,
-    }, CALL_MS));
-    return { runs: res.runs, total: res.total ?? res.runs.length };
+    const limit = f.limit && f.limit > 0 ? f.limit : 1000;
+    const out: RunPage = { runs: [], total: 0 };
+    // The daemon answers in pages that stay under the message limit (nextOffset > 0: ask again).
+    for (let offset = f.offset ?? 0; ;) {
+      const page = await this.call((c) => c.unary<unknown, { runs: RunInfo[]; total: number; nextOffset: number }>('listRuns', {
+        project: f.project ?? '', group: f.group ?? '', state: f.state ?? '', tag: f.tag ?? '', text: f.text ?? '',
+        limit: limit - out.runs.length, offset,
+      }, CALL_MS));
+      out.runs.push(...page.runs);
+      out.total = page.total;
+      if (!page.nextOffset || out.runs.length >= limit || page.runs.length === 0) return out;
+      offset = page.nextOffset;
+    }
+  }
+
+  wholeSummary(id: string): Promise<{ summary: Record<string, unknown>; stats: Record<string, unknown> }> {
+    return this.call((c) => readSummary(c, id), id);
   }
 
   getRun(id: string): Promise<RunInfo> {

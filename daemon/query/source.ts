@@ -49,6 +49,12 @@ export interface QuerySource {
   getRun(id: string): Promise<RunInfo>;
   /** Stored rows in arrival order, columnar. Rejects with RunNotFound when there is no such run. */
   history(id: string, query?: HistoryQuery): Promise<History>;
+  /**
+   * The whole summary and stats of a run whose RunInfo carries them capped
+   * (metadata.summaryCapped: more than 1000 keys). Sources whose answers are
+   * never capped need not have it.
+   */
+  wholeSummary?(id: string): Promise<{ summary: Record<string, unknown>; stats: Record<string, unknown> }>;
   close(): Promise<void>;
 }
 

@@ -6,9 +6,12 @@ import { readMemory, type MemoryReading } from './memory.js';
 import { cpuPercent, isCountedDisk, parseDiskstats, parseNetDev, parseProcStat, readText, type IoBytes } from './proc.js';
 
 const MB = 1024 * 1024;
+/** Fewest ticks (summed over all cores) a CPU % is measured over: 50 ms on 2 cores, far less on big nodes. */
+const MIN_CPU_TICKS = 10;
 
 export class NodeCounters {
   private prevCpu: ReturnType<typeof parseProcStat> | null = null;
+  private lastCpu: Record<string, number> | null = null;
   private diskBase: IoBytes | null = null;
   private netBase: ReturnType<typeof parseNetDev> | null = null;
   private statfsInFlight: Promise<unknown> | null = null;
@@ -29,19 +32,7 @@ export class NodeCounters {
     const cpu = stat === null ? null : parseProcStat(stat);
     const disk = diskstats === null ? null : parseDiskstats(diskstats, (name) => this.counted(name));
     const net = netdev === null ? null : parseNetDev(netdev);
-    const prevCpu = this.prevCpu;
-    if (cpu && prevCpu) {
-      const all = cpuPercent(prevCpu.all, cpu.all);
-      if (all !== undefined) node.cpu = all;
-      if (this.perCoreCpu) {
-        cpu.cores.forEach((core, i) => {
-          const prev = prevCpu.cores[i];
-          const pct = prev ? cpuPercent(prev, core) : undefined;
-          if (pct !== undefined) node[`cpu.${i}.cpu_percent`] = pct;
-        });
-      }
-    }
-    if (cpu) this.prevCpu = cpu;
+    this.addCpu(node, cpu);
     this.diskBase ??= disk;
     this.netBase ??= net;
     if (disk && this.diskBase) {
@@ -60,6 +51,42 @@ export class NodeCounters {
       node['proc.memory.availableMB'] = memory.availableBytes / MB;
     }
     return memory;
+  }
+
+  /**
+   * CPU % since the baseline reading. /proc/stat counts in 10 ms ticks, so a
+   * reading a few ms after the last one (two runs finishing together each take
+   * a sample) may see no tick at all, or one: a figure from so few ticks is
+   * noise or nothing. Such a reading repeats the last figure and keeps the
+   * baseline, so every sample carries `cpu` and the next one measures the
+   * whole span.
+   */
+  private addCpu(node: Record<string, number>, cpu: ReturnType<typeof parseProcStat> | null): void {
+    if (!cpu) return;
+    const base = this.prevCpu;
+    if (!base) {
+      this.prevCpu = cpu;
+      return;
+    }
+    const ticks = cpu.all.busy + cpu.all.idle - (base.all.busy + base.all.idle);
+    if (ticks < MIN_CPU_TICKS && this.lastCpu) {
+      Object.assign(node, this.lastCpu);
+      return;
+    }
+    const figures: Record<string, number> = {};
+    const all = cpuPercent(base.all, cpu.all);
+    if (all === undefined) return;
+    figures.cpu = all;
+    if (this.perCoreCpu) {
+      cpu.cores.forEach((core, i) => {
+        const prev = base.cores[i];
+        const pct = prev ? cpuPercent(prev, core) : undefined;
+        if (pct !== undefined) figures[`cpu.${i}.cpu_percent`] = pct;
+      });
+    }
+    Object.assign(node, figures);
+    this.lastCpu = figures;
+    this.prevCpu = cpu;
   }
 
   private counted(name: string): boolean {

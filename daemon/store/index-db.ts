@@ -69,8 +69,7 @@ export class IndexDb {
     return (this.db.prepare('SELECT count(*) AS n FROM runs').get() as { n: number }).n;
   }
 
-  /** Runs matching the filters, newest first, one page of them, and how many match in all. */
-  list(f: RunListFilter): { rows: RunRow[]; total: number } {
+  private filter(f: RunListFilter): { where: string; args: unknown[] } {
     const where: string[] = [];
     const args: unknown[] = [];
     if (f.project) (where.push('project = ?'), args.push(f.project));
@@ -82,15 +81,41 @@ export class IndexDb {
       where.push("(id LIKE ? ESCAPE '\\' OR name LIKE ? ESCAPE '\\' OR project LIKE ? ESCAPE '\\' OR grp LIKE ? ESCAPE '\\' OR notes LIKE ? ESCAPE '\\')");
       args.push(like, like, like, like, like);
     }
-    const cond = where.length ? 'WHERE ' + where.join(' AND ') : '';
-    const total = (this.db.prepare(`SELECT count(*) AS n FROM runs ${cond}`).get(...args) as { n: number }).n;
-    const limit = f.limit && f.limit > 0 ? f.limit : 1000;
-    const rows = this.db.prepare(`SELECT * FROM runs ${cond} ORDER BY created_at DESC, id LIMIT ? OFFSET ?`).all(...args, limit, f.offset ?? 0) as RunRow[];
-    return { rows, total };
+    return { where: where.length ? 'WHERE ' + where.join(' AND ') : '', args };
+  }
+
+  /** One page of the runs matching the filters, newest first. */
+  list(f: RunListFilter): RunRow[] {
+    const { where, args } = this.filter(f);
+    const sql = `SELECT * FROM runs ${where} ORDER BY created_at DESC, id LIMIT ? OFFSET ?`;
+    return this.db.prepare(sql).all(...args, f.limit && f.limit > 0 ? f.limit : 1000, f.offset ?? 0) as RunRow[];
+  }
+
+  /** How many runs match the filters. */
+  countMatching(f: RunListFilter): number {
+    const { where, args } = this.filter(f);
+    return (this.db.prepare(`SELECT count(*) AS n FROM runs ${where}`).get(...args) as { n: number }).n;
   }
 
   nonFinal(): RunRow[] {
     return this.db.prepare("SELECT * FROM runs WHERE state NOT IN ('finished','crashed','killed')").all() as RunRow[];
+  }
+
+  /** The small key/value table beside the runs (store problems live here). */
+  metaGet(k: string): string | undefined {
+    return (this.db.prepare('SELECT v FROM meta WHERE k = ?').get(k) as { v: string } | undefined)?.v;
+  }
+
+  metaSet(k: string, v: string): void {
+    this.db.prepare('INSERT INTO meta VALUES (?, ?) ON CONFLICT(k) DO UPDATE SET v = excluded.v').run(k, v);
+  }
+
+  metaDelete(k: string): void {
+    this.db.prepare('DELETE FROM meta WHERE k = ?').run(k);
+  }
+
+  metaWithPrefix(prefix: string): Array<{ k: string; v: string }> {
+    return this.db.prepare('SELECT k, v FROM meta WHERE substr(k, 1, ?) = ? ORDER BY k').all(prefix.length, prefix) as Array<{ k: string; v: string }>;
   }
 
   close(): void {

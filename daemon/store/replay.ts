@@ -3,7 +3,8 @@
 import { RecordLog } from './record-log.js';
 import { FrameType, decodeHistory, parseFrameJson, type FinalState, type RunMeta, type WriterMeta } from './format.js';
 import { RunSummary } from '../summary.js';
-import type { ScanResult } from '../../src/frames.js';
+import { ownRecord } from '../../src/json.js';
+import { scanFrames, type ScanResult } from '../../src/frames.js';
 
 export interface ReplayedRun {
   meta: RunMeta;
@@ -26,8 +27,8 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
   const writers: WriterMeta[] = [];
   const maxSeq: number[] = [];
   const summary = new RunSummary();
-  const userSummary: Record<string, unknown> = {};
-  const config: Record<string, unknown> = {};
+  const userSummary = ownRecord();
+  const config = ownRecord();
   let final: FinalState | null = null;
   const onFrame = (type: number, p: Uint8Array) => {
     switch (type) {
@@ -75,9 +76,7 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
     log = opened.log;
     scan = opened.scan;
   } else {
-    const opened = RecordLog.open(file, onFrame);
-    opened.log.close();
-    scan = opened.scan;
+    scan = scanFrames(file, onFrame); // read-only: the file is left exactly as it is
   }
   if (!meta) {
     log?.close();

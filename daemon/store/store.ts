@@ -6,8 +6,9 @@ import { RecordLog } from './record-log.js';
 import { IndexDb, type RunRow } from './index-db.js';
 import { replayLog, type ReplayedRun } from './replay.js';
 import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type HistoryBatch } from './format.js';
-import fs_ from 'node:fs';
-import { scanFrames, indexFrames, readFrame } from '../../src/frames.js';
+import { scanFrames, readFrame, type FrameRef } from '../../src/frames.js';
+import { StoreProblems } from './problems.js';
+import { cappedSummary } from '../summary.js';
 import { toJson } from '../../src/json.js';
 
 export class RunExistsError extends Error {
@@ -17,6 +18,9 @@ export class RunExistsError extends Error {
 export class Store {
   readonly runsDir: string;
   readonly index: IndexDb;
+  readonly problems: StoreProblems;
+  /** Valid frames of each run log read through verify(), while the file is unchanged. */
+  private verified = new Map<string, { size: number; mtimeMs: number; refs: FrameRef[] }>();
 
   private constructor(readonly dataDir: string, private log: (line: string) => void) {
     this.runsDir = path.join(dataDir, 'runs');
@@ -33,6 +37,7 @@ export class Store {
       index = new IndexDb(dbFile);
     }
     this.index = index;
+    this.problems = new StoreProblems(index, this.log);
     if (fresh || index.count() === 0) this.rebuildIndex();
   }
 
@@ -66,7 +71,9 @@ export class Store {
   /** Replays a run's log; keeps it open for appends when `forWrite`. */
   replay(id: string, forWrite: boolean): { run: ReplayedRun; log: RecordLog | null } {
     const r = forWrite ? replayLog(this.logPath(id), true) : replayLog(this.logPath(id), false);
-    if (r.run.scan.tornBytes > 0) this.log(`store: run ${id}: cut a torn tail of ${r.run.scan.tornBytes} bytes after ${r.run.scan.validBytes} valid bytes`);
+    const { scan } = r.run;
+    if (scan.tornBytes > 0 && forWrite) this.log(`store: run ${id}: cut a torn tail of ${scan.tornBytes} bytes after ${scan.validBytes} valid bytes; the cut bytes are kept in ${this.logPath(id)}.cut-${scan.validBytes}`);
+    this.problems.noteDamage(id, scan.damaged, r.run.summary.rows, this.logPath(id));
     return r;
   }
 
@@ -84,18 +91,42 @@ export class Store {
   readHistory(id: string, onChunk: (batch: HistoryBatch, newKeys: string[], firstKeyId: number) => void): { keys: string[] } {
     const keys: string[] = [];
     let reported = 0;
-    scanFrames(this.logPath(id), (type, p) => {
+    let rows = 0;
+    const scan = scanFrames(this.logPath(id), (type, p) => {
       if (type === FrameType.KEYS) {
         const k = parseFrameJson<{ first: number; names: string[] }>(p);
         for (let i = 0; i < k.names.length; i++) keys[k.first + i] = k.names[i];
       } else if (type === FrameType.HISTORY) {
         const b = decodeHistory(p);
+        rows += b.rows;
         const added = keys.slice(reported);
         onChunk(b, added, reported);
         reported = keys.length;
       }
     });
+    this.problems.noteDamage(id, scan.damaged, rows, this.logPath(id));
     return { keys };
+  }
+
+  /**
+   * Checks every frame's checksum (the whole log is read once, then again
+   * only when the file changed) and records damage. Returns the valid frames.
+   */
+  verify(id: string): FrameRef[] {
+    const file = this.logPath(id);
+    const st = fs.statSync(file);
+    const known = this.verified.get(id);
+    if (known && known.size === st.size && known.mtimeMs === st.mtimeMs) return known.refs;
+    const refs: FrameRef[] = [];
+    let rows = 0;
+    const scan = scanFrames(file, (type, p, offset) => {
+      refs.push({ type, offset, length: p.byteLength, crc: 0 });
+      if (type === FrameType.HISTORY && p.byteLength >= 8) rows += new DataView(p.buffer, p.byteOffset).getUint32(4, true);
+    });
+    this.problems.noteDamage(id, scan.damaged, rows, file);
+    if (this.verified.size >= 64) this.verified.delete(this.verified.keys().next().value!);
+    this.verified.set(id, { size: st.size, mtimeMs: st.mtimeMs, refs });
+    return refs;
   }
 
   /**
@@ -103,22 +134,22 @@ export class Store {
    * frames and just the history frames at the end (fast on any size of run).
    */
   readHistoryTail(id: string, tailRows: number, onChunk: (batch: HistoryBatch, newKeys: string[], firstKeyId: number) => void): void {
-    const refs = indexFrames(this.logPath(id));
-    const fd = fs_.openSync(this.logPath(id), 'r');
+    const refs = this.verify(id);
+    const fd = fs.openSync(this.logPath(id), 'r');
     try {
       const keys: string[] = [];
       const picked: typeof refs = [];
       let rows = 0;
       for (let i = refs.length - 1; i >= 0 && rows < tailRows; i--) {
         if (refs[i].type !== FrameType.HISTORY) continue;
-        const head = readFrame(fd, refs[i], 8);
+        const head = readFrame(fd, refs[i], 8, false);
         if (!head) continue;
         rows += new DataView(head.buffer).getUint32(4, true);
         picked.unshift(refs[i]);
       }
       for (const r of refs) {
         if (r.type !== FrameType.KEYS) continue;
-        const p = readFrame(fd, r);
+        const p = readFrame(fd, r, r.length, false);
         if (!p) break;
         const k = parseFrameJson<{ first: number; names: string[] }>(p);
         for (let i = 0; i < k.names.length; i++) keys[k.first + i] = k.names[i];
@@ -126,8 +157,8 @@ export class Store {
       let skip = Math.max(0, rows - tailRows);
       let first = true;
       for (const r of picked) {
-        const p = readFrame(fd, r);
-        if (!p) break; // a corrupt frame ends what can be served
+        const p = readFrame(fd, r, r.length, false); // verified above
+        if (!p) break;
         let b = decodeHistory(p);
         if (skip > 0) {
           const drop = Math.min(skip, b.rows);
@@ -138,21 +169,29 @@ export class Store {
         first = false;
       }
     } finally {
-      fs_.closeSync(fd);
+      fs.closeSync(fd);
     }
   }
 
-  /** Rebuilds the index from every run log (the logs are the source of truth). */
+  /**
+   * Rebuilds the index from every run log (the logs are the source of truth).
+   * A run directory that cannot be read is logged and kept as a store problem
+   * (`logd status`), never silently left out.
+   */
   rebuildIndex(): number {
     let n = 0;
     for (const id of fs.readdirSync(this.runsDir)) {
-      if (!fs.existsSync(this.logPath(id))) continue;
       try {
+        if (!fs.statSync(path.join(this.runsDir, id)).isDirectory()) continue;
+        if (!fs.existsSync(this.logPath(id))) throw Object.assign(new Error('missing'), { code: 'ENOENT' });
         const { run } = this.replay(id, false);
         this.index.upsert(rowFromReplay(run));
+        this.problems.noteUnreadable(id, null);
         n++;
       } catch (e) {
-        this.log(`store: skipped ${id} while rebuilding the index: ${(e as Error).message}`);
+        const why = (e as NodeJS.ErrnoException).code === 'ENOENT' ? `${this.logPath(id)} is missing` : (e as Error).message;
+        this.log(`store: run ${id} is left out of the index, its directory cannot be read: ${why}`);
+        this.problems.noteUnreadable(id, why);
       }
     }
     if (n > 0) this.log(`store: rebuilt the index from ${n} run logs`);
@@ -166,12 +205,13 @@ export class Store {
 
 export function rowFromReplay(r: ReplayedRun): RunRow {
   const m = r.meta;
+  const s = cappedSummary(r.summary, r.keys, r.userSummary);
   return {
     id: m.id, project: m.project, name: m.name, grp: m.group, job_type: m.jobType, tags: JSON.stringify(m.tags),
     state: r.final?.state ?? 'running', state_reason: r.final?.reason ?? '', created_at: m.createdAt,
     finished_at: r.final?.finishedAt ?? 0, exit_code: r.final?.exitCode ?? 0,
-    config_json: toJson(r.config), summary_json: toJson({ ...r.summary.lastValues(r.keys), ...r.userSummary }),
-    metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: r.summary.stats(r.keys) }),
+    config_json: toJson(r.config), summary_json: toJson(s.summary),
+    metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: s.stats, ...(s.capped ? { summaryCapped: s.capped } : {}) }),
     history_rows: r.summary.rows, mode: m.mode, notes: m.notes,
   };
 }

@@ -335,4 +335,19 @@ describe('SystemSampler with nvidia-smi', () => {
     const now = await h.sampler.sampleNow(); // still answers on request
     expect(now.node.memory_percent).toBeGreaterThan(0);
   });
+
+  // Issue 9 (the flaky system test): two runs finishing together each take a
+  // sample at finish, a few ms apart. /proc/stat moves in 10 ms ticks, so the
+  // second one used to come without `cpu`, and so did that run's last row.
+  it('samples taken back to back (runs finishing together) all carry cpu', async () => {
+    const h = harness({}, {}, false);
+    await h.sampler.start();
+    await waitFor('a first sample', 5000, () => h.samples.length >= 1);
+    const burst = await Promise.all([h.sampler.sampleNow(), h.sampler.sampleNow(), h.sampler.sampleNow()]);
+    for (let i = 0; i < 20; i++) burst.push(await h.sampler.sampleNow());
+    for (const s of burst) {
+      expect(s.node.cpu).toBeGreaterThanOrEqual(0);
+      expect(s.node.cpu).toBeLessThanOrEqual(100);
+    }
+  });
 });

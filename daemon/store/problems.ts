@@ -1,0 +1,70 @@
+// What is wrong with the stored data, as opposed to storing right now (a full
+// disk is the registry's `storageProblem`): run logs with regions that fail
+// their checksum, and run directories the daemon cannot read. Each problem is
+// logged once when found and kept in the index's meta table, so `logd status`
+// and `logd show` report it across restarts until the data is readable again.
+import type { IndexDb } from './index-db.js';
+import type { DamagedRegion } from '../../src/frames.js';
+
+export interface RunDamage {
+  /** Regions of the log that fail their checksum; reading skips each to the next valid frame. */
+  regions: DamagedRegion[];
+  bytes: number;
+  /** Rows in the frames that pass their checksum (a damaged frame's rows cannot be read). */
+  readableRows: number | null;
+  foundAt: number;
+}
+
+const DAMAGE = 'damage:';
+const UNREADABLE = 'unreadable:';
+
+export class StoreProblems {
+  constructor(private index: IndexDb, private log: (line: string) => void) {}
+
+  /** Records what a read of run `id`'s log found; logs a change once. */
+  noteDamage(id: string, regions: DamagedRegion[], readableRows: number | null, file: string): void {
+    const key = DAMAGE + id;
+    const before = this.index.metaGet(key);
+    if (regions.length === 0) {
+      if (before) this.index.metaDelete(key);
+      return;
+    }
+    const bytes = regions.reduce((n, r) => n + r.bytes, 0);
+    const old = before ? (JSON.parse(before) as RunDamage) : null;
+    const same = old && JSON.stringify(old.regions) === JSON.stringify(regions);
+    if (same && (readableRows === null || old.readableRows === readableRows)) return;
+    const damage: RunDamage = { regions, bytes, readableRows: readableRows ?? old?.readableRows ?? null, foundAt: old?.foundAt ?? Date.now() / 1000 };
+    this.index.metaSet(key, JSON.stringify(damage));
+    if (!same) {
+      const where = regions.map((r) => `${r.bytes} bytes at offset ${r.offset}`).join(', ');
+      this.log(`store: run ${id}: ${file} has ${regions.length} region(s) that fail their checksum (${where}); reads skip to the next valid frame, the bytes stay in the file`);
+    }
+  }
+
+  damageOf(id: string): RunDamage | null {
+    const v = this.index.metaGet(DAMAGE + id);
+    return v ? (JSON.parse(v) as RunDamage) : null;
+  }
+
+  /** A run directory that could not be read (at an index rebuild); `null` clears it. */
+  noteUnreadable(id: string, why: string | null): void {
+    if (why === null) return this.index.metaDelete(UNREADABLE + id);
+    this.index.metaSet(UNREADABLE + id, why);
+  }
+
+  /** One line per problem, for `logd status`. */
+  lines(): string[] {
+    const out: string[] = [];
+    for (const { k, v } of this.index.metaWithPrefix(DAMAGE)) {
+      const d = JSON.parse(v) as RunDamage;
+      out.push(`run ${k.slice(DAMAGE.length)}: ${describeDamage(d)}`);
+    }
+    for (const { k, v } of this.index.metaWithPrefix(UNREADABLE)) out.push(`run ${k.slice(UNREADABLE.length)}: cannot be read, left out of \`logd runs\`: ${v}`);
+    return out;
+  }
+}
+
+export function describeDamage(d: RunDamage): string {
+  return `${d.regions.length} damaged region(s) of its log, ${d.bytes} bytes, fail their checksum` +
+    (d.readableRows !== null ? `; ${d.readableRows} rows readable` : '') + '; the rest of the log is read past them';
+}
