@@ -12,12 +12,14 @@ import { parseServiceAddress, messageType, type ClientInfo, type RunInfo, type S
 import { toJson } from '../src/json.js';
 import { connectionFor, CallError, type Connection } from './connection.js';
 import { findDaemon, fromServiceFile, DaemonStartError } from './discovery.js';
+import { UntrustedDirError } from '../src/private-dir.js';
+import { UntrustedDaemonError } from './peer-credentials.js';
 import { BatchWriter } from './writer.js';
 import { Run, liveRuns, type RunHandlePayload } from './run.js';
 import { DisabledRun } from './disabled.js';
 import { installExitHooks } from './exit-hooks.js';
 
-export { Run, DisabledRun, CallError, DaemonStartError };
+export { Run, DisabledRun, CallError, DaemonStartError, UntrustedDirError, UntrustedDaemonError };
 export type { FinishOptions, FinishResult, LogOptions, RunState } from './run.js';
 
 export interface InitOptions {

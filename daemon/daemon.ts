@@ -16,6 +16,7 @@ import { rowFromLive } from './index-rows.js';
 import { ingestAllSpool } from './spool.js';
 import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/service-file.js';
 import { raiseHttp2ReceiveWindow } from './http2-window.js';
+import { ensurePrivateDir } from '../src/private-dir.js';
 import { SystemMetrics } from './system.js';
 
 export interface ServeOptions {
@@ -68,10 +69,8 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
   if (fs.existsSync(paths.dataDir) && !fs.statSync(paths.dataDir).isDirectory()) {
     throw new Error(`LOGD_DIR ${paths.dataDir} exists and is not a directory; point LOGD_DIR at a directory`);
   }
-  fs.mkdirSync(paths.runtimeDir, { recursive: true, mode: 0o700 });
-  fs.chmodSync(paths.runtimeDir, 0o700);
-  // Only the default per-user parent is ours to tighten; a directory the user named is left as it is.
-  if (paths.runtimeParent) fs.chmodSync(paths.runtimeParent, 0o700);
+  // The socket and service file go only into a directory no other user can write (src/private-dir.ts).
+  ensurePrivateDir(paths.runtimeDir, paths.runtimeParent);
 
   const store = Store.open(paths.dataDir, log);
   const registry = new Registry(store, tunables, log);
