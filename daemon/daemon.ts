@@ -2,7 +2,6 @@
 // and recovers the store, serves gRPC on a private Unix socket (and TCP when
 // asked), publishes its service file, and stops gracefully on a signal.
 import fs from 'node:fs';
-import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { daemonTunables, resolvePaths, LOGD_VERSION, type LogdPaths } from '../src/config.js';
@@ -17,6 +16,7 @@ import { ingestAllSpool } from './spool.js';
 import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/service-file.js';
 import { raiseHttp2ReceiveWindow } from './http2-window.js';
 import { ensurePrivateDir } from '../src/private-dir.js';
+import { DataDirLock } from './data-dir-lock.js';
 import { SystemMetrics } from './system.js';
 
 export interface ServeOptions {
@@ -32,18 +32,6 @@ export const EXIT_ALREADY_RUNNING = 3;
 
 const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
 
-/** The lock: an abstract-namespace socket, exclusive and released by the kernel when we die. */
-function acquireLock(name: string): Promise<net.Server | null> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', (e: NodeJS.ErrnoException) => (e.code === 'EADDRINUSE' ? resolve(null) : reject(e)));
-    srv.listen({ path: `\0${name}` }, () => {
-      srv.unref();
-      resolve(srv);
-    });
-  });
-}
-
 function bind(server: grpc.Server, address: string): Promise<number> {
   return new Promise((resolve, reject) =>
     server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, port) => (e ? reject(e) : resolve(port))),
@@ -54,7 +42,11 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
   process.umask(0o077); // everything the daemon creates is private to the user
   const tunables = daemonTunables();
   const startedAt = Date.now() / 1000;
-  const lock = await acquireLock(paths.lockName);
+  if (fs.existsSync(paths.dataDir) && !fs.statSync(paths.dataDir).isDirectory()) {
+    throw new Error(`LOGD_DIR ${paths.dataDir} exists and is not a directory; point LOGD_DIR at a directory`);
+  }
+  fs.mkdirSync(paths.dataDir, { recursive: true, mode: 0o700 });
+  const lock = DataDirLock.acquire(paths.dataDir);
   if (!lock) {
     let where = paths.serviceFile;
     try {
@@ -65,9 +57,6 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     }
     log(`serve: another logd daemon already serves ${paths.dataDir} (${where}); not starting a second one. Use that daemon (same LOGD_RUNTIME_DIR), or give this one another LOGD_DIR`);
     process.exit(EXIT_ALREADY_RUNNING);
-  }
-  if (fs.existsSync(paths.dataDir) && !fs.statSync(paths.dataDir).isDirectory()) {
-    throw new Error(`LOGD_DIR ${paths.dataDir} exists and is not a directory; point LOGD_DIR at a directory`);
   }
   // The socket and service file go only into a directory no other user can write (src/private-dir.ts).
   ensurePrivateDir(paths.runtimeDir, paths.runtimeParent);
@@ -137,7 +126,7 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     fs.rmSync(paths.ownerFile, { force: true });
     fs.rmSync(paths.socketPath, { force: true });
     store.close();
-    lock?.close();
+    lock?.release();
     log('server: stopped');
     process.exit(0);
   }
