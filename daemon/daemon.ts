@@ -17,6 +17,7 @@ import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/se
 import { raiseHttp2ReceiveWindow } from './http2-window.js';
 import { ensurePrivateDir } from '../src/private-dir.js';
 import { DataDirLock } from './data-dir-lock.js';
+import { limitYoungGeneration, releaseMemoryWhenQuiet } from './memory.js';
 import { SystemMetrics } from './system.js';
 
 export interface ServeOptions {
@@ -39,6 +40,7 @@ function bind(server: grpc.Server, address: string): Promise<number> {
 }
 
 export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths()): Promise<void> {
+  limitYoungGeneration();
   process.umask(0o077); // everything the daemon creates is private to the user
   const tunables = daemonTunables();
   const startedAt = Date.now() / 1000;
@@ -153,6 +155,8 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     }, Math.min(1000, Math.max(50, tunables.idleTimeoutMs / 4)));
     idle.unref();
   }
+  // Records stored: when the count stops moving, a busy spell is over.
+  releaseMemoryWhenQuiet(() => registry.recordsStored, log);
   // The gRPC server keeps the process alive until shutdown.
 }
 

@@ -14,9 +14,7 @@ import type { ClientInfo, OpenWriterMsg, RecordBatchMsg } from '../src/wire.js';
 import type { DaemonTunables } from '../src/config.js';
 import { RunSummary } from './summary.js';
 import type { SystemMetrics } from './system.js';
-
-/** Backpressure: a run with more than this many bytes waiting for fsync stops reading its streams. */
-const PAUSE_BYTES = 32 * 1024 * 1024;
+import { Backpressure } from './backpressure.js';
 
 export interface CreateRunInput {
   client: ClientInfo | null; project: string; name: string; group: string; jobType: string;
@@ -44,6 +42,8 @@ export class Registry {
   private waiters = new Set<() => void>();
   /** The node's system metrics (null: sampling off). */
   system: SystemMetrics | null = null;
+  /** Bounds what the daemon holds in memory between a stream and the disk. */
+  readonly backpressure = new Backpressure();
 
   constructor(readonly store: Store, readonly tunables: DaemonTunables, readonly log: (line: string) => void) {}
 
@@ -172,9 +172,8 @@ export class Registry {
     } catch (e) {
       return this.refuse(w, b, (e as Error).message);
     }
-    run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates);
+    this.backpressure.appended(w, run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates));
     this.recordsStored += checked.rows;
-    if (run.pendingBytes > PAUSE_BYTES && w.stream) w.stream.pause();
     this.touch();
     this.scheduleCommit();
     return null;
@@ -213,10 +212,10 @@ export class Registry {
   }
 
   private async commitRound(): Promise<void> {
-    const snapshot: Array<[LiveRun, Array<[Writer, number]>]> = [];
+    const snapshot: Array<[LiveRun, Array<[Writer, number, number]>]> = [];
     for (const run of this.runs.values()) {
       if (!run.log.dirty) continue;
-      snapshot.push([run, [...run.writers.values()].map((w): [Writer, number] => [w, w.appendedSeq])]);
+      snapshot.push([run, [...run.writers.values()].map((w): [Writer, number, number] => [w, w.appendedSeq, w.pendingBytes])]);
     }
     try {
       await this.store.commit(snapshot.map(([r]) => r.log));
@@ -224,16 +223,16 @@ export class Registry {
         this.log(`writer: storage works again; ${snapshot.length} run(s) flushed`);
         this.storageError = null;
       }
-      for (const [run, writers] of snapshot) {
-        run.pendingBytes = 0;
-        for (const [w, seq] of writers) {
+      for (const [, writers] of snapshot) {
+        for (const [w, seq, bytes] of writers) {
+          this.backpressure.durable(w, bytes);
           if (seq > w.durableSeq) {
             w.durableSeq = seq;
             this.ack(w, seq);
           }
-          if (w.stream?.isPaused()) w.stream.resume();
         }
       }
+      this.backpressure.release();
     } catch (e) {
       const msg = `cannot write to ${this.store.dataDir}: ${(e as Error).message}; records are kept in memory and retried (free space or fix permissions)`;
       if (this.storageError !== msg) {
