@@ -155,8 +155,8 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     }, Math.min(1000, Math.max(50, tunables.idleTimeoutMs / 4)));
     idle.unref();
   }
-  // Records stored: when the count stops moving, a busy spell is over.
-  releaseMemoryWhenQuiet(() => registry.recordsStored, log);
+  // Records stored and runs open: when neither moves, a busy spell is over.
+  releaseMemoryWhenQuiet(() => `${registry.recordsStored}/${registry.openRuns().length}`, log);
   // The gRPC server keeps the process alive until shutdown.
 }
 

@@ -19,9 +19,10 @@ import vm from 'node:vm';
 import { mallocTrim, mallocTrimUnavailable } from './malloc-trim/index.js';
 
 const SEMI_SPACE_MB = 2;
-const QUIET_TICKS = 2;
+/** Seconds without activity before the collections (the second catches a straggling finish). */
+const QUIET_AT = [2, 10];
 const TICK_MS = 1000;
-const TRIM_EVERY_TICKS = 2;
+const TRIM_EVERY_TICKS = 1;
 
 /** Call first thing at daemon start, before the heap has grown. */
 export function limitYoungGeneration(): void {
@@ -40,16 +41,16 @@ function fullGc(): (() => void) | null {
 
 /**
  * Watches `activity()` once a second. While it changes, trims the heap every
- * TRIM_EVERY_TICKS seconds; once it has stood still for QUIET_TICKS seconds
- * after changing, runs one full collection and trims. Returns the timer (unref'd).
+ * TRIM_EVERY_TICKS seconds; once it has stood still for 2 (and again for 10)
+ * seconds after changing, runs a full collection and trims. Returns the timer (unref'd).
  */
-export function releaseMemoryWhenQuiet(activity: () => number, log: (line: string) => void): NodeJS.Timeout {
+export function releaseMemoryWhenQuiet(activity: () => string, log: (line: string) => void): NodeJS.Timeout {
   const gc = fullGc();
   if (!gc) log('server: cannot collect garbage on demand in this Node; memory comes back when V8 decides');
   const noTrim = mallocTrimUnavailable();
   if (noTrim) log(`server: ${noTrim}; freed memory stays in the daemon's RSS until reused`);
   let last = activity();
-  let quiet = QUIET_TICKS + 1;
+  let quiet = QUIET_AT[QUIET_AT.length - 1] + 1;
   let busyTicks = 0;
   const timer = setInterval(() => {
     const now = activity();
@@ -57,7 +58,7 @@ export function releaseMemoryWhenQuiet(activity: () => number, log: (line: strin
       last = now;
       quiet = 0;
       if (++busyTicks % TRIM_EVERY_TICKS === 0) mallocTrim();
-    } else if (++quiet === QUIET_TICKS) {
+    } else if (QUIET_AT.includes(++quiet)) {
       busyTicks = 0;
       gc?.();
       mallocTrim();
