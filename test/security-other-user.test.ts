@@ -115,6 +115,32 @@ describe('another local user', () => {
     expect(r.stdout).toMatch(new RegExp(`uid ${u.uid}`));
   });
 
+  it('issue 13 case 1: a runtime dir that is a symlink, or that others can write, is refused and nothing is started in it', async () => {
+    t = makeEnv();
+    const target = path.join(t.dir, 'elsewhere');
+    fs.mkdirSync(target, { mode: 0o700 });
+    const link = path.join(t.dir, 'rt-link');
+    fs.symlinkSync(target, link);
+    const viaLink = await runScript(t, victimScript(), [], { LOGD_RUNTIME_DIR: link });
+    expect(viaLink.stdout).toMatch(/^refused .*is a symbolic link/);
+    expect(fs.readdirSync(target)).toEqual([]);
+
+    const open = path.join(t.dir, 'rt-open');
+    fs.mkdirSync(open);
+    fs.chmodSync(open, 0o777);
+    const viaOpen = await runScript(t, victimScript(), [], { LOGD_RUNTIME_DIR: open });
+    expect(viaOpen.stdout).toMatch(/^refused .*has mode 0777, not 0700/);
+    expect(fs.readdirSync(open)).toEqual([]);
+
+    // A directory of the user's that nobody else can write is tightened to 0700 and used.
+    const loose = path.join(t.dir, 'rt-loose');
+    fs.mkdirSync(loose);
+    fs.chmodSync(loose, 0o755);
+    const ok = await runScript(t, victimScript(), [], { LOGD_RUNTIME_DIR: loose });
+    expect(ok.stdout, ok.stderr).toMatch(/^stored \S+ finished/);
+    expect(fs.statSync(loose).mode & 0o777).toBe(0o700);
+  });
+
   it('issue 13 case 2: another user binding the predictable abstract lock name does not keep the victim\'s daemon from starting', async (ctx) => {
     const u = await otherUser();
     if (typeof u === 'string') return ctx.skip(`another local user: ${u}`);
