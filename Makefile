@@ -20,6 +20,7 @@ deps: node_modules/.installed
 
 build: deps
 	npx tsc -p tsconfig.json
+	@node scripts/build-malloc-trim.mjs
 
 # Builds native/build/Release/logd_native.node when libtorch is installed;
 # otherwise says what is missing and carries on (the addon is optional).

@@ -2,6 +2,7 @@
 // deadline on every unary call.
 import * as grpc from '@grpc/grpc-js';
 import { serviceDefinition, TOKEN_METADATA_KEY, type ServiceAddress } from '../src/wire.js';
+import { verifyDaemonPeer } from './peer-credentials.js';
 
 const LogdClient = grpc.makeGenericClientConstructor(serviceDefinition, 'Logd');
 
@@ -26,7 +27,9 @@ export class Connection {
   readonly client: grpc.Client;
   private closed = false;
 
+  /** Throws UntrustedDaemonError, before any byte is sent, when the daemon does not run as this user. */
   constructor(readonly address: ServiceAddress) {
+    verifyDaemonPeer(address.target);
     this.client = new LogdClient(address.target, grpc.credentials.createInsecure(), CHANNEL_OPTIONS);
   }
 

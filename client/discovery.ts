@@ -8,6 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { resolvePaths, clientTunables, type LogdPaths } from '../src/config.js';
 import { parseServiceAddress, formatServiceAddress, type ServiceAddress } from '../src/wire.js';
 import { readServiceFile, pidAlive } from '../src/service-file.js';
+import { trustedRuntimeDir, ensurePrivateDir } from '../src/private-dir.js';
 
 export class DaemonStartError extends Error {
   override name = 'DaemonStartError';
@@ -20,7 +21,9 @@ export class DaemonStartError extends Error {
 const EXIT_ALREADY_RUNNING = 3;
 const cliPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'daemon', 'cli.js');
 
+/** The daemon named by this data dir's service file; throws UntrustedDirError when the runtime dir is not private to the user. */
 export function fromServiceFile(paths: LogdPaths): ServiceAddress | null {
+  trustedRuntimeDir(paths.runtimeDir, paths.runtimeParent);
   const s = readServiceFile(paths.serviceFile);
   if (!s || !pidAlive(s.pid)) return null;
   return { target: s.socket, token: s.token };
@@ -56,7 +59,7 @@ function tail(file: string, bytes = 2000): string {
 
 /** Starts a detached daemon (its own session) and waits for its service file. */
 export async function startSidecar(paths: LogdPaths, timeoutMs: number): Promise<ServiceAddress> {
-  fs.mkdirSync(paths.runtimeDir, { recursive: true, mode: 0o700 });
+  ensurePrivateDir(paths.runtimeDir, paths.runtimeParent);
   const logFd = fs.openSync(paths.daemonLog, 'a', 0o600);
   const logStart = fs.fstatSync(logFd).size;
   const env: NodeJS.ProcessEnv = { ...process.env, LOGD_DIR: paths.dataDir, LOGD_RUNTIME_DIR: paths.runtimeDir };

@@ -14,12 +14,14 @@ import { connectionFor, CallError } from './connection.js';
 import { findDaemon, fromServiceFile, DaemonStartError } from './discovery.js';
 import { withDaemon, DaemonUnavailableError } from './reach.js';
 import { checkedDaemon } from './stale-service.js';
+import { UntrustedDirError } from '../src/private-dir.js';
+import { UntrustedDaemonError } from './peer-credentials.js';
 import { BatchWriter } from './writer.js';
 import { Run, liveRuns, type RunHandlePayload } from './run.js';
 import { DisabledRun } from './disabled.js';
 import { installExitHooks } from './exit-hooks.js';
 
-export { Run, DisabledRun, CallError, DaemonStartError, DaemonUnavailableError };
+export { Run, DisabledRun, CallError, DaemonStartError, DaemonUnavailableError, UntrustedDirError, UntrustedDaemonError };
 export type { FinishOptions, FinishResult, LogOptions, RunState } from './run.js';
 
 export interface InitOptions {

@@ -2,7 +2,6 @@
 // and recovers the store, serves gRPC on a private Unix socket (and TCP when
 // asked), publishes its service file, and stops gracefully on a signal.
 import fs from 'node:fs';
-import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { daemonTunables, resolvePaths, LOGD_VERSION, type LogdPaths } from '../src/config.js';
@@ -16,6 +15,9 @@ import { rowFromLive } from './index-rows.js';
 import { ingestAllSpool } from './spool.js';
 import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/service-file.js';
 import { raiseHttp2ReceiveWindow } from './http2-window.js';
+import { ensurePrivateDir } from '../src/private-dir.js';
+import { DataDirLock } from './data-dir-lock.js';
+import { limitYoungGeneration, releaseMemoryWhenQuiet } from './memory.js';
 import { SystemMetrics } from './system.js';
 
 export interface ServeOptions {
@@ -31,18 +33,6 @@ export const EXIT_ALREADY_RUNNING = 3;
 
 const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
 
-/** The lock: an abstract-namespace socket, exclusive and released by the kernel when we die. */
-function acquireLock(name: string): Promise<net.Server | null> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', (e: NodeJS.ErrnoException) => (e.code === 'EADDRINUSE' ? resolve(null) : reject(e)));
-    srv.listen({ path: `\0${name}` }, () => {
-      srv.unref();
-      resolve(srv);
-    });
-  });
-}
-
 function bind(server: grpc.Server, address: string): Promise<number> {
   return new Promise((resolve, reject) =>
     server.bindAsync(address, grpc.ServerCredentials.createInsecure(), (e, port) => (e ? reject(e) : resolve(port))),
@@ -50,10 +40,15 @@ function bind(server: grpc.Server, address: string): Promise<number> {
 }
 
 export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths()): Promise<void> {
+  limitYoungGeneration();
   process.umask(0o077); // everything the daemon creates is private to the user
   const tunables = daemonTunables();
   const startedAt = Date.now() / 1000;
-  const lock = await acquireLock(paths.lockName);
+  if (fs.existsSync(paths.dataDir) && !fs.statSync(paths.dataDir).isDirectory()) {
+    throw new Error(`LOGD_DIR ${paths.dataDir} exists and is not a directory; point LOGD_DIR at a directory`);
+  }
+  fs.mkdirSync(paths.dataDir, { recursive: true, mode: 0o700 });
+  const lock = DataDirLock.acquire(paths.dataDir);
   if (!lock) {
     let where = paths.serviceFile;
     try {
@@ -65,13 +60,8 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     log(`serve: another logd daemon already serves ${paths.dataDir} (${where}); not starting a second one. Use that daemon (same LOGD_RUNTIME_DIR), or give this one another LOGD_DIR`);
     process.exit(EXIT_ALREADY_RUNNING);
   }
-  if (fs.existsSync(paths.dataDir) && !fs.statSync(paths.dataDir).isDirectory()) {
-    throw new Error(`LOGD_DIR ${paths.dataDir} exists and is not a directory; point LOGD_DIR at a directory`);
-  }
-  fs.mkdirSync(paths.runtimeDir, { recursive: true, mode: 0o700 });
-  fs.chmodSync(paths.runtimeDir, 0o700);
-  // Only the default per-user parent is ours to tighten; a directory the user named is left as it is.
-  if (paths.runtimeParent) fs.chmodSync(paths.runtimeParent, 0o700);
+  // The socket and service file go only into a directory no other user can write (src/private-dir.ts).
+  ensurePrivateDir(paths.runtimeDir, paths.runtimeParent);
 
   const store = Store.open(paths.dataDir, log);
   const registry = new Registry(store, tunables, log);
@@ -139,7 +129,7 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     fs.rmSync(paths.ownerFile, { force: true });
     fs.rmSync(paths.socketPath, { force: true });
     store.close();
-    lock?.close();
+    lock?.release();
     log('server: stopped');
     process.exit(0);
   }
@@ -166,6 +156,8 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     }, Math.min(1000, Math.max(50, tunables.idleTimeoutMs / 4)));
     idle.unref();
   }
+  // Records stored and runs open: when neither moves, a busy spell is over.
+  releaseMemoryWhenQuiet(() => `${registry.recordsStored}/${registry.openRuns().length}`, log);
   // The gRPC server keeps the process alive until shutdown.
 }
 

@@ -3,9 +3,14 @@
 // side (measured; see shared PERF-NOTES and bench/RESULTS.md). This raises
 // the window for the daemon's own server: http2 servers created after this
 // call advertise a larger per-stream window and grow each session's window.
+//
+// The windows are also what a paused stream (daemon/backpressure.ts) may still
+// hold in the daemon: up to STREAM_WINDOW_BYTES per stream and
+// SESSION_WINDOW_BYTES per client connection, whatever the client sends.
 import http2 from 'node:http2';
 
-const WINDOW_BYTES = 8 * 1024 * 1024;
+const STREAM_WINDOW_BYTES = 1024 * 1024;
+const SESSION_WINDOW_BYTES = 4 * 1024 * 1024;
 let patched = false;
 
 export function raiseHttp2ReceiveWindow(): void {
@@ -13,19 +18,19 @@ export function raiseHttp2ReceiveWindow(): void {
   patched = true;
   const original = http2.createServer;
   const patchedCreate = ((options: http2.ServerOptions, ...rest: unknown[]) => {
-    const opts: http2.ServerOptions = { ...options, settings: { ...(options?.settings ?? {}), initialWindowSize: WINDOW_BYTES } };
+    const opts: http2.ServerOptions = { ...options, settings: { ...(options?.settings ?? {}), initialWindowSize: STREAM_WINDOW_BYTES } };
     const server = (original as (...a: unknown[]) => http2.Http2Server)(opts, ...rest);
     server.on('session', (session: http2.ServerHttp2Session) => {
       session.once('connect', () => {
         try {
-          session.setLocalWindowSize(WINDOW_BYTES);
+          session.setLocalWindowSize(SESSION_WINDOW_BYTES);
         } catch {
           /* a session that closed at once */
         }
       });
       if (!session.connecting) {
         try {
-          session.setLocalWindowSize(WINDOW_BYTES);
+          session.setLocalWindowSize(SESSION_WINDOW_BYTES);
         } catch {
           /* idem */
         }

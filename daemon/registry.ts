@@ -18,12 +18,10 @@ import type { DaemonTunables } from '../src/config.js';
 import { RunSummary } from './summary.js';
 import { rowFromLive } from './index-rows.js';
 import type { SystemMetrics } from './system.js';
-
-/** Backpressure: a run with more than this many bytes waiting for fsync stops reading its streams. */
-const PAUSE_BYTES = 32 * 1024 * 1024;
+import { Backpressure } from './backpressure.js';
 
 /** What a run's log is told for each appended batch: that writer's seq is durable with these frames. */
-interface BatchMark { w: Writer; seq: number }
+interface BatchMark { w: Writer; seq: number; bytes: number }
 
 export interface CreateRunInput {
   client: ClientInfo | null; project: string; name: string; group: string; jobType: string;
@@ -53,6 +51,8 @@ export class Registry {
   system: SystemMetrics | null = null;
   /** Set by a graceful stop: new work is refused as UNAVAILABLE, so clients take it to the next daemon. */
   stopping: string | null = null;
+  /** Bounds what the daemon holds in memory between a stream and the disk. */
+  readonly backpressure = new Backpressure();
 
   constructor(readonly store: Store, readonly tunables: DaemonTunables, readonly log: (line: string) => void) {}
 
@@ -222,11 +222,11 @@ export class Registry {
     } catch (e) {
       return this.refuse(w, b, (e as Error).message);
     }
-    run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates);
+    const bytes = run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates);
     if ((b.droppedRows ?? 0) > (w.meta.droppedRows ?? 0)) run.recordDropped(w, b.droppedRows!);
-    run.log.mark({ w, seq: b.seq } satisfies BatchMark);
+    run.log.mark({ w, seq: b.seq, bytes } satisfies BatchMark);
+    this.backpressure.appended(w, bytes);
     this.recordsStored += checked.rows;
-    if (run.pendingBytes > PAUSE_BYTES && w.stream) w.stream.pause();
     this.touch();
     this.scheduleCommit();
     return null;
@@ -276,16 +276,15 @@ export class Registry {
     // round (a full disk) too, for what fitted before the failure.
     const acked = new Set<Writer>();
     for (const run of this.runs.values()) {
-      for (const { w, seq } of run.log.takeDurable() as BatchMark[]) {
+      for (const { w, seq, bytes } of run.log.takeDurable() as BatchMark[]) {
+        this.backpressure.durable(w, bytes);
         if (seq > w.durableSeq) {
           w.durableSeq = seq;
           this.ack(w, seq);
           acked.add(w);
         }
       }
-      run.pendingBytes = run.log.waitingBytes;
-      if (run.pendingBytes <= PAUSE_BYTES) for (const w of run.writers.values()) if (w.stream?.isPaused()) w.stream.resume();
-      if (run.finalNotDurable && run.pendingBytes === 0 && !run.log.closed) {
+      if (run.finalNotDurable && run.log.waitingBytes === 0 && !run.log.closed) {
         // Finalised while the disk was full: its final state is durable now.
         try {
           this.store.index.upsert(rowFromLive(run));
@@ -297,6 +296,7 @@ export class Registry {
         }
       }
     }
+    this.backpressure.release();
     try {
       if (failure === null) {
         if (this.storageError) {

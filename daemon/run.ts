@@ -19,6 +19,8 @@ export class Writer {
   stream: WriteCall | null = null;
   appendedSeq: number;
   durableSeq: number;
+  /** Bytes of this writer's batches appended and not yet durable (daemon/backpressure.ts). */
+  pendingBytes = 0;
   /** The writer said finish (or its process is gone): it no longer counts as attached. */
   detached = false;
   lastSeen = Date.now();
@@ -45,8 +47,6 @@ export class LiveRun {
   readonly writerList: Writer[] = [];
   crashTimer: NodeJS.Timeout | null = null;
   finishArrivedAt = 0;
-  /** Bytes appended but not yet durable (for backpressure). */
-  pendingBytes = 0;
   /** The node's sampler, for this run's view of system metrics. */
   system: SystemMetrics | null = null;
   /** Finalised while its log could not be written (a full disk): kept here until the final state is durable. */
@@ -117,30 +117,38 @@ export class LiveRun {
   }
 
   /** Appends a checked batch (writer-local ids) to the log and the summary. */
-  appendBatch(w: Writer, seq: number, b: CheckedBatch, summaryUpdates: string[], configUpdates: string[]): void {
+  /** Appends a checked batch to the run's log; returns the bytes appended (held in memory until the next sync). */
+  appendBatch(w: Writer, seq: number, b: CheckedBatch, summaryUpdates: string[], configUpdates: string[]): number {
+    let bytes = 0;
     const global = new Uint32Array(b.keyIds.length);
     const map = w.keyMap;
     for (let i = 0; i < global.length; i++) global[i] = map[b.keyIds[i]];
-    const parts = encodeHistory({
+    // One compact copy of the frame: the columns are views into the wire's
+    // receive buffer, which would otherwise stay pinned (many times the batch's
+    // own size) until the next sync, out of sight of the backpressure count.
+    const parts = [Buffer.concat(encodeHistory({
       writerIdx: w.meta.idx, seq, rows: b.rows,
       steps: bytesOf(b.steps), times: bytesOf(b.times), values: bytesOf(b.values), counts: bytesOf(b.counts), keyIds: bytesOf(global),
-    });
+    }))];
     if (b.rows > 0) {
       this.log.append(FrameType.HISTORY, parts);
       this.summary.add({ writerIdx: w.meta.idx, seq, rows: b.rows, steps: b.steps, times: b.times, counts: b.counts, keyIds: global, values: b.values });
-      this.pendingBytes += parts.reduce((n, p) => n + p.byteLength, 0);
+      bytes += parts.reduce((n, p) => n + p.byteLength, 0);
     }
     for (const s of summaryUpdates) {
       const obj = JSON.parse(s) as Record<string, unknown>;
       Object.assign(this.userSummary, obj);
       this.log.append(FrameType.SUMMARY, jsonFrame(obj));
+      bytes += s.length;
     }
     for (const c of configUpdates) {
       const obj = JSON.parse(c) as Record<string, unknown>;
       Object.assign(this.config, obj);
       this.log.append(FrameType.CONFIG, jsonFrame(obj));
+      bytes += c.length;
     }
     w.appendedSeq = seq;
+    return bytes;
   }
 
   /** The writer's client dropped rows (its count is cumulative): kept in the log as the writer's record, and in metadata. */

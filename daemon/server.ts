@@ -308,6 +308,7 @@ function handleWrite(ctx: ServerContext, call: WriteCall): void {
     if (ended) return;
     ended = true;
     call.removeAllListeners('data');
+    reg.backpressure.forget(call);
     if (run && writer && writer.stream === call) fin.streamEnded(run, writer, abrupt);
   };
   const fail = (code: grpc.status, details: string) => {

@@ -12,8 +12,6 @@ export interface LogdPaths {
   socketPath: string;
   serviceFile: string;
   daemonLog: string;
-  /** Abstract-namespace socket name used as the "one daemon per data dir" lock. */
-  lockName: string;
   /** The per-user parent of a default runtime dir (tightened to 0700); null when LOGD_RUNTIME_DIR is set. */
   runtimeParent: string | null;
   /** Where the daemon that holds the lock says which runtime dir it serves on. */
@@ -49,8 +47,6 @@ export function resolvePaths(env: NodeJS.ProcessEnv = process.env): LogdPaths {
     socketPath: path.join(runtimeDir, 'logd.sock'),
     serviceFile: path.join(runtimeDir, 'service.json'),
     daemonLog: path.join(runtimeDir, 'daemon.log'),
-    // Keyed by the data dir: two daemons must never write one store, whatever runtime dirs they were given.
-    lockName: `logd-lock-${uid}-${createHash('sha256').update(dataDir).digest('hex').slice(0, 16)}`,
     spoolDir: path.join(dataDir, 'spool'),
     runtimeParent,
     ownerFile: path.join(dataDir, 'daemon.json'),

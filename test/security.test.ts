@@ -5,28 +5,13 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
+import { otherUser } from './other-user.js';
 import { makeEnv, startDaemon, serviceFile, script, spawnScript, runScript, cli, waitUntil, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
 afterEach(async () => t && (await t.cleanup()));
 
 const mode = (p: string) => fs.statSync(p).mode & 0o777;
-const OTHER = 'logd-other';
-
-/** A second local user, created when we are root; null (with the reason) when that cannot be done here. */
-async function otherUser(): Promise<{ uid: number; gid: number } | string> {
-  if (process.getuid?.() !== 0) return 'not root: cannot create or become another user';
-  for (const tool of ['useradd', 'setpriv']) {
-    if ((await execa('sh', ['-c', `command -v ${tool}`], { reject: false })).exitCode !== 0) return `${tool} is missing`;
-  }
-  if ((await execa('id', ['-u', OTHER], { reject: false })).exitCode !== 0) {
-    const r = await execa('useradd', ['--no-create-home', '--shell', '/usr/sbin/nologin', OTHER], { reject: false });
-    if (r.exitCode !== 0) return `useradd failed: ${r.stderr}`;
-  }
-  const uid = Number((await execa('id', ['-u', OTHER])).stdout);
-  const gid = Number((await execa('id', ['-g', OTHER])).stdout);
-  return { uid, gid };
-}
 
 describe('security', () => {
   it('socket dir 0700, socket and service file 0600; another local user can neither connect nor read the token', async (ctx) => {

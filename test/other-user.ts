@@ -1,0 +1,28 @@
+// A second local user for the security tests, and a way to run a process as
+// that user (setpriv). Created with useradd when the tests run as root.
+import { execa } from 'execa';
+
+export const OTHER = 'logd-other';
+
+export interface OtherUser { uid: number; gid: number }
+
+/** A second local user, created when we are root; the reason as a string when that cannot be done here. */
+export async function otherUser(): Promise<OtherUser | string> {
+  if (process.getuid?.() !== 0) return 'not root: cannot create or become another user';
+  for (const tool of ['useradd', 'setpriv']) {
+    if ((await execa('sh', ['-c', `command -v ${tool}`], { reject: false })).exitCode !== 0) return `${tool} is missing`;
+  }
+  if ((await execa('id', ['-u', OTHER], { reject: false })).exitCode !== 0) {
+    const r = await execa('useradd', ['--no-create-home', '--shell', '/usr/sbin/nologin', OTHER], { reject: false });
+    // Two test files may race to create the user; the loser finds it there.
+    if (r.exitCode !== 0 && (await execa('id', ['-u', OTHER], { reject: false })).exitCode !== 0) return `useradd failed: ${r.stderr}`;
+  }
+  const uid = Number((await execa('id', ['-u', OTHER])).stdout);
+  const gid = Number((await execa('id', ['-g', OTHER])).stdout);
+  return { uid, gid };
+}
+
+/** setpriv's arguments that make the rest of the command line run as `u`, with no supplementary groups. */
+export function asUser(u: OtherUser): string[] {
+  return [`--reuid=${u.uid}`, `--regid=${u.gid}`, '--clear-groups'];
+}
