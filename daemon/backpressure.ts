@@ -14,18 +14,43 @@ import type { Writer, WriteCall } from './run.js';
 
 export const STREAM_PENDING_BYTES = 256 * 1024;
 export const DAEMON_PENDING_BYTES = 16 * 1024 * 1024;
+/**
+ * While the disk refuses writes (full, read-only), nothing becomes durable and
+ * the bounds above would leave the rows in the trainers, which lose them if
+ * they exit before space is back (their own spool is on the same disk). The
+ * daemon then takes up to this much in all, per stream too, and keeps it
+ * until it can be stored: memory is the buffer of last resort.
+ */
+export const DISK_PROBLEM_PENDING_BYTES = 128 * 1024 * 1024;
 
 export class Backpressure {
   /** Bytes appended to record logs and not yet durable, over all writers. */
   pendingBytes = 0;
   private readonly paused = new Map<WriteCall, Writer>();
+  /** Set while the disk refuses writes: the bounds widen (DISK_PROBLEM_PENDING_BYTES). */
+  private diskProblem = false;
+
+  private get streamBound(): number {
+    return this.diskProblem ? DISK_PROBLEM_PENDING_BYTES : STREAM_PENDING_BYTES;
+  }
+
+  private get daemonBound(): number {
+    return this.diskProblem ? DISK_PROBLEM_PENDING_BYTES : DAEMON_PENDING_BYTES;
+  }
+
+  /** The disk refuses writes (or works again); widening the bounds lets paused streams go on. */
+  setDiskProblem(problem: boolean): void {
+    if (this.diskProblem === problem) return;
+    this.diskProblem = problem;
+    if (problem) this.release();
+  }
 
   /** `bytes` of `w`'s batch were appended; pauses its stream when a bound is passed. */
   appended(w: Writer, bytes: number): void {
     w.pendingBytes += bytes;
     this.pendingBytes += bytes;
     const s = w.stream;
-    if (s && !this.paused.has(s) && (w.pendingBytes > STREAM_PENDING_BYTES || this.pendingBytes > DAEMON_PENDING_BYTES)) {
+    if (s && !this.paused.has(s) && (w.pendingBytes > this.streamBound || this.pendingBytes > this.daemonBound)) {
       s.pause();
       this.paused.set(s, w);
     }
@@ -39,9 +64,9 @@ export class Backpressure {
 
   /** After a commit round: resumes the paused streams that are within bounds again. */
   release(): void {
-    if (this.pendingBytes > DAEMON_PENDING_BYTES) return;
+    if (this.pendingBytes > this.daemonBound) return;
     for (const [s, w] of this.paused) {
-      if (w.pendingBytes > STREAM_PENDING_BYTES) continue;
+      if (w.pendingBytes > this.streamBound) continue;
       this.paused.delete(s);
       if (!s.destroyed) s.resume();
     }

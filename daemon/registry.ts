@@ -296,6 +296,7 @@ export class Registry {
         }
       }
     }
+    this.backpressure.setDiskProblem(failure !== null);
     this.backpressure.release();
     try {
       if (failure === null) {
