@@ -9,6 +9,7 @@ import { fromServiceFile } from '../client/discovery.js';
 import { mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
 import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from './launch-main.js';
+import { registerUiCommand } from './cli/ui.js';
 
 const CALL_MS = 30_000;
 
@@ -254,6 +255,8 @@ registerLaunchCommand(program, async () => {
   const { service } = await setup();
   return { LOGD_SERVICE: service };
 });
+
+registerUiCommand(program, fail);
 
 program.parseAsync(process.argv).then(
   () => {

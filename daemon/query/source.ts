@@ -50,6 +50,12 @@ export interface QuerySource {
   /** Stored rows in arrival order, columnar. Rejects with RunNotFound when there is no such run. */
   history(id: string, query?: HistoryQuery): Promise<History>;
   close(): Promise<void>;
+  /**
+   * For long-lived readers (the dashboard): keeps the source serving. The
+   * local source says hello to its daemon, which an on-demand daemon counts as
+   * activity, so it does not stop as idle while a reader is open.
+   */
+  keepAlive?(): Promise<void>;
 }
 
 export class RunNotFound extends Error {

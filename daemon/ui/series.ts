@@ -1,0 +1,185 @@
+// A run's history held by the dashboard server: rows in arrival order,
+// columnar and growable, read once from the query source and then extended
+// with only the new rows (a tail read) while the run logs. Charts, the live
+// feed and group aggregates all read from here, so a million-row run is read
+// from the store once, not once per chart.
+import type { History, QuerySource } from '../query/index.js';
+
+class Growable {
+  a: Float64Array;
+  n = 0;
+  constructor(cap = 1024) {
+    this.a = new Float64Array(cap);
+  }
+  push(v: number): void {
+    if (this.n === this.a.length) {
+      const b = new Float64Array(this.a.length * 2);
+      b.set(this.a);
+      this.a = b;
+    }
+    this.a[this.n++] = v;
+  }
+  get view(): Float64Array {
+    return this.a.subarray(0, this.n);
+  }
+}
+
+/** One metric's points, in arrival order (row indices ascending). */
+export interface KeySeries {
+  rows: Growable;
+  values: Growable;
+}
+
+export class RunSeries {
+  readonly keys: string[] = [];
+  private keyIndex = new Map<string, number>();
+  readonly steps = new Growable();
+  readonly times = new Growable();
+  readonly writers = new Growable();
+  /** Row r's pairs are [start[r], start[r + 1]). */
+  readonly start = new Growable();
+  readonly keyIds = new Growable();
+  readonly values = new Growable();
+  private perKey: KeySeries[] = [];
+  /** Rows already split into perKey. */
+  private indexedRows = 0;
+
+  constructor() {
+    this.start.push(0);
+  }
+
+  get rows(): number {
+    return this.steps.n;
+  }
+
+  keyId(name: string): number | undefined {
+    return this.keyIndex.get(name);
+  }
+
+  /** Appends rows of a History read from the store (its key ids are mapped by name). */
+  append(h: History, fromRow = 0): void {
+    const map = h.keys.map((k) => {
+      let id = this.keyIndex.get(k);
+      if (id === undefined) {
+        id = this.keys.length;
+        this.keys.push(k);
+        this.keyIndex.set(k, id);
+      }
+      return id;
+    });
+    for (let r = fromRow; r < h.rows; r++) {
+      this.steps.push(h.steps[r]);
+      this.times.push(h.times[r]);
+      this.writers.push(h.writers[r]);
+      for (let p = h.start[r]; p < h.start[r + 1]; p++) {
+        this.keyIds.push(map[h.keyIds[p]]);
+        this.values.push(h.values[p]);
+      }
+      this.start.push(this.keyIds.n);
+    }
+  }
+
+  /** A metric's points (row indices and values), split out of the rows lazily. */
+  series(keyId: number): KeySeries {
+    if (this.indexedRows < this.rows) {
+      for (let r = this.indexedRows; r < this.rows; r++) {
+        for (let p = this.start.a[r]; p < this.start.a[r + 1]; p++) {
+          const k = this.keyIds.a[p];
+          let s = this.perKey[k];
+          if (!s) s = this.perKey[k] = { rows: new Growable(64), values: new Growable(64) };
+          s.rows.push(r);
+          s.values.push(this.values.a[p]);
+        }
+      }
+      this.indexedRows = this.rows;
+    }
+    return this.perKey[keyId] ?? { rows: new Growable(1), values: new Growable(1) };
+  }
+
+  /** Whether row r of the cache and row j of `h` look like the same stored row. */
+  sameRow(r: number, h: History, j: number): boolean {
+    return this.steps.a[r] === h.steps[j] && this.times.a[r] === h.times[j] && this.writers.a[r] === h.writers[j]
+      && this.start.a[r + 1] - this.start.a[r] === h.start[j + 1] - h.start[j];
+  }
+}
+
+interface Entry {
+  id: string;
+  series: RunSeries;
+  /** The run's historyRows when last refreshed. */
+  knownRows: number;
+  lastUse: number;
+  pending: Promise<RunSeries> | null;
+}
+
+/**
+ * The cache of RunSeries, a few runs at a time (least recently used go first).
+ * refresh() brings a run up to `historyRows` rows: the first read takes the
+ * whole history; later ones take a tail of the new rows plus an overlap, and
+ * align it on the rows already held, because the daemon counts a row before
+ * its batch reaches the log file that a tail read sees.
+ */
+export class SeriesCache {
+  private entries = new Map<string, Entry>();
+  constructor(private source: QuerySource, private maxRuns = 16) {}
+
+  async get(id: string, historyRows: number): Promise<RunSeries> {
+    let e = this.entries.get(id);
+    if (!e) {
+      e = { id, series: new RunSeries(), knownRows: -1, lastUse: Date.now(), pending: null };
+      this.entries.set(id, e);
+      this.evict();
+    }
+    e.lastUse = Date.now();
+    if (e.knownRows >= historyRows && e.series.rows >= historyRows) return e.series;
+    if (e.pending) return e.pending;
+    const entry = e;
+    const pending = this.load(entry, historyRows).finally(() => (entry.pending = null));
+    entry.pending = pending;
+    return pending;
+  }
+
+  private async load(e: Entry, historyRows: number): Promise<RunSeries> {
+    const s = e.series;
+    if (s.rows === 0) {
+      s.append(await this.source.history(e.id, {}));
+    } else {
+      const overlap = Math.min(s.rows, 64);
+      let want = historyRows - s.rows + overlap;
+      for (let attempt = 0; attempt < 4; attempt++) {
+        const h = await this.source.history(e.id, { tailRows: want });
+        const from = alignTail(s, h, overlap);
+        if (from !== null) {
+          s.append(h, from);
+          break;
+        }
+        want *= 4; // the log grew past the overlap between the two reads: read more
+      }
+      if (s.rows < historyRows) {
+        // Could not align (rows rewritten?): read it all again rather than show a gap.
+        e.series = new RunSeries();
+        e.series.append(await this.source.history(e.id, {}));
+      }
+    }
+    e.knownRows = Math.max(e.knownRows, historyRows);
+    return e.series;
+  }
+
+  private evict(): void {
+    if (this.entries.size <= this.maxRuns) return;
+    const oldest = [...this.entries].filter(([, e]) => !e.pending).sort((a, b) => a[1].lastUse - b[1].lastUse);
+    for (const [id] of oldest.slice(0, this.entries.size - this.maxRuns)) this.entries.delete(id);
+  }
+}
+
+/** Index in `h` of its first row that the cache does not hold, or null when the tail does not reach back to the cache's last rows. */
+function alignTail(s: RunSeries, h: History, overlap: number): number | null {
+  const last = s.rows - 1;
+  const probe = Math.min(overlap, 4);
+  for (let j = h.rows - 1; j >= probe - 1; j--) {
+    let ok = true;
+    for (let d = 0; d < probe && ok; d++) ok = s.sameRow(last - d, h, j - d);
+    if (ok) return j + 1;
+  }
+  return h.rows === 0 ? 0 : null;
+}

@@ -1,0 +1,116 @@
+// `/runs/{id}`: a run's info (config, summary, metadata), its metric charts
+// grouped by prefix, and the System tab. Charts grow live while it runs.
+import { h, clear, link, stateBadge, objectTable, ago, debounce } from './dom.js';
+import { api, live, type Run } from './api.js';
+import { LazyChart } from './chart.js';
+import { chartControls, byPrefix } from './controls.js';
+import { systemCharts } from './system.js';
+
+const KEYS_PAGE = 200;
+
+export function runPage(root: HTMLElement, id: string): () => void {
+  const tab = new URLSearchParams(location.search).get('tab') ?? 'charts';
+  const charts = new Map<string, LazyChart>();
+  const closers: Array<() => void> = [];
+  let run: Run | null = null;
+  const title = h('h1', {}, id);
+  const state = h('span', { id: 'run-state' });
+  const reason = h('span', { class: 'muted', id: 'run-reason' });
+  const body = h('div', { id: 'tab-body' });
+  const tabs = h('nav', { class: 'tabs' }, ...['charts', 'system', 'info'].map((t) => {
+    const a = h('a', { href: `/runs/${encodeURIComponent(id)}${t === 'charts' ? '' : `?tab=${t}`}`, class: t === tab ? 'active' : '', id: `tab-${t}` }, t[0].toUpperCase() + t.slice(1));
+    return a;
+  }));
+  clear(root);
+  root.append(h('p', {}, link([], '← all runs')), h('header', {}, title, state, reason), tabs, body);
+
+  const showState = (s: string, why: string) => {
+    clear(state);
+    state.append(stateBadge(s));
+    reason.textContent = why ? ` (${why})` : '';
+  };
+
+  void api.run(id).then((r) => {
+    run = r;
+    clear(title);
+    title.append(r.name || r.id, ' ', h('span', { class: 'muted' }, `${r.project}${r.group ? ' · ' : ''}`), r.group ? link(['groups', r.group], `group ${r.group}`) : '');
+    document.title = `${r.name || r.id} · logd`;
+    showState(r.state, r.stateReason);
+    if (tab === 'info') infoTab(body, r);
+    else if (tab === 'system') closers.push(systemCharts(body, [r]));
+    else chartsTab(r);
+    closers.push(live(new URLSearchParams([['runs', `${id}:${r.historyRows}`]]), {
+      rows: () => refreshAll(),
+      reload: () => refreshAll(),
+      state: (e) => (showState(e.state, e.stateReason), refreshAll()),
+    }));
+  }, (e: Error) => body.append(h('p', { class: 'error' }, e.message)));
+
+  const refreshAll = debounce(200, () => charts.forEach((c) => c.refresh()));
+
+  function chartsTab(r: Run): void {
+    const { el: controls, options } = chartControls(() => charts.forEach((c) => c.redraw()));
+    const filter = h('input', { type: 'search', id: 'metric-search', placeholder: 'search metrics' });
+    const count = h('span', { class: 'muted', id: 'metric-count' });
+    const list = h('div', { id: 'charts' });
+    const more = h('button', { id: 'more-metrics', hidden: true }, 'more metrics');
+    body.append(h('div', { class: 'filters' }, controls, filter, count), list, more);
+    let offset = 0, text = '';
+    const sections = new Map<string, HTMLElement>();
+    const load = async (reset: boolean) => {
+      if (reset) {
+        offset = 0;
+        charts.forEach((c) => c.destroy());
+        charts.clear();
+        sections.clear();
+        clear(list);
+      }
+      const page = await api.keys(r.id, text, offset, KEYS_PAGE);
+      offset += page.keys.length;
+      count.textContent = text ? `${page.total} of ${page.allKeys} metrics match` : `${page.allKeys} metrics`;
+      more.hidden = offset >= page.total;
+      more.textContent = `${page.total - offset} more metrics`;
+      for (const [prefix, keys] of byPrefix(page.keys)) {
+        let sec = sections.get(prefix);
+        if (!sec) {
+          const grid = h('div', { class: 'grid' });
+          sec = h('details', { open: true, class: 'section', 'data-prefix': prefix }, h('summary', {}, prefix || 'metrics'), grid);
+          sections.set(prefix, sec);
+          list.append(sec);
+        }
+        for (const k of keys) {
+          const c = new LazyChart(k, async (points) => {
+            const res = await api.history(r.id, [k], points);
+            return [{ label: k, data: res.series[k] ?? { step: [], time: [], value: [], points: 0 }, band: true }];
+          }, options, { 'data-key': k });
+          charts.set(k, c);
+          sec.lastElementChild!.append(c.el);
+        }
+      }
+      if (page.allKeys === 0) list.append(h('p', { class: 'muted' }, 'no metrics logged yet'));
+    };
+    filter.addEventListener('input', debounce(250, () => ((text = filter.value), void load(true))));
+    more.addEventListener('click', () => void load(false));
+    void load(true).catch((e: Error) => list.append(h('p', { class: 'error' }, e.message)));
+  }
+
+  return () => {
+    closers.forEach((c) => c());
+    charts.forEach((c) => c.destroy());
+    void run;
+  };
+}
+
+function infoTab(body: HTMLElement, r: Run): void {
+  const m = r.metadata as { host?: string; pid?: number; rank?: unknown; writers?: Array<Record<string, unknown>> };
+  body.append(
+    h('section', { id: 'metadata' }, h('h2', {}, 'Run'), objectTable({
+      id: r.id, project: r.project, name: r.name, group: r.group, jobType: r.jobType, tags: r.tags.join(', '), notes: r.notes,
+      state: r.state, reason: r.stateReason, exitCode: r.exitCode, created: `${r.createdAt} (${ago(r.createdAt)})`, finished: r.finishedAt ?? '',
+      rows: r.historyRows, host: m.host ?? '', pid: m.pid ?? '', rank: m.rank ?? null, 'writers attached': r.writersAttached,
+    })),
+    h('section', { id: 'writers' }, h('h2', {}, 'Writers'), ...(m.writers ?? []).map((w) => objectTable(w))),
+    h('section', { id: 'config' }, h('h2', {}, 'Config'), objectTable(r.config)),
+    h('section', { id: 'summary' }, h('h2', {}, 'Summary'), objectTable(r.summary)),
+  );
+}
