@@ -141,8 +141,10 @@ export class Api {
   async group(group: string, q: URLSearchParams): Promise<unknown> {
     const page = await this.source.listRuns({ group, limit: GROUP_RUNS });
     if (page.total === 0) throw new HttpError(404, `group ${JSON.stringify(group.slice(0, 200))} has no runs in ${this.source.where}; the runs list at / shows every group`);
-    const runs = page.runs.map(runJson).sort((a, b) => ((a.rank as number | null) ?? 1e9) - ((b.rank as number | null) ?? 1e9) || String(a.id).localeCompare(String(b.id)));
-    const loaded = await Promise.all(page.runs.map(async (r) => [r.id, await this.cache.get(r.id, Number(r.historyRows))] as const));
+    const byRank = page.runs.map((r) => ({ info: r, json: runJson(r) }))
+      .sort((a, b) => ((a.json.rank as number | null) ?? 1e9) - ((b.json.rank as number | null) ?? 1e9) || a.info.id.localeCompare(b.info.id));
+    const runs = byRank.map((r) => r.json);
+    const loaded = await Promise.all(byRank.map(async ({ info: r }) => [r.id, await this.cache.get(r.id, Number(r.historyRows))] as const));
     const keySet = new Set<string>();
     for (const [, s] of loaded) for (const k of s.keys) keySet.add(k);
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
