@@ -2,11 +2,11 @@
 # Installs the Debian packages logd's native addon and reference tests use:
 #   libtorch-dev + libgloo-dev  (c10d with gloo, for the native addon)
 #   python3-torch               (PyTorch DDP reference runs and benchmarks)
-#   chromium                    (the dashboard's browser tests, through playwright-core)
+#   chromium, fonts-liberation  (the dashboard's browser tests, through playwright-core; fonts for its screenshots)
 # Everything else in logd works without them: the native tests then skip with
 # the reason. Runs apt-get only when something is missing and we are root.
 set -uo pipefail
-pkgs=(libtorch-dev libgloo-dev python3-torch cmake g++ chromium)
+pkgs=(libtorch-dev libgloo-dev python3-torch cmake g++ chromium fonts-liberation)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
