@@ -28,6 +28,7 @@ export function metricSeries(s: RunSeries, keyId: number, maxPoints: number): Ch
       break;
     }
   }
+  if (!order && n > maxPoints) return bucketsInOrder(s, rows, vals, n, maxPoints);
   const at = (i: number) => (order ? order[i] : i);
   return bucketed(n, maxPoints, (i) => s.steps.a[rows[at(i)]], (i) => s.times.a[rows[at(i)]], (i) => vals[at(i)], (i) => vals[at(i)], (i) => vals[at(i)], false);
 }
@@ -100,4 +101,28 @@ export function acrossRuns(runs: RunSeries[], key: string, maxPoints: number): C
   const order = Uint32Array.from({ length: steps.length }, (_, i) => i).sort((a, b) => steps[a] - steps[b]);
   return bucketed(order.length, maxPoints, (i) => steps[order[i]], (i) => times[order[i]],
     (i) => sum[order[i]] / cnt[order[i]], (i) => mn[order[i]], (i) => mx[order[i]], true);
+}
+
+/** bucketed() for the common case (points already in step order), without a call per point: a million points in a few ms. */
+function bucketsInOrder(s: RunSeries, rows: Float64Array, vals: Float64Array, n: number, b: number): ChartSeries {
+  const out: ChartSeries = { step: new Array(b), time: new Array(b), value: new Array(b), min: new Array(b), max: new Array(b), points: n };
+  const steps = s.steps.a, times = s.times.a;
+  for (let k = 0; k < b; k++) {
+    const from = Math.floor((k * n) / b), to = Math.floor(((k + 1) * n) / b);
+    let sum = 0, cnt = 0, mn = Infinity, mx = -Infinity;
+    for (let i = from; i < to; i++) {
+      const v = vals[i];
+      if (v - v !== 0) continue; // NaN or ±Infinity
+      sum += v;
+      cnt++;
+      if (v < mn) mn = v;
+      if (v > mx) mx = v;
+    }
+    out.step[k] = steps[rows[from]];
+    out.time[k] = times[rows[from]];
+    out.value[k] = cnt ? sum / cnt : null;
+    out.min![k] = cnt ? mn : null;
+    out.max![k] = cnt ? mx : null;
+  }
+  return out;
 }

@@ -21,7 +21,7 @@ interface Cursor {
   state: string;
 }
 
-export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessage, res: http.ServerResponse, log: (l: string) => void): void {
+export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessage, res: http.ServerResponse): void {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
   res.write('retry: 2000\n\n');
   const send = (event: string, data: unknown) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
@@ -104,5 +104,4 @@ export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessag
       }
     });
   }
-  log(`ui: live feed opened (${cursors.size} run(s)${q.get('list') === '1' ? ', runs list' : ''})`);
 }

@@ -4,19 +4,21 @@ export function escapeHtml(s: string): string {
   return s.replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c]!);
 }
 
-function frame(title: string, body: string, assets = false): string {
+/** `version` (a hash of the bundle) makes the asset URLs change with every build, so browsers may cache them for good. */
+function frame(title: string, body: string, version = ''): string {
+  const v = version ? `?v=${version}` : '';
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${escapeHtml(title)}</title>
-<link rel="stylesheet" href="/assets/app.css">
-${assets ? '<script type="module" src="/assets/app.js"></script>' : ''}
+<link rel="stylesheet" href="/assets/app.css${v}">
+${version ? `<script type="module" src="/assets/app.js${v}"></script>` : ''}
 </head><body>${body}</body></html>
 `;
 }
 
 /** The app's shell: the same for every page URL; the bundle reads location. */
-export function shellPage(): string {
-  return frame('logd', '<div id="app"><p class="muted">Loading…</p></div>', true);
+export function shellPage(version: string): string {
+  return frame('logd', '<div id="app"><p class="muted">Loading…</p></div>', version);
 }
 
 export function unauthorizedPage(): string {

@@ -12,12 +12,22 @@ class Growable {
     this.a = new Float64Array(cap);
   }
   push(v: number): void {
-    if (this.n === this.a.length) {
-      const b = new Float64Array(this.a.length * 2);
-      b.set(this.a);
-      this.a = b;
-    }
+    if (this.n === this.a.length) this.reserve(1);
     this.a[this.n++] = v;
+  }
+  /** Appends a whole column at once (a memcpy where the types match). */
+  pushAll(v: ArrayLike<number>): void {
+    this.reserve(v.length);
+    this.a.set(v, this.n);
+    this.n += v.length;
+  }
+  private reserve(more: number): void {
+    if (this.n + more <= this.a.length) return;
+    let cap = this.a.length * 2;
+    while (cap < this.n + more) cap *= 2;
+    const b = new Float64Array(cap);
+    b.set(this.a.subarray(0, this.n));
+    this.a = b;
   }
   get view(): Float64Array {
     return this.a.subarray(0, this.n);
@@ -67,16 +77,19 @@ export class RunSeries {
       }
       return id;
     });
-    for (let r = fromRow; r < h.rows; r++) {
-      this.steps.push(h.steps[r]);
-      this.times.push(h.times[r]);
-      this.writers.push(h.writers[r]);
-      for (let p = h.start[r]; p < h.start[r + 1]; p++) {
-        this.keyIds.push(map[h.keyIds[p]]);
-        this.values.push(h.values[p]);
-      }
-      this.start.push(this.keyIds.n);
-    }
+    if (fromRow >= h.rows) return;
+    this.steps.pushAll(h.steps.subarray(fromRow));
+    this.times.pushAll(h.times.subarray(fromRow));
+    this.writers.pushAll(h.writers.subarray(fromRow));
+    const p0 = h.start[fromRow], p1 = h.start[h.rows];
+    const ids = new Uint32Array(p1 - p0);
+    for (let p = p0; p < p1; p++) ids[p - p0] = map[h.keyIds[p]];
+    this.keyIds.pushAll(ids);
+    this.values.pushAll(h.values.subarray(p0, p1));
+    const base = this.start.a[this.start.n - 1] - p0;
+    const starts = new Float64Array(h.rows - fromRow);
+    for (let r = fromRow; r < h.rows; r++) starts[r - fromRow] = h.start[r + 1] + base;
+    this.start.pushAll(starts);
   }
 
   /** A metric's points (row indices and values), split out of the rows lazily. */

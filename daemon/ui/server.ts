@@ -4,7 +4,7 @@
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { sameSecret } from '../../src/token.js';
 import type { QuerySource } from '../query/index.js';
@@ -38,6 +38,8 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     throw new Error(`the dashboard's page is not built (${path.join(WEB_DIR, 'app.js')} is missing); run \`make build\` (or \`npm run build\`) first`);
   }
   const token = o.token ?? randomBytes(24).toString('base64url');
+  const version = createHash('sha256').update(fs.readFileSync(path.join(WEB_DIR, 'app.js'))).update(fs.readFileSync(path.join(WEB_DIR, 'app.css'))).digest('hex').slice(0, 12);
+  const shell = shellPage(version);
   const log = o.log ?? (() => {});
   const api = new Api(o.source);
   const server = http.createServer((req, res) => {
@@ -59,7 +61,7 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     const url = new URL(req.url ?? '/', 'http://ui.invalid');
     if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: 'the dashboard only answers GET' });
     const parts = url.pathname.split('/').slice(1).map(decodeSegment);
-    if (parts[0] === 'assets') return sendAsset(res, parts.slice(1).join('/'));
+    if (parts[0] === 'assets') return sendAsset(res, parts.slice(1).join('/'), url.searchParams.get('v') === version);
     if (parts[0] === 'favicon.ico') return void res.writeHead(204).end();
     const isApi = parts[0] === 'api';
     if (!authorised(req, url)) {
@@ -86,14 +88,14 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'runs' && id && sub === 'keys') return sendJson(res, 200, await api.keys(id, q));
     if (what === 'runs' && id && sub === 'system') return sendJson(res, 200, await api.systemOf(id, q));
     if (what === 'groups' && id !== undefined && sub === undefined) return sendJson(res, 200, await api.group(id, q));
-    if (what === 'live' && id === undefined) return serveLive(api, q, req, res, log);
+    if (what === 'live' && id === undefined) return serveLive(api, q, req, res);
     throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; the README's Dashboard section lists them`);
   }
 
   async function page(parts: string[], res: http.ServerResponse): Promise<void> {
     const [what, id] = parts;
-    if (what === '' && parts.length === 1) return sendHtml(res, 200, shellPage());
-    if (what === 'compare' && parts.length === 1) return sendHtml(res, 200, shellPage());
+    if (what === '' && parts.length === 1) return sendHtml(res, 200, shell);
+    if (what === 'compare' && parts.length === 1) return sendHtml(res, 200, shell);
     if (what === 'runs' && id && parts.length === 2) {
       try {
         await api.getRun(id);
@@ -101,12 +103,12 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
         if (e instanceof HttpError && e.status === 404) return sendHtml(res, 404, notFoundPage('Run', e.message));
         throw e;
       }
-      return sendHtml(res, 200, shellPage());
+      return sendHtml(res, 200, shell);
     }
     if (what === 'groups' && id !== undefined && parts.length === 2) {
       const g = await o.source.listRuns({ group: id, limit: 1 });
       if (g.total === 0 || id === '') return sendHtml(res, 404, notFoundPage('Group', `no run belongs to the group ${JSON.stringify(id)} in ${o.source.where}.`));
-      return sendHtml(res, 200, shellPage());
+      return sendHtml(res, 200, shell);
     }
     return sendHtml(res, 404, notFoundPage('Page', `there is no page at /${parts.join('/')}.`));
   }
@@ -166,13 +168,13 @@ function sendHtml(res: http.ServerResponse, status: number, html: string): void 
   res.end(html);
 }
 
-function sendAsset(res: http.ServerResponse, name: string): void {
+function sendAsset(res: http.ServerResponse, name: string, versioned: boolean): void {
   const file = path.join(WEB_DIR, name);
   const type = ASSET_TYPES[path.extname(name)];
   if (!type || !file.startsWith(WEB_DIR + path.sep) || !fs.existsSync(file)) {
     res.writeHead(404, { 'content-type': 'text/plain' }).end(`no asset ${name.slice(0, 100)}`);
     return;
   }
-  res.writeHead(200, { 'content-type': type, 'cache-control': 'no-cache', ...SECURITY_HEADERS });
+  res.writeHead(200, { 'content-type': type, 'cache-control': versioned ? 'public, max-age=31536000, immutable' : 'no-cache', ...SECURITY_HEADERS });
   fs.createReadStream(file).pipe(res);
 }
