@@ -22,12 +22,7 @@ export function metricSeries(s: RunSeries, keyId: number, maxPoints: number): Ch
   const n = ks.rows.n;
   const rows = ks.rows.a, vals = ks.values.a;
   let order: Uint32Array | null = null;
-  for (let i = 1; i < n; i++) {
-    if (s.steps.a[rows[i]] < s.steps.a[rows[i - 1]]) {
-      order = Uint32Array.from({ length: n }, (_, j) => j).sort((a, b) => s.steps.a[rows[a]] - s.steps.a[rows[b]] || a - b);
-      break;
-    }
-  }
+  if (!ks.sorted) order = Uint32Array.from({ length: n }, (_, j) => j).sort((a, b) => s.steps.a[rows[a]] - s.steps.a[rows[b]] || a - b);
   if (!order && n > maxPoints) return bucketsInOrder(s, rows, vals, n, maxPoints);
   const at = (i: number) => (order ? order[i] : i);
   return bucketed(n, maxPoints, (i) => s.steps.a[rows[at(i)]], (i) => s.times.a[rows[at(i)]], (i) => vals[at(i)], (i) => vals[at(i)], (i) => vals[at(i)], false);
@@ -104,7 +99,7 @@ export function acrossRuns(runs: RunSeries[], key: string, maxPoints: number): C
 }
 
 /** bucketed() for the common case (points already in step order), without a call per point: a million points in a few ms. */
-function bucketsInOrder(s: RunSeries, rows: Float64Array, vals: Float64Array, n: number, b: number): ChartSeries {
+function bucketsInOrder(s: RunSeries, rows: Uint32Array, vals: Float64Array, n: number, b: number): ChartSeries {
   const out: ChartSeries = { step: new Array(b), time: new Array(b), value: new Array(b), min: new Array(b), max: new Array(b), points: n };
   const steps = s.steps.a, times = s.times.a;
   for (let k = 0; k < b; k++) {

@@ -5,11 +5,16 @@
 // from the store once, not once per chart.
 import type { History, QuerySource } from '../query/index.js';
 
-class Growable {
-  a: Float64Array;
+type Column = Float64Array | Uint32Array;
+const f64 = (n: number) => new Float64Array(n);
+const u32 = (n: number) => new Uint32Array(n);
+
+/** A typed column that grows by doubling; `a` is valid up to `n`. */
+export class Growable<T extends Column> {
+  a: T;
   n = 0;
-  constructor(cap = 1024) {
-    this.a = new Float64Array(cap);
+  constructor(private make: (n: number) => T, cap = 1024) {
+    this.a = make(cap);
   }
   push(v: number): void {
     if (this.n === this.a.length) this.reserve(1);
@@ -21,35 +26,35 @@ class Growable {
     this.a.set(v, this.n);
     this.n += v.length;
   }
-  private reserve(more: number): void {
+  reserve(more: number): void {
     if (this.n + more <= this.a.length) return;
-    let cap = this.a.length * 2;
+    let cap = Math.max(1, this.a.length * 2);
     while (cap < this.n + more) cap *= 2;
-    const b = new Float64Array(cap);
+    const b = this.make(cap);
     b.set(this.a.subarray(0, this.n));
     this.a = b;
-  }
-  get view(): Float64Array {
-    return this.a.subarray(0, this.n);
   }
 }
 
 /** One metric's points, in arrival order (row indices ascending). */
 export interface KeySeries {
-  rows: Growable;
-  values: Growable;
+  rows: Growable<Uint32Array>;
+  values: Growable<Float64Array>;
+  /** Steps never go down along the series (the usual case: no sort needed). */
+  sorted: boolean;
+  lastStep: number;
 }
 
 export class RunSeries {
   readonly keys: string[] = [];
   private keyIndex = new Map<string, number>();
-  readonly steps = new Growable();
-  readonly times = new Growable();
-  readonly writers = new Growable();
+  readonly steps = new Growable(f64);
+  readonly times = new Growable(f64);
+  readonly writers = new Growable(u32);
   /** Row r's pairs are [start[r], start[r + 1]). */
-  readonly start = new Growable();
-  readonly keyIds = new Growable();
-  readonly values = new Growable();
+  readonly start = new Growable(u32);
+  readonly keyIds = new Growable(u32);
+  readonly values = new Growable(f64);
   private perKey: KeySeries[] = [];
   /** Rows already split into perKey. */
   private indexedRows = 0;
@@ -87,26 +92,39 @@ export class RunSeries {
     this.keyIds.pushAll(ids);
     this.values.pushAll(h.values.subarray(p0, p1));
     const base = this.start.a[this.start.n - 1] - p0;
-    const starts = new Float64Array(h.rows - fromRow);
+    const starts = new Uint32Array(h.rows - fromRow);
     for (let r = fromRow; r < h.rows; r++) starts[r - fromRow] = h.start[r + 1] + base;
     this.start.pushAll(starts);
   }
 
-  /** A metric's points (row indices and values), split out of the rows lazily. */
+  /** A metric's points (row indices and values), split out of the rows lazily: one counting pass, one filling pass. */
   series(keyId: number): KeySeries {
     if (this.indexedRows < this.rows) {
+      const start = this.start.a, ids = this.keyIds.a, vals = this.values.a, steps = this.steps.a;
+      const from = start[this.indexedRows], to = start[this.rows];
+      const counts = new Uint32Array(this.keys.length);
+      for (let p = from; p < to; p++) counts[ids[p]]++;
+      for (let k = 0; k < counts.length; k++) {
+        if (counts[k] === 0) continue;
+        let s = this.perKey[k];
+        if (!s) s = this.perKey[k] = { rows: new Growable(u32, 0), values: new Growable(f64, 0), sorted: true, lastStep: -Infinity };
+        s.rows.reserve(counts[k]);
+        s.values.reserve(counts[k]);
+      }
+      const perKey = this.perKey;
       for (let r = this.indexedRows; r < this.rows; r++) {
-        for (let p = this.start.a[r]; p < this.start.a[r + 1]; p++) {
-          const k = this.keyIds.a[p];
-          let s = this.perKey[k];
-          if (!s) s = this.perKey[k] = { rows: new Growable(64), values: new Growable(64) };
-          s.rows.push(r);
-          s.values.push(this.values.a[p]);
+        const step = steps[r];
+        for (let p = start[r]; p < start[r + 1]; p++) {
+          const s = perKey[ids[p]];
+          s.rows.a[s.rows.n++] = r;
+          s.values.a[s.values.n++] = vals[p];
+          if (step < s.lastStep) s.sorted = false;
+          s.lastStep = step;
         }
       }
       this.indexedRows = this.rows;
     }
-    return this.perKey[keyId] ?? { rows: new Growable(1), values: new Growable(1) };
+    return this.perKey[keyId] ?? { rows: new Growable(u32, 0), values: new Growable(f64, 0), sorted: true, lastStep: -Infinity };
   }
 
   /** Whether row r of the cache and row j of `h` look like the same stored row. */

@@ -90,6 +90,25 @@ describe.skipIf(missing !== null)(`dashboard in Chromium${missing ? ` (skipped: 
     await page.close();
   });
 
+  it('runs selected in the list open side by side on the compare page', async () => {
+    const page = await openPage('/?project=a%2Fb');
+    await page.locator('tr.run').first().waitFor({ timeout: 30_000 });
+    expect(await page.locator('tr.run').count()).toBe(2);
+    for (const box of await page.locator('tr.run input[type=checkbox]').all()) await box.check();
+    await page.click('#compare');
+    await page.waitForURL(/\/compare\?runs=/);
+    const chart = page.locator('.chart[data-key="x"]');
+    await chart.locator('canvas').waitFor({ timeout: 30_000 });
+    // x is logged by one run only; "x/<b>y</b>" by the other: each chart shows who logged it.
+    expect(await chart.getAttribute('data-series')).toBe('1');
+    expect((await chart.locator('.u-legend .u-series .u-label').allTextContents()).slice(1)).toEqual([RTL]);
+    const other = page.locator('.chart[data-key="x/<b>y</b>"]');
+    await other.locator('canvas').waitFor({ timeout: 30_000 });
+    expect((await other.locator('.u-legend .u-series .u-label').allTextContents()).slice(1)).toEqual([HOSTILE]);
+    expect(await page.locator('b').count()).toBe(0);
+    await page.close();
+  });
+
   it("a running run's chart grows while it logs, without a reload", async () => {
     const w = spawnScript(t, endlessWorker(t), ['grows']);
     try {
