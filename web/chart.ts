@@ -6,6 +6,7 @@
 import uPlot from 'uplot';
 import { h, clear } from './dom.js';
 import type { ChartSeries } from './api.js';
+import { ema } from './smoothing.js';
 
 export interface Line {
   label: string;
@@ -23,18 +24,6 @@ export interface ChartOptions {
 
 const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
 export const color = (i: number) => COLORS[i % COLORS.length];
-
-/** TensorBoard's smoothing: an EMA whose start is debiased (divided by 1 - w^n), skipping non-finite points. */
-export function ema(values: Array<number | null>, w: number): Array<number | null> {
-  if (w <= 0) return values;
-  let last = 0, weight = 0;
-  return values.map((v) => {
-    if (v === null || !Number.isFinite(v)) return v;
-    last = last * w + (1 - w) * v;
-    weight = weight * w + (1 - w);
-    return last / weight;
-  });
-}
 
 /** Puts several series on one sorted x array (uPlot's data shape), null where a series has no point. */
 export function align(cols: Array<{ x: number[]; ys: Array<Array<number | null>> }>): uPlot.AlignedData {

@@ -16,13 +16,14 @@ export function runPage(root: HTMLElement, id: string): () => void {
   const title = h('h1', {}, id);
   const state = h('span', { id: 'run-state' });
   const reason = h('span', { class: 'muted', id: 'run-reason' });
+  const facts = h('p', { class: 'muted', id: 'run-facts' });
   const body = h('div', { id: 'tab-body' });
   const tabs = h('nav', { class: 'tabs' }, ...['charts', 'system', 'info'].map((t) => {
     const a = h('a', { href: `/runs/${encodeURIComponent(id)}${t === 'charts' ? '' : `?tab=${t}`}`, class: t === tab ? 'active' : '', id: `tab-${t}` }, t[0].toUpperCase() + t.slice(1));
     return a;
   }));
   clear(root);
-  root.append(h('p', {}, link([], '← all runs')), h('header', {}, title, state, reason), tabs, body);
+  root.append(h('p', {}, link([], '← all runs')), h('header', {}, title, state, reason), facts, tabs, body);
 
   const showState = (s: string, why: string) => {
     clear(state);
@@ -36,6 +37,13 @@ export function runPage(root: HTMLElement, id: string): () => void {
     title.append(r.name || r.id, ' ', h('span', { class: 'muted' }, `${r.project}${r.group ? ' · ' : ''}`), r.group ? link(['groups', r.group], `group ${r.group}`) : '');
     document.title = `${r.name || r.id} · logd`;
     showState(r.state, r.stateReason);
+    const m = r.metadata as { host?: string; rank?: { rank: number; worldSize: number } | null; writers?: unknown[] };
+    facts.textContent = [
+      m.host ? `host ${m.host}` : '',
+      m.rank && m.rank.rank >= 0 ? `rank ${m.rank.rank}${m.rank.worldSize > 0 ? ` of ${m.rank.worldSize}` : ''}` : '',
+      `${(m.writers ?? []).length} writer(s), ${r.writersAttached} attached`,
+      `created ${ago(r.createdAt)}`,
+    ].filter(Boolean).join(' · ');
     if (tab === 'info') infoTab(body, r);
     else if (tab === 'system') closers.push(systemCharts(body, [r]));
     else chartsTab(r);

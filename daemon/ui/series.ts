@@ -204,7 +204,7 @@ export class SeriesCache {
 }
 
 /** Index in `h` of its first row that the cache does not hold, or null when the tail does not reach back to the cache's last rows. */
-function alignTail(s: RunSeries, h: History, overlap: number): number | null {
+export function alignTail(s: RunSeries, h: History, overlap: number): number | null {
   const last = s.rows - 1;
   const probe = Math.min(overlap, 4);
   for (let j = h.rows - 1; j >= probe - 1; j--) {

@@ -109,6 +109,30 @@ describe.skipIf(missing !== null)(`dashboard in Chromium${missing ? ` (skipped: 
     await page.close();
   });
 
+  it('chart controls: smoothing adds the smoothed line over the raw one, log scale and x = time redraw, all kept in the URL', async () => {
+    const list = await openPage('/?project=a%2Fb');
+    await list.locator('tr.run').first().waitFor({ timeout: 30_000 });
+    const href = await list.locator('tr.run td.name a', { hasText: 'שלום' }).getAttribute('href');
+    await list.close();
+    const page = await openPage(href!);
+    const chart = page.locator('.chart[data-key="x"]');
+    await chart.locator('canvas').waitFor({ timeout: 30_000 });
+    const labels = async () => (await chart.locator('.u-legend .u-series .u-label').allTextContents()).slice(1);
+    expect(await labels()).toEqual(['x']);
+    await page.locator('#smoothing').fill('0.6');
+    await waitUntil(async () => (await labels()).join('|') === 'x (raw)|x', 10_000, 'the smoothed line');
+    await page.check('#log-scale');
+    await page.selectOption('#x-axis', 'time');
+    await waitUntil(async () => /smooth=0\.6/.test(page.url()) && /log=1/.test(page.url()) && /x=time/.test(page.url()), 10_000, 'the settings in the URL');
+    expect(await chart.locator('.u-legend th').first().textContent()).toMatch(/time/);
+    // The same URL opens the same charts.
+    const again = await openPage(new URL(page.url()).pathname + new URL(page.url()).search);
+    await again.locator('.chart[data-key="x"] canvas').waitFor({ timeout: 30_000 });
+    expect(await again.locator('#log-scale').isChecked()).toBe(true);
+    expect((await again.locator('.chart[data-key="x"] .u-legend .u-series .u-label').allTextContents()).slice(1)).toEqual(['x (raw)', 'x']);
+    await Promise.all([page.close(), again.close()]);
+  });
+
   it("a running run's chart grows while it logs, without a reload", async () => {
     const w = spawnScript(t, endlessWorker(t), ['grows']);
     try {
