@@ -98,7 +98,9 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'compare' && parts.length === 1) return sendHtml(res, 200, shell);
     if (what === 'runs' && id && parts.length === 2) {
       try {
-        await api.getRun(id);
+        const r = await api.getRun(id);
+        // The page will ask for this history as soon as its script runs: start reading it now.
+        void api.cache.get(id, Number(r.historyRows)).catch(() => {});
       } catch (e) {
         if (e instanceof HttpError && e.status === 404) return sendHtml(res, 404, notFoundPage('Run', e.message));
         throw e;

@@ -97,7 +97,7 @@ describe.skipIf(missing !== null)(`System tab on real H100 captures${missing ? `
     await page.close();
   });
 
-  it('the group page of four live ranks (screenshot)', async () => {
+  it("the group page of four live ranks: one series per rank for every metric, then the node's GPUs (screenshot)", async () => {
     const page = await chrome.context.newPage();
     await page.goto(`${ui.base}/groups/${encodeURIComponent('ddp/350m')}`);
     for (const k of ['eval/ppl', 'train/grad_norm', 'train/loss', 'train/lr']) {
@@ -105,6 +105,10 @@ describe.skipIf(missing !== null)(`System tab on real H100 captures${missing ? `
       await chart.locator('canvas').waitFor({ timeout: 30_000 });
       expect(await chart.getAttribute('data-series')).toBe('4');
     }
+    // The node's system charts follow the metrics (one node here: the lowest rank's view of it).
+    await page.locator('#group-system .gpu-table td', { hasText: 'NVIDIA H100 80GB HBM3' }).waitFor({ timeout: 30_000 });
+    expect(await page.locator('#group-system section.system').count()).toBe(1);
+    await page.evaluate(() => window.scrollTo(0, 0));
     await page.screenshot({ path: path.join(shots(), 'group-page.png') });
     expect(fs.statSync(path.join(shots(), 'group-page.png')).size).toBeGreaterThan(10_000);
     await page.close();
