@@ -2,7 +2,7 @@
 // downsampling that keeps spikes, group aggregates, the live feed, binding.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
-import { makeEnv, script, spawnScript, waitUntil, CLI, type TestEnv } from '../helpers.js';
+import { makeEnv, script, spawnScript, waitUntil, killDaemon, daemonPids, CLI, type TestEnv } from '../helpers.js';
 import { startUi, getJson, logRuns, type UiProcess } from './helpers.js';
 
 let t: TestEnv;
@@ -175,5 +175,25 @@ describe('logd ui: data', () => {
       await reader;
       w.kill('SIGKILL');
     }
+  });
+});
+
+describe('logd ui: the daemon goes away', () => {
+  it('keeps answering after the daemon is killed with kill -9: the next call reaches a new daemon, no run is lost', async () => {
+    const before = (await getJson(ui, '/api/runs')).body.total;
+    const [old] = daemonPids(t.dir);
+    expect(old).toBeGreaterThan(0);
+    await killDaemon(t.dir, 'SIGKILL');
+    let after: { status: number; body: any } = { status: 0, body: null };
+    await waitUntil(async () => {
+      after = await getJson(ui, '/api/runs');
+      return after.status === 200;
+    }, 30_000, 'the dashboard to answer from a new daemon').catch((e) => {
+      throw new Error(`${e.message}; last answer ${after.status} ${JSON.stringify(after.body).slice(0, 300)}; ui stderr: ${ui.stderr().slice(-1500)}`);
+    });
+    expect(after.body.total).toBe(before);
+    expect(daemonPids(t.dir)).not.toContain(old);
+    expect((await getJson(ui, `/api/runs/${spiky}/history?keys=loss&points=100`)).body.series.loss.points).toBe(10_000);
+    expect(ui.stderr()).toMatch(/the daemon went away .*; reconnecting/);
   });
 });
