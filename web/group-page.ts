@@ -62,8 +62,22 @@ export function groupPage(root: HTMLElement, group: string): () => void {
     }
     closers.push(systemCharts(sys, [...perHost.values()]));
     const refresh = debounce(300, () => charts.forEach((c) => c.refresh()));
+    // A rank that joins later, or a metric first logged now, redraws the page
+    // (rare: a group's shape settles in its first seconds).
+    const known = new Set(g.keys);
+    const reshape = debounce(1000, () => void api.group(group).then((now) => {
+      if (now.total !== g.total || now.keys.some((k) => !known.has(k))) {
+        stop();
+        groupPage(root, group);
+      }
+    }, () => {}));
+    const poll = setInterval(reshape, 5000);
+    closers.push(() => clearInterval(poll));
     closers.push(live(new URLSearchParams(g.runs.map((r) => ['runs', `${r.id}:${r.historyRows}`])), {
-      rows: refresh,
+      rows: (e) => {
+        if (e.rows.some((row) => Object.keys(row.v).some((k) => !known.has(k)))) reshape();
+        refresh();
+      },
       reload: refresh,
       state: (e) => {
         const cell = states.get(e.run);
@@ -74,8 +88,10 @@ export function groupPage(root: HTMLElement, group: string): () => void {
       },
     }));
   }, (e: Error) => list.append(h('p', { class: 'error' }, e.message)));
-  return () => {
+  function stop(): void {
     closers.forEach((c) => c());
+    closers.length = 0;
     charts.forEach((c) => c.destroy());
-  };
+  }
+  return stop;
 }

@@ -48,13 +48,20 @@ export function runPage(root: HTMLElement, id: string): () => void {
     else if (tab === 'system') closers.push(systemCharts(body, [r]));
     else chartsTab(r);
     closers.push(live(new URLSearchParams([['runs', `${id}:${r.historyRows}`]]), {
-      rows: () => refreshAll(),
+      rows: (e) => {
+        const seen = new Set<string>();
+        for (const row of e.rows) for (const k in row.v) seen.add(k);
+        onNewKeys([...seen].filter((k) => !charts.has(k)));
+        refreshAll();
+      },
       reload: () => refreshAll(),
       state: (e) => (showState(e.state, e.stateReason), refreshAll()),
     }));
   }, (e: Error) => body.append(h('p', { class: 'error' }, e.message)));
 
   const refreshAll = debounce(200, () => charts.forEach((c) => c.refresh()));
+  /** Metrics that a live run starts logging get their charts (set by the charts tab). */
+  let onNewKeys: (keys: string[]) => void = () => {};
 
   function chartsTab(r: Run): void {
     const { el: controls, options } = chartControls(() => charts.forEach((c) => c.redraw()));
@@ -63,8 +70,34 @@ export function runPage(root: HTMLElement, id: string): () => void {
     const list = h('div', { id: 'charts' });
     const more = h('button', { id: 'more-metrics', hidden: true }, 'more metrics');
     body.append(h('div', { class: 'filters' }, controls, filter, count), list, more);
-    let offset = 0, text = '';
+    let offset = 0, text = '', total = 0, allKeys = 0;
     const sections = new Map<string, HTMLElement>();
+    const empty = h('p', { class: 'muted', id: 'no-metrics' }, 'no metrics logged yet');
+    const showCount = () => {
+      count.textContent = text ? `${total} of ${allKeys} metrics match` : `${allKeys} metrics`;
+      more.hidden = offset >= total;
+      more.textContent = `${total - offset} more metrics`;
+      if (allKeys === 0) list.append(empty); else empty.remove();
+    };
+    const addCharts = (keys: string[]) => {
+      for (const [prefix, ks] of byPrefix(keys)) {
+        let sec = sections.get(prefix);
+        if (!sec) {
+          const grid = h('div', { class: 'grid' });
+          sec = h('details', { open: true, class: 'section', 'data-prefix': prefix }, h('summary', {}, prefix || 'metrics'), grid);
+          sections.set(prefix, sec);
+          list.append(sec);
+        }
+        for (const k of ks) {
+          const c = new LazyChart(k, async (points) => {
+            const res = await api.history(r.id, [k], points);
+            return [{ label: k, data: res.series[k] ?? { step: [], time: [], value: [], points: 0 }, band: true }];
+          }, options, { 'data-key': k });
+          charts.set(k, c);
+          sec.lastElementChild!.append(c.el);
+        }
+      }
+    };
     const load = async (reset: boolean) => {
       if (reset) {
         offset = 0;
@@ -75,27 +108,31 @@ export function runPage(root: HTMLElement, id: string): () => void {
       }
       const page = await api.keys(r.id, text, offset, KEYS_PAGE);
       offset += page.keys.length;
-      count.textContent = text ? `${page.total} of ${page.allKeys} metrics match` : `${page.allKeys} metrics`;
-      more.hidden = offset >= page.total;
-      more.textContent = `${page.total - offset} more metrics`;
-      for (const [prefix, keys] of byPrefix(page.keys)) {
-        let sec = sections.get(prefix);
-        if (!sec) {
-          const grid = h('div', { class: 'grid' });
-          sec = h('details', { open: true, class: 'section', 'data-prefix': prefix }, h('summary', {}, prefix || 'metrics'), grid);
-          sections.set(prefix, sec);
-          list.append(sec);
-        }
-        for (const k of keys) {
-          const c = new LazyChart(k, async (points) => {
-            const res = await api.history(r.id, [k], points);
-            return [{ label: k, data: res.series[k] ?? { step: [], time: [], value: [], points: 0 }, band: true }];
-          }, options, { 'data-key': k });
-          charts.set(k, c);
-          sec.lastElementChild!.append(c.el);
-        }
+      total = page.total;
+      allKeys = page.allKeys;
+      addCharts(page.keys);
+      showCount();
+    };
+    // New metrics of a live run: charted at once when every matching name is
+    // already shown; otherwise they wait in the pages behind "more metrics".
+    // Names the page never loaded (a run of 10 000 metrics) look new too, so
+    // the server's count decides, asked at most once a second.
+    const recount = debounce(1000, () => void (async () => {
+      const now = await api.keys(r.id, text, 0, 0);
+      if (now.allKeys === allKeys) return;
+      const wasComplete = offset >= total;
+      allKeys = now.allKeys;
+      total = now.total;
+      if (wasComplete) {
+        const page = await api.keys(r.id, text, 0, Math.min(total, offset + KEYS_PAGE));
+        const fresh = page.keys.filter((k) => !charts.has(k));
+        addCharts(fresh);
+        offset += fresh.length;
       }
-      if (page.allKeys === 0) list.append(h('p', { class: 'muted' }, 'no metrics logged yet'));
+      showCount();
+    })().catch(() => {}));
+    onNewKeys = (keys) => {
+      if (keys.length > 0) recount();
     };
     filter.addEventListener('input', debounce(250, () => ((text = filter.value), void load(true))));
     more.addEventListener('click', () => void load(false));

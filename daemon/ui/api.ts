@@ -88,7 +88,7 @@ export class Api {
     const text = (q.get('q') ?? '').toLowerCase();
     const all = text ? s.keys.filter((k) => k.toLowerCase().includes(text)) : s.keys;
     const sorted = [...all].sort();
-    const offset = intParam(q, 'offset', 0, Number.MAX_SAFE_INTEGER), limit = intParam(q, 'limit', 200, 5000);
+    const offset = intParam(q, 'offset', 0, Number.MAX_SAFE_INTEGER), limit = intParam(q, 'limit', 200, 5000); // limit=0: only the counts
     return { keys: sorted.slice(offset, offset + limit), total: sorted.length, allKeys: s.keys.length, offset, limit };
   }
 

@@ -13,13 +13,13 @@ let t: TestEnv;
 let ui: UiProcess;
 let chrome: Chromium;
 
-/** A worker that logs `v = step` every 100 ms until killed; prints its run id. */
+/** A worker that logs `v = step` every 100 ms until killed, and from step 30 on also `late/metric`; prints its run id. */
 function endlessWorker(t: TestEnv): string {
   return script(t, 'endless.mjs', `
     const run = await logd.init({ project: 'live', name: process.argv[2], group: process.argv[3] || undefined });
     console.log('run ' + run.id);
     for (let step = 0; ; step++) {
-      run.log({ v: step, 'loss/train': 1 / (step + 1) }, { step });
+      run.log({ v: step, 'loss/train': 1 / (step + 1), ...(step >= 30 ? { 'late/metric': step } : {}) }, { step });
       await run.flush();
       await new Promise((r) => setTimeout(r, 100));
     }
@@ -133,7 +133,7 @@ describe.skipIf(missing !== null)(`dashboard in Chromium${missing ? ` (skipped: 
     await Promise.all([page.close(), again.close()]);
   });
 
-  it("a running run's chart grows while it logs, without a reload", async () => {
+  it("a running run's chart grows while it logs, and a metric it starts logging later gets a chart, without a reload", async () => {
     const w = spawnScript(t, endlessWorker(t), ['grows']);
     try {
       await waitUntil(() => w.lines.some((l) => l.startsWith('run ')), 20_000, 'the worker to start');
@@ -146,6 +146,10 @@ describe.skipIf(missing !== null)(`dashboard in Chromium${missing ? ` (skipped: 
       await waitUntil(async () => Number(await chart.getAttribute('data-points')) >= first + 10, 20_000, 'the chart to gain 10 points');
       expect(await page.evaluate(() => (window as unknown as { __same?: boolean }).__same)).toBe(true);
       expect(await page.locator('#run-state .state').textContent()).toBe('running');
+      // A metric the run starts logging later gets its chart, still without a reload.
+      await page.locator('.chart[data-key="late/metric"] canvas').waitFor({ timeout: 30_000 });
+      expect(await page.locator('#metric-count').textContent()).toBe('3 metrics');
+      expect(await page.evaluate(() => (window as unknown as { __same?: boolean }).__same)).toBe(true);
       await page.close();
     } finally {
       w.kill('SIGKILL');
@@ -171,6 +175,8 @@ describe.skipIf(missing !== null)(`dashboard in Chromium${missing ? ` (skipped: 
       await waitUntil(async () => (await inGroup.textContent()) === 'crashed', 30_000, 'the group page to show the rank as crashed');
       await waitUntil(async () => (await inList.textContent()) === 'crashed', 30_000, 'the runs list to show the rank as crashed');
       expect(await group.locator(`tr:not([data-run-id="${victim}"]) .state`).first().textContent()).toBe('running');
+      // The metric the ranks start logging at step 30 joins the group page by itself.
+      await group.locator('.chart[data-key="late/metric"] canvas').waitFor({ timeout: 30_000 });
       await Promise.all([group.close(), list.close()]);
     } finally {
       a.kill('SIGKILL');
