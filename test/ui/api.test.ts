@@ -80,6 +80,49 @@ describe('logd ui: access', () => {
   });
 });
 
+describe('logd ui: bad input', () => {
+  it('answers a bad parameter, a bad path or a method it does not serve with a clear error, and keeps serving', async () => {
+    const points = await getJson(ui, `/api/runs/${spiky}/history?keys=loss&points=many`);
+    expect(points.status).toBe(400);
+    expect(points.body.error).toBe('points must be a non-negative integer, not "many"');
+    const enc = await getJson(ui, '/api/runs/%ZZ');
+    expect(enc.status).toBe(400);
+    expect(enc.body.error).toMatch(/not valid percent-encoding/);
+    const path = await getJson(ui, '/api/nothing/here');
+    expect(path.status).toBe(404);
+    expect(path.body.error).toMatch(/no such API path/);
+    const post = await fetch(`${ui.base}/api/runs`, { method: 'POST', headers: { authorization: `Bearer ${ui.token}` } });
+    expect(post.status).toBe(405);
+    const weird = await getJson(ui, `/api/runs/${encodeURIComponent('../../etc/passwd')}`);
+    expect(weird.status).toBe(404);
+    const asset = await fetch(`${ui.base}/assets/..%2f..%2fpackage.json`);
+    expect(asset.status).toBe(404);
+    expect((await getJson(ui, '/api/runs')).status).toBe(200);
+  });
+
+  it('--store passes the URL to the query layer: an unreachable store is an error that says so, never a hang', async () => {
+    // Either the shared source refuses at start, or it serves and the API says what failed.
+    const p = spawn(process.execPath, [CLI, 'ui', '--port', '0', '--store', 'postgres://nobody@127.0.0.1:1/logd'], { env: t.env });
+    let out = '', err = '';
+    p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    p.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    try {
+      await waitUntil(() => p.exitCode !== null || /open http/.test(out), 30_000, 'logd ui --store to refuse or serve');
+      if (p.exitCode !== null) {
+        expect(p.exitCode).toBe(1);
+        expect(err).toMatch(/^logd: .*(store|postgres)/im);
+      } else {
+        const url = new URL(/open (http\S+)/.exec(out)![1]);
+        const res = await fetch(`${url.origin}/api/runs?token=${url.searchParams.get('token')}`);
+        expect(res.status).toBe(500);
+        expect((await res.json()).error).toMatch(/./);
+      }
+    } finally {
+      p.kill('SIGKILL');
+    }
+  });
+});
+
 describe('logd ui: data', () => {
   it('lists runs with filters and paging', async () => {
     const all = await getJson(ui, '/api/runs?limit=2');
