@@ -144,7 +144,7 @@ interface Entry {
 }
 
 /**
- * The cache of RunSeries, a few runs at a time (least recently used go first).
+ * The cache of RunSeries, within a memory budget (least recently used go first).
  * refresh() brings a run up to `historyRows` rows: the first read takes the
  * whole history; later ones take a tail of the new rows plus an overlap, and
  * align it on the rows already held, because the daemon counts a row before
@@ -152,7 +152,13 @@ interface Entry {
  */
 export class SeriesCache {
   private entries = new Map<string, Entry>();
-  constructor(private source: QuerySource, private maxRuns = 16) {}
+  /**
+   * At most `maxRuns` runs (a group page holds all its ranks at once) and
+   * about `maxPoints` stored points in all (a point costs about 30 bytes here,
+   * its per-metric split included: 20 M is some 600 MB). The run in use always
+   * stays, however large.
+   */
+  constructor(private source: QuerySource, private maxRuns = 1024, private maxPoints = 20_000_000) {}
 
   async get(id: string, historyRows: number): Promise<RunSeries> {
     let e = this.entries.get(id);
@@ -193,13 +199,21 @@ export class SeriesCache {
       }
     }
     e.knownRows = Math.max(e.knownRows, historyRows);
+    // Evicted while loading? The caller still gets its answer; the next call reads again.
+    setImmediate(() => this.evict());
     return e.series;
   }
 
   private evict(): void {
-    if (this.entries.size <= this.maxRuns) return;
+    const size = (e: Entry) => e.series.keyIds.n + e.series.rows;
+    let total = 0;
+    for (const e of this.entries.values()) total += size(e);
     const oldest = [...this.entries].filter(([, e]) => !e.pending).sort((a, b) => a[1].lastUse - b[1].lastUse);
-    for (const [id] of oldest.slice(0, this.entries.size - this.maxRuns)) this.entries.delete(id);
+    for (const [id, e] of oldest) {
+      if (this.entries.size <= 1 || (this.entries.size <= this.maxRuns && total <= this.maxPoints)) break;
+      this.entries.delete(id);
+      total -= size(e);
+    }
   }
 }
 
