@@ -12,7 +12,6 @@ export function runPage(root: HTMLElement, id: string): () => void {
   const tab = new URLSearchParams(location.search).get('tab') ?? 'charts';
   const charts = new Map<string, LazyChart>();
   const closers: Array<() => void> = [];
-  let run: Run | null = null;
   const title = h('h1', {}, id);
   const state = h('span', { id: 'run-state' });
   const reason = h('span', { class: 'muted', id: 'run-reason' });
@@ -32,7 +31,6 @@ export function runPage(root: HTMLElement, id: string): () => void {
   };
 
   void api.run(id).then((r) => {
-    run = r;
     clear(title);
     title.append(r.name || r.id, ' ', h('span', { class: 'muted' }, `${r.project}${r.group ? ' · ' : ''}`), r.group ? link(['groups', r.group], `group ${r.group}`) : '');
     document.title = `${r.name || r.id} · logd`;
@@ -142,7 +140,6 @@ export function runPage(root: HTMLElement, id: string): () => void {
   return () => {
     closers.forEach((c) => c());
     charts.forEach((c) => c.destroy());
-    void run;
   };
 }
 
