@@ -18,9 +18,12 @@ node_modules/.installed: package.json
 
 deps: node_modules/.installed
 
+# The page of `logd ui` (web/) is type-checked and bundled into dist/web.
 build: deps
 	npx tsc -p tsconfig.json
 	@node scripts/build-malloc-trim.mjs
+	npx tsc -p web/tsconfig.json
+	node scripts/build-web.mjs
 
 # Builds native/build/Release/logd_native.node when libtorch is installed;
 # otherwise says what is missing and carries on (the addon is optional).

@@ -9,6 +9,7 @@ import { checkedDaemon } from '../client/stale-service.js';
 import { mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
 import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from './launch-main.js';
+import { registerUiCommand } from './cli/ui.js';
 
 const CALL_MS = 30_000;
 /** How long a LOGD_SERVICE address gets to answer before it counts as stale. */
@@ -280,6 +281,8 @@ registerLaunchCommand(program, async () => {
   const { service } = await setup();
   return { LOGD_SERVICE: service };
 });
+
+registerUiCommand(program, fail);
 
 program.parseAsync(process.argv).then(
   () => {

@@ -106,6 +106,8 @@ async function main(): Promise<void> {
     'status',
   ]) console.log(`  ${logdCommand(c)}`);
   console.log('demo: the sidecar daemon exits by itself once idle; `logd stop` stops it now.');
+  // Last line on purpose: the one command that opens the dashboard on these runs.
+  console.log(`\ndemo: see every run, group and GPU in the dashboard (it prints the URL to open):\n  ${logdCommand('ui')}`);
 }
 
 await runMain('demo: FAILED', main);

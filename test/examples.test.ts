@@ -222,6 +222,29 @@ describe('demo', () => {
     expect(perProject).toEqual({ 'demo-rank0': 1, 'demo-group': 4, 'demo-pool': 4, 'demo-shared': 1 });
     const shared = runs.find((r) => r.project === 'demo-shared')!;
     expect(res.stdout).toContain(`run ${shared.id}: demo-shared/`); // the `logd show` it printed
+
+    // It ends with the one command that opens the dashboard on these runs: run it (on a free port).
+    const last = res.stdout.trimEnd().split('\n').at(-1)!.trim();
+    const m = /^((?:LOGD_\w+=\S+ )*)node (\S+) ui$/.exec(last);
+    expect(m, last).not.toBeNull();
+    const uiEnv = { ...env, ...Object.fromEntries(m![1].trim().split(' ').filter(Boolean).map((kv) => kv.split('='))) };
+    const ui = execa(process.execPath, [path.resolve(process.cwd(), m![2]), 'ui', '--port', '0'], { env: uiEnv, extendEnv: false, reject: false });
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        ui.stdout!.on('data', (d: Buffer) => {
+          out += d.toString();
+          const u = /open (http\S+)/.exec(out);
+          if (u) resolve(u[1]);
+        });
+        void ui.then((r) => reject(new Error(`logd ui exited: ${r.stderr}`)));
+      });
+      const page = await fetch(url.replace('/?token=', '/api/runs?token='));
+      expect((await page.json()).total).toBe(10);
+    } finally {
+      ui.kill('SIGTERM');
+      await ui;
+    }
   });
 
   it('exits non-zero with a clear message when the daemon cannot start', async () => {

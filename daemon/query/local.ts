@@ -1,6 +1,8 @@
 // The local source: this node's store, read through its daemon (started if
 // none runs, as every query command does).
+import os from 'node:os';
 import * as grpc from '@grpc/grpc-js';
+import { LOGD_VERSION, PROTOCOL_VERSION } from '../../src/config.js';
 import type { ServiceAddress } from '../../src/wire.js';
 import { connectionFor, CallError, type Connection } from '../../client/connection.js';
 import { findDaemon } from '../../client/discovery.js';
@@ -51,6 +53,10 @@ export class LocalSource implements QuerySource {
 
   history(id: string, q: HistoryQuery = {}): Promise<History> {
     return this.call((c) => readHistory(c, id, q), id);
+  }
+
+  async keepAlive(): Promise<void> {
+    await this.conn.unary('hello', { protocolVersion: PROTOCOL_VERSION, client: { pid: process.pid, host: os.hostname(), rank: null, clientVersion: LOGD_VERSION } }, CALL_MS);
   }
 
   async close(): Promise<void> {

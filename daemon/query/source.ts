@@ -56,6 +56,12 @@ export interface QuerySource {
    */
   wholeSummary?(id: string): Promise<{ summary: Record<string, unknown>; stats: Record<string, unknown> }>;
   close(): Promise<void>;
+  /**
+   * For long-lived readers (the dashboard): keeps the source serving. The
+   * local source says hello to its daemon, which an on-demand daemon counts as
+   * activity, so it does not stop as idle while a reader is open.
+   */
+  keepAlive?(): Promise<void>;
 }
 
 export class RunNotFound extends Error {

@@ -22,40 +22,76 @@ function readings(name: string): GpuReading[] {
   });
 }
 
+// The H100 cases read real captures (test/fixtures/nvidia-smi/h100, one H100
+// 80GB HBM3 SXM, driver 580.159.04, taken with exactly GPU_QUERY_FIELDS). The
+// other GPUs' quirks ([Not Supported] on a vGPU, a fan on a consumer board, a
+// short line) have no real capture here and keep their written fixtures.
+const H100 = 'h100/';
+
 describe('nvidia-smi query fields', () => {
   it('are exactly the list the fixtures were captured for', () => {
     expect(fixture('gpu-fields.txt').trim()).toBe(GPU_QUERY_FIELDS.join(','));
+    // The real capture with a header names one column per field, in that order.
+    const header = lines(`${H100}loaded-query-gpu-with-header.csv`)[0]!.split(', ');
+    expect(header).toHaveLength(GPU_QUERY_FIELDS.length);
+    expect(header[0]).toBe('index');
+    expect(header.at(-1)).toBe('name');
   });
 });
 
 describe('parseGpuLine', () => {
-  it('reads every metric of an 8x H100 node, skipping [N/A] fan speed', () => {
-    const all = readings('h100x8.csv');
-    expect(all.map((r) => r.index)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7]);
-    const g0 = all[0]!;
-    expect(g0).toMatchObject({
-      uuid: 'GPU-5b4a1c3e-8f2d-4e6a-9b1c-2d3e4f5a6b7c',
+  it('reads every metric of a real loaded H100, leaving out its [N/A] fan speed', () => {
+    const [g] = readings(`${H100}loaded-query-gpu.csv`);
+    expect(g).toMatchObject({
+      index: 0,
+      uuid: 'GPU-476d9bb0-d0c4-e9ad-d81b-95e494810aff',
       name: 'NVIDIA H100 80GB HBM3',
-      driverVersion: '550.54.15',
+      driverVersion: '580.159.04',
       memoryTotalBytes: 81559 * MiB,
     });
-    expect(g0.metrics).toEqual({
-      gpu: 98,
-      memory: 61,
-      memoryAllocatedBytes: 72415 * MiB,
-      memoryAllocated: expect.closeTo((72415 / 81559) * 100, 9),
-      temp: 54,
-      powerWatts: 612.37,
+    expect(g!.metrics).toEqual({
+      gpu: 99,
+      memory: 30,
+      memoryAllocatedBytes: 3277 * MiB,
+      memoryAllocated: expect.closeTo((3277 / 81559) * 100, 9),
+      temp: 50,
+      powerWatts: 710.04,
       enforcedPowerLimitWatts: 700,
-      powerPercent: expect.closeTo((612.37 / 700) * 100, 9),
-      smClock: 1980,
+      powerPercent: expect.closeTo((710.04 / 700) * 100, 9),
+      smClock: 1350,
       memoryClock: 2619,
       pcieLinkGen: 5,
       pcieLinkWidth: 16,
       correctedMemoryErrors: 0,
       uncorrectedMemoryErrors: 0,
     });
-    expect(g0.metrics).not.toHaveProperty('fanSpeed');
+    expect(g!.metrics).not.toHaveProperty('fanSpeed');
+  });
+
+  it('keeps a power draw above the enforced limit as it is (percent over 100), frame after frame of the -lms loop', () => {
+    const loop = readings(`${H100}loaded-query-gpu-loop-lms500.csv`);
+    expect(loop).toHaveLength(6);
+    expect(loop.every((r) => r.index === 0 && r.name === 'NVIDIA H100 80GB HBM3')).toBe(true);
+    expect(loop[0]!.metrics.powerWatts).toBe(709.75);
+    expect(loop[0]!.metrics.powerPercent).toBeGreaterThan(100);
+    expect(loop.some((r) => r.metrics.powerPercent! < 100)).toBe(true);
+    expect(loop.every((r) => r.metrics.fanSpeed === undefined)).toBe(true);
+  });
+
+  it('reads an idle H100: 0 MiB used is a real 0, not absent', () => {
+    const [once] = readings(`${H100}idle-query-gpu.csv`);
+    expect(once!.metrics.memoryAllocatedBytes).toBe(0);
+    expect(once!.metrics.memoryAllocated).toBe(0);
+    expect(once!.metrics.gpu).toBe(0);
+    // The idle loop wobbles: one frame reports 1 MiB used with nothing running.
+    const loop = readings(`${H100}idle-query-gpu-loop-lms500.csv`);
+    expect(loop.map((r) => r.metrics.memoryAllocatedBytes)).toEqual([0, 0, 0, 0, MiB, 0]);
+    expect(loop.every((r) => r.metrics.powerPercent! < 11)).toBe(true);
+  });
+
+  it('reads an 8-GPU frame (written fixture: frames, index order, a throttled clock)', () => {
+    const all = readings('h100x8.csv');
+    expect(all.map((r) => r.index)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7]);
     expect(all[11]!.metrics.smClock).toBe(1755); // GPU 3 throttled in the second frame
   });
 
@@ -136,6 +172,14 @@ describe('parseNumber', () => {
 });
 
 describe('parseComputeApps', () => {
+  it('reads a real H100 capture: one process, and an empty answer (0 bytes) when idle', () => {
+    expect(parseComputeApps(fixture(`${H100}loaded-compute-apps.csv`))).toEqual([
+      { pid: 836, gpuUuid: 'GPU-476d9bb0-d0c4-e9ad-d81b-95e494810aff', usedMemoryBytes: 3268 * MiB },
+    ]);
+    expect(fixture(`${H100}idle-compute-apps.csv`)).toBe('');
+    expect(parseComputeApps(fixture(`${H100}idle-compute-apps.csv`))).toEqual([]);
+  });
+
   it('maps every process to its GPU memory, one row per (pid, GPU)', () => {
     const apps = parseComputeApps(fixture('compute-apps-h100x8.csv'));
     expect(apps).toHaveLength(9);

@@ -1,0 +1,162 @@
+// The dashboard's JSON API: what the page reads, documented in the README.
+// Every answer is built from the query source (local or shared store) and the
+// series cache; nothing here writes.
+import type { QuerySource, RunInfo } from '../query/index.js';
+import { RunNotFound } from '../query/index.js';
+import { SeriesCache, RunSeries } from './series.js';
+import { metricSeries, acrossRuns, type ChartSeries } from './downsample.js';
+
+export class HttpError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+const MAX_POINTS = 20_000;
+const DEFAULT_POINTS = 1000;
+/** A group page reads at most this many runs (ranks). */
+const GROUP_RUNS = 1024;
+
+/** The JSON shape of a run (the CLI's `runs --json` shape, plus `rank`). */
+export function runJson(r: RunInfo): Record<string, unknown> {
+  const metadata = parse(r.metadataJson) as { rank?: { rank?: number } | null };
+  return {
+    id: r.id, project: r.project, name: r.name, group: r.group, jobType: r.jobType, tags: r.tags, notes: r.notes, mode: r.mode,
+    state: r.state, stateReason: r.stateReason, exitCode: r.exitCode,
+    createdAt: new Date(r.createdAt * 1000).toISOString(), finishedAt: r.finishedAt ? new Date(r.finishedAt * 1000).toISOString() : null,
+    historyRows: Number(r.historyRows), writersAttached: r.writers,
+    rank: metadata.rank && typeof metadata.rank.rank === 'number' && metadata.rank.rank >= 0 ? metadata.rank.rank : null,
+    config: parse(r.configJson), summary: parse(r.summaryJson), metadata,
+  };
+}
+
+function parse(text: string): Record<string, unknown> {
+  try {
+    return JSON.parse(text || '{}') as Record<string, unknown>;
+  } catch {
+    return { unreadable: text.slice(0, 200) };
+  }
+}
+
+function intParam(q: URLSearchParams, name: string, dflt: number, max: number): number {
+  const v = q.get(name);
+  if (v === null || v === '') return dflt;
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new HttpError(400, `${name} must be a non-negative integer, not ${JSON.stringify(v.slice(0, 40))}`);
+  return Math.min(n, max);
+}
+
+/** `keys` may repeat (metric names can hold commas): one name per parameter. */
+function keysParam(q: URLSearchParams): string[] {
+  return q.getAll('keys').filter((k) => k !== '');
+}
+
+export class Api {
+  readonly cache: SeriesCache;
+  private system = new Map<string, { at: number; series: Promise<RunSeries> }>();
+
+  constructor(readonly source: QuerySource) {
+    this.cache = new SeriesCache(source);
+  }
+
+  async getRun(id: string): Promise<RunInfo> {
+    try {
+      return await this.source.getRun(id);
+    } catch (e) {
+      if (e instanceof RunNotFound) throw new HttpError(404, e.message);
+      throw e;
+    }
+  }
+
+  async runs(q: URLSearchParams): Promise<unknown> {
+    const limit = intParam(q, 'limit', 100, 1000), offset = intParam(q, 'offset', 0, Number.MAX_SAFE_INTEGER);
+    const page = await this.source.listRuns({
+      project: q.get('project') ?? '', group: q.get('group') ?? '', state: q.get('state') ?? '', tag: q.get('tag') ?? '', text: q.get('text') ?? '',
+      limit, offset,
+    });
+    return { runs: page.runs.map(runJson), total: page.total, offset, limit };
+  }
+
+  async run(id: string): Promise<unknown> {
+    return runJson(await this.getRun(id));
+  }
+
+  /** A run's metric names, filtered by `q` (substring) and paged: a run may have 10 000. */
+  async keys(id: string, q: URLSearchParams): Promise<unknown> {
+    const r = await this.getRun(id);
+    const s = await this.cache.get(id, Number(r.historyRows));
+    const text = (q.get('q') ?? '').toLowerCase();
+    const all = text ? s.keys.filter((k) => k.toLowerCase().includes(text)) : s.keys;
+    const sorted = [...all].sort();
+    const offset = intParam(q, 'offset', 0, Number.MAX_SAFE_INTEGER), limit = intParam(q, 'limit', 200, 5000); // limit=0: only the counts
+    return { keys: sorted.slice(offset, offset + limit), total: sorted.length, allKeys: s.keys.length, offset, limit };
+  }
+
+  async history(id: string, q: URLSearchParams): Promise<unknown> {
+    const r = await this.getRun(id);
+    const s = await this.cache.get(id, Number(r.historyRows));
+    const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
+    const keys = keysParam(q);
+    const series: Record<string, ChartSeries> = {};
+    for (const k of keys.length ? keys : s.keys.slice(0, 100)) {
+      const kid = s.keyId(k);
+      if (kid !== undefined) series[k] = metricSeries(s, kid, points);
+    }
+    return { run: id, state: r.state, rows: s.rows, series };
+  }
+
+  async systemOf(id: string, q: URLSearchParams): Promise<unknown> {
+    const r = await this.getRun(id);
+    const s = await this.systemSeries(id, r.state === 'running');
+    const points = intParam(q, 'points', 300, MAX_POINTS) || 300;
+    const keys = keysParam(q);
+    const series: Record<string, ChartSeries> = {};
+    for (const k of keys.length ? keys : s.keys) {
+      const kid = s.keyId(k);
+      if (kid !== undefined) series[k] = metricSeries(s, kid, points);
+    }
+    const meta = parse(r.metadataJson) as { host?: string; system?: { gpus?: unknown[] } | null };
+    return { run: id, host: meta.host ?? '', gpus: meta.system?.gpus ?? [], keys: s.keys, series };
+  }
+
+  /** System samples change as the run lives: re-read at most every 2 s while it runs, once after. */
+  private systemSeries(id: string, running: boolean): Promise<RunSeries> {
+    const hit = this.system.get(id);
+    if (hit && (!running || Date.now() - hit.at < 2000)) return hit.series;
+    const series = this.source.history(id, { system: true }).then((h) => {
+      const s = new RunSeries();
+      s.append(h);
+      return s;
+    }, (e: Error) => {
+      this.system.delete(id);
+      if (e instanceof RunNotFound) throw new HttpError(404, e.message);
+      if (/system metrics are off/.test(e.message)) return new RunSeries();
+      throw e;
+    });
+    this.system.set(id, { at: Date.now(), series });
+    if (this.system.size > 32) this.system.delete(this.system.keys().next().value!);
+    return series;
+  }
+
+  async group(group: string, q: URLSearchParams): Promise<unknown> {
+    const page = await this.source.listRuns({ group, limit: GROUP_RUNS });
+    if (page.total === 0) throw new HttpError(404, `group ${JSON.stringify(group.slice(0, 200))} has no runs in ${this.source.where}; the runs list at / shows every group`);
+    const byRank = page.runs.map((r) => ({ info: r, json: runJson(r) }))
+      .sort((a, b) => ((a.json.rank as number | null) ?? 1e9) - ((b.json.rank as number | null) ?? 1e9) || a.info.id.localeCompare(b.info.id));
+    const runs = byRank.map((r) => r.json);
+    const loaded = await Promise.all(byRank.map(async ({ info: r }) => [r.id, await this.cache.get(r.id, Number(r.historyRows))] as const));
+    const keySet = new Set<string>();
+    for (const [, s] of loaded) for (const k of s.keys) keySet.add(k);
+    const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
+    const series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> = {};
+    for (const k of keysParam(q)) {
+      const per: Record<string, ChartSeries> = {};
+      for (const [id, s] of loaded) {
+        const kid = s.keyId(k);
+        if (kid !== undefined) per[id] = metricSeries(s, kid, points);
+      }
+      series[k] = { aggregate: acrossRuns(loaded.map(([, s]) => s), k, points), runs: per };
+    }
+    return { group, runs, total: page.total, keys: [...keySet].sort(), rows: Object.fromEntries(loaded.map(([id, s]) => [id, s.rows])), series };
+  }
+}

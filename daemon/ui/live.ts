@@ -1,0 +1,107 @@
+// The live feed (Server-Sent Events). One feed per open page; it polls the
+// query source, which works the same for the local and the shared store:
+//   runs=<id>:<rows> (repeatable): new rows of these runs, from row <rows> on,
+//     and their state changes, polled every LIVE_POLL_MS;
+//   list=1: state changes of running runs and a `runs` event when the number
+//     of runs changes (the runs list then reloads its page), every second.
+// Events: `rows` {run, first, rows: [{s, t, v: {key: value}}]}, `state`
+// {run, state, stateReason, historyRows}, `runs` {total}, `reload` {run}
+// (too many new rows at once: re-read the history instead).
+import type http from 'node:http';
+import type { Api } from './api.js';
+import { runJson } from './api.js';
+
+const LIVE_POLL_MS = 300;
+const LIST_POLL_MS = 1000;
+const MAX_ROWS_PER_EVENT = 5000;
+const HEARTBEAT_MS = 15_000;
+
+interface Cursor {
+  rows: number;
+  state: string;
+}
+
+export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessage, res: http.ServerResponse): void {
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
+  res.write('retry: 2000\n\n');
+  const send = (event: string, data: unknown) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  const cursors = new Map<string, Cursor>();
+  for (const spec of q.getAll('runs').slice(0, 2048)) {
+    const m = /^([A-Za-z0-9_-]{1,64})(?::(\d+))?$/.exec(spec);
+    if (m) cursors.set(m[1], { rows: Number(m[2] ?? 0), state: '' });
+  }
+  let closed = false;
+  const timers: NodeJS.Timeout[] = [];
+  req.on('close', () => {
+    closed = true;
+    timers.forEach(clearTimeout);
+  });
+  const loop = (ms: number, step: () => Promise<void>) => {
+    const tick = async () => {
+      if (closed) return;
+      try {
+        await step();
+      } catch (e) {
+        if (!closed) send('problem', { message: (e as Error).message });
+      }
+      if (!closed) timers.push(setTimeout(tick, ms));
+    };
+    void tick();
+  };
+  timers.push(setInterval(() => res.write(': keep-alive\n\n'), HEARTBEAT_MS));
+
+  if (cursors.size) loop(LIVE_POLL_MS, async () => {
+    for (const [id, c] of cursors) {
+      if (closed) return;
+      const r = await api.source.getRun(id).catch(() => null);
+      if (!r) continue;
+      const rows = Number(r.historyRows);
+      if (rows > c.rows) {
+        const s = await api.cache.get(id, rows);
+        if (s.rows - c.rows > MAX_ROWS_PER_EVENT) send('reload', { run: id, rows: s.rows });
+        else if (s.rows > c.rows) {
+          const out: Array<{ s: number; t: number; v: Record<string, number | null> }> = [];
+          for (let i = c.rows; i < s.rows; i++) {
+            const v: Record<string, number | null> = {};
+            for (let p = s.start.a[i]; p < s.start.a[i + 1]; p++) {
+              const x = s.values.a[p];
+              v[s.keys[s.keyIds.a[p]]] = Number.isFinite(x) ? x : null;
+            }
+            out.push({ s: s.steps.a[i], t: s.times.a[i], v });
+          }
+          send('rows', { run: id, first: c.rows, rows: out });
+        }
+        c.rows = Math.max(c.rows, s.rows);
+      }
+      if (r.state !== c.state) {
+        if (c.state !== '' || r.state !== 'running') send('state', { run: id, state: r.state, stateReason: r.stateReason, historyRows: rows });
+        c.state = r.state;
+      }
+    }
+  });
+
+  if (q.get('list') === '1') {
+    const running = new Map<string, { state: string; rows: number }>();
+    let total = -1;
+    loop(LIST_POLL_MS, async () => {
+      const all = await api.source.listRuns({ limit: 1 });
+      if (total !== -1 && all.total !== total) send('runs', { total: all.total });
+      total = all.total;
+      const now = await api.source.listRuns({ state: 'running', limit: 1000 });
+      const seen = new Set<string>();
+      for (const r of now.runs) {
+        seen.add(r.id);
+        const before = running.get(r.id);
+        const rows = Number(r.historyRows);
+        if (!before || before.rows !== rows) send('state', { run: r.id, state: r.state, stateReason: r.stateReason, historyRows: rows });
+        running.set(r.id, { state: r.state, rows });
+      }
+      for (const id of [...running.keys()]) {
+        if (seen.has(id)) continue;
+        running.delete(id);
+        const r = await api.source.getRun(id).catch(() => null);
+        if (r) send('state', { run: id, state: r.state, stateReason: r.stateReason, historyRows: Number(r.historyRows), info: runJson(r) });
+      }
+    });
+  }
+}

@@ -1,0 +1,182 @@
+// The dashboard's HTTP server: the page (bundled at build time into
+// dist/web, served from the package), the JSON API and the live feed, all
+// behind one random token. See the README's Dashboard section for the API.
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+import { createHash, randomBytes } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { sameSecret } from '../../src/token.js';
+import type { QuerySource } from '../query/index.js';
+import { Api, HttpError } from './api.js';
+import { serveLive } from './live.js';
+import { shellPage, unauthorizedPage, notFoundPage } from './pages.js';
+
+export interface UiOptions {
+  source: QuerySource;
+  port: number;
+  host: string;
+  /** Given by a test or a config; a random one otherwise. */
+  token?: string;
+  log?: (line: string) => void;
+}
+
+export interface UiServer {
+  url: string;
+  token: string;
+  port: number;
+  close(): Promise<void>;
+}
+
+/** Where the bundle lands: dist/web, two folders up from dist/daemon/ui. */
+export const WEB_DIR = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', 'web');
+
+const ASSET_TYPES: Record<string, string> = { '.js': 'text/javascript; charset=utf-8', '.css': 'text/css; charset=utf-8', '.map': 'application/json' };
+
+export async function startUi(o: UiOptions): Promise<UiServer> {
+  if (!fs.existsSync(path.join(WEB_DIR, 'app.js'))) {
+    throw new Error(`the dashboard's page is not built (${path.join(WEB_DIR, 'app.js')} is missing); run \`make build\` (or \`npm run build\`) first`);
+  }
+  const token = o.token ?? randomBytes(24).toString('base64url');
+  const version = createHash('sha256').update(fs.readFileSync(path.join(WEB_DIR, 'app.js'))).update(fs.readFileSync(path.join(WEB_DIR, 'app.css'))).digest('hex').slice(0, 12);
+  const shell = shellPage(version);
+  const log = o.log ?? (() => {});
+  const api = new Api(o.source);
+  const server = http.createServer((req, res) => {
+    handle(req, res).catch((e: Error) => {
+      const status = e instanceof HttpError ? e.status : 500;
+      if (status === 500) log(`ui: ${req.method} ${req.url?.slice(0, 200)} failed: ${e.stack ?? e.message}`);
+      if (!res.headersSent) sendJson(res, status, { error: status === 500 ? `the dashboard could not answer: ${e.message}` : e.message });
+      else res.end();
+    });
+  });
+  let cookieName = 'logd_ui';
+
+  function authorised(req: http.IncomingMessage, url: URL): boolean {
+    const given = bearer(req) ?? url.searchParams.get('token') ?? cookie(req, cookieName);
+    return given !== null && sameSecret(given, token);
+  }
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://ui.invalid');
+    if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: 'the dashboard only answers GET' });
+    const parts = url.pathname.split('/').slice(1).map(decodeSegment);
+    if (parts[0] === 'assets') return sendAsset(res, parts.slice(1).join('/'), url.searchParams.get('v') === version);
+    if (parts[0] === 'favicon.ico') return void res.writeHead(204).end();
+    const isApi = parts[0] === 'api';
+    if (!authorised(req, url)) {
+      if (isApi) return sendJson(res, 401, { error: 'no access token, or a wrong one: run `logd ui` and open the URL it prints (it carries ?token=…), or send Authorization: Bearer <token>' });
+      return sendHtml(res, 401, unauthorizedPage());
+    }
+    if (!isApi) {
+      if (url.searchParams.has('token')) {
+        // The page keeps the token (a cookie for this host and port) and the address bar drops it.
+        url.searchParams.delete('token');
+        res.writeHead(303, {
+          'set-cookie': `${cookieName}=${token}; Path=/; HttpOnly; SameSite=Strict; Max-Age=31536000`,
+          location: url.pathname + (url.search || ''),
+        });
+        return void res.end();
+      }
+      return page(parts, res);
+    }
+    const q = url.searchParams;
+    const [, what, id, sub] = parts;
+    if (what === 'runs' && id === undefined) return sendJson(res, 200, await api.runs(q));
+    if (what === 'runs' && id && sub === undefined) return sendJson(res, 200, await api.run(id));
+    if (what === 'runs' && id && sub === 'history') return sendJson(res, 200, await api.history(id, q));
+    if (what === 'runs' && id && sub === 'keys') return sendJson(res, 200, await api.keys(id, q));
+    if (what === 'runs' && id && sub === 'system') return sendJson(res, 200, await api.systemOf(id, q));
+    if (what === 'groups' && id !== undefined && sub === undefined) return sendJson(res, 200, await api.group(id, q));
+    if (what === 'live' && id === undefined) return serveLive(api, q, req, res);
+    throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; the README's Dashboard section lists them`);
+  }
+
+  async function page(parts: string[], res: http.ServerResponse): Promise<void> {
+    const [what, id] = parts;
+    if (what === '' && parts.length === 1) return sendHtml(res, 200, shell);
+    if (what === 'compare' && parts.length === 1) return sendHtml(res, 200, shell);
+    if (what === 'runs' && id && parts.length === 2) {
+      try {
+        const r = await api.getRun(id);
+        // The page will ask for this history as soon as its script runs: start reading it now.
+        void api.cache.get(id, Number(r.historyRows)).catch(() => {});
+      } catch (e) {
+        if (e instanceof HttpError && e.status === 404) return sendHtml(res, 404, notFoundPage('Run', e.message));
+        throw e;
+      }
+      return sendHtml(res, 200, shell);
+    }
+    if (what === 'groups' && id !== undefined && parts.length === 2) {
+      const g = await o.source.listRuns({ group: id, limit: 1 });
+      if (g.total === 0 || id === '') return sendHtml(res, 404, notFoundPage('Group', `no run belongs to the group ${JSON.stringify(id)} in ${o.source.where}.`));
+      return sendHtml(res, 200, shell);
+    }
+    return sendHtml(res, 404, notFoundPage('Page', `there is no page at /${parts.join('/')}.`));
+  }
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(o.port, o.host, () => resolve());
+  });
+  const port = (server.address() as { port: number }).port;
+  cookieName = `logd_ui_${port}`;
+  const shownHost = o.host.includes(':') ? `[${o.host}]` : o.host === '0.0.0.0' ? '127.0.0.1' : o.host;
+  return {
+    url: `http://${shownHost}:${port}/?token=${token}`, token, port,
+    close: () => new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections();
+    }),
+  };
+}
+
+function decodeSegment(s: string): string {
+  try {
+    return decodeURIComponent(s);
+  } catch {
+    throw new HttpError(400, `the path segment ${JSON.stringify(s.slice(0, 80))} is not valid percent-encoding`);
+  }
+}
+
+function bearer(req: http.IncomingMessage): string | null {
+  const h = req.headers.authorization;
+  return h && /^Bearer /i.test(h) ? h.slice(7).trim() : null;
+}
+
+function cookie(req: http.IncomingMessage, name: string): string | null {
+  for (const part of (req.headers.cookie ?? '').split(';')) {
+    const i = part.indexOf('=');
+    if (i > 0 && part.slice(0, i).trim() === name) return part.slice(i + 1).trim();
+  }
+  return null;
+}
+
+const SECURITY_HEADERS = {
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  // Everything the page loads comes from this server; no inline script runs.
+  'content-security-policy': "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; object-src 'none'; frame-ancestors 'none'",
+};
+
+function sendJson(res: http.ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(text), ...SECURITY_HEADERS });
+  res.end(text);
+}
+
+function sendHtml(res: http.ServerResponse, status: number, html: string): void {
+  res.writeHead(status, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', ...SECURITY_HEADERS });
+  res.end(html);
+}
+
+function sendAsset(res: http.ServerResponse, name: string, versioned: boolean): void {
+  const file = path.join(WEB_DIR, name);
+  const type = ASSET_TYPES[path.extname(name)];
+  if (!type || !file.startsWith(WEB_DIR + path.sep) || !fs.existsSync(file)) {
+    res.writeHead(404, { 'content-type': 'text/plain' }).end(`no asset ${name.slice(0, 100)}`);
+    return;
+  }
+  res.writeHead(200, { 'content-type': type, 'cache-control': versioned ? 'public, max-age=31536000, immutable' : 'no-cache', ...SECURITY_HEADERS });
+  fs.createReadStream(file).pipe(res);
+}

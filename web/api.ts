@@ -1,0 +1,66 @@
+// The page's only way to the server: the JSON API and the live feed. The
+// token travels in a cookie the server set when the URL carried ?token=.
+export interface Run {
+  id: string; project: string; name: string; group: string; jobType: string; tags: string[]; notes: string; mode: string;
+  state: string; stateReason: string; exitCode: number; createdAt: string; finishedAt: string | null;
+  historyRows: number; writersAttached: number; rank: number | null;
+  config: Record<string, unknown>; summary: Record<string, unknown>; metadata: Record<string, unknown>;
+}
+
+export interface ChartSeries {
+  step: number[]; time: number[]; value: Array<number | null>; min?: Array<number | null>; max?: Array<number | null>; points: number;
+}
+
+export class ApiError extends Error {
+  constructor(readonly status: number, message: string) {
+    super(message);
+  }
+}
+
+export async function get<T>(path: string, params: Record<string, string | number | string[] | undefined> = {}): Promise<T> {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) {
+    if (v === undefined || v === '') continue;
+    for (const x of Array.isArray(v) ? v : [v]) q.append(k, String(x));
+  }
+  const qs = q.toString();
+  let res: Response;
+  try {
+    res = await fetch(path + (qs ? `?${qs}` : ''), { credentials: 'same-origin', headers: { accept: 'application/json' } });
+  } catch (e) {
+    throw new ApiError(0, `the dashboard server does not answer (${(e as Error).message}); is \`logd ui\` still running?`);
+  }
+  const body = (await res.json().catch(() => ({ error: `the server answered ${res.status} without JSON` }))) as T & { error?: string };
+  if (!res.ok) throw new ApiError(res.status, body.error ?? `HTTP ${res.status}`);
+  return body;
+}
+
+export const api = {
+  runs: (p: Record<string, string | number | undefined>) => get<{ runs: Run[]; total: number; offset: number; limit: number }>('/api/runs', p),
+  run: (id: string) => get<Run>(`/api/runs/${encodeURIComponent(id)}`),
+  keys: (id: string, q: string, offset: number, limit: number) =>
+    get<{ keys: string[]; total: number; allKeys: number }>(`/api/runs/${encodeURIComponent(id)}/keys`, { q, offset, limit }),
+  history: (id: string, keys: string[], points: number) =>
+    get<{ rows: number; state: string; series: Record<string, ChartSeries> }>(`/api/runs/${encodeURIComponent(id)}/history`, { keys, points }),
+  system: (id: string, points: number) =>
+    get<{ host: string; gpus: Array<Record<string, unknown>>; keys: string[]; series: Record<string, ChartSeries> }>(`/api/runs/${encodeURIComponent(id)}/system`, { points }),
+  group: (g: string, keys: string[] = [], points = 0) =>
+    get<{ group: string; runs: Run[]; total: number; keys: string[]; series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> }>(
+      `/api/groups/${encodeURIComponent(g)}`, { keys, points: points || undefined }),
+};
+
+export interface LiveHandlers {
+  rows?: (e: { run: string; first: number; rows: Array<{ s: number; t: number; v: Record<string, number | null> }> }) => void;
+  state?: (e: { run: string; state: string; stateReason: string; historyRows: number; info?: Run }) => void;
+  runs?: (e: { total: number }) => void;
+  reload?: (e: { run: string }) => void;
+}
+
+/** The live feed; EventSource reconnects by itself. Returns a closer. */
+export function live(params: URLSearchParams, on: LiveHandlers): () => void {
+  const es = new EventSource(`/api/live?${params}`);
+  for (const [name, f] of Object.entries(on)) {
+    es.addEventListener(name, (ev) => (f as (x: unknown) => void)(JSON.parse((ev as MessageEvent).data)));
+  }
+  return () => es.close();
+}

@@ -1,0 +1,158 @@
+// `/runs/{id}`: a run's info (config, summary, metadata), its metric charts
+// grouped by prefix, and the System tab. Charts grow live while it runs.
+import { h, clear, link, stateBadge, objectTable, ago, debounce } from './dom.js';
+import { api, live, type Run } from './api.js';
+import { LazyChart } from './chart.js';
+import { chartControls, byPrefix } from './controls.js';
+import { systemCharts } from './system.js';
+
+const KEYS_PAGE = 200;
+
+export function runPage(root: HTMLElement, id: string): () => void {
+  const tab = new URLSearchParams(location.search).get('tab') ?? 'charts';
+  const charts = new Map<string, LazyChart>();
+  const closers: Array<() => void> = [];
+  const title = h('h1', {}, id);
+  const state = h('span', { id: 'run-state' });
+  const reason = h('span', { class: 'muted', id: 'run-reason' });
+  const facts = h('p', { class: 'muted', id: 'run-facts' });
+  const body = h('div', { id: 'tab-body' });
+  const tabs = h('nav', { class: 'tabs' }, ...['charts', 'system', 'info'].map((t) => {
+    const a = h('a', { href: `/runs/${encodeURIComponent(id)}${t === 'charts' ? '' : `?tab=${t}`}`, class: t === tab ? 'active' : '', id: `tab-${t}` }, t[0].toUpperCase() + t.slice(1));
+    return a;
+  }));
+  clear(root);
+  root.append(h('p', {}, link([], '← all runs')), h('header', {}, title, state, reason), facts, tabs, body);
+
+  const showState = (s: string, why: string) => {
+    clear(state);
+    state.append(stateBadge(s));
+    reason.textContent = why ? ` (${why})` : '';
+  };
+
+  void api.run(id).then((r) => {
+    clear(title);
+    title.append(r.name || r.id, ' ', h('span', { class: 'muted' }, `${r.project}${r.group ? ' · ' : ''}`), r.group ? link(['groups', r.group], `group ${r.group}`) : '');
+    document.title = `${r.name || r.id} · logd`;
+    showState(r.state, r.stateReason);
+    const m = r.metadata as { host?: string; rank?: { rank: number; worldSize: number } | null; writers?: unknown[] };
+    facts.textContent = [
+      m.host ? `host ${m.host}` : '',
+      m.rank && m.rank.rank >= 0 ? `rank ${m.rank.rank}${m.rank.worldSize > 0 ? ` of ${m.rank.worldSize}` : ''}` : '',
+      `${(m.writers ?? []).length} writer(s), ${r.writersAttached} attached`,
+      `created ${ago(r.createdAt)}`,
+    ].filter(Boolean).join(' · ');
+    if (tab === 'info') infoTab(body, r);
+    else if (tab === 'system') closers.push(systemCharts(body, [r]));
+    else chartsTab(r);
+    closers.push(live(new URLSearchParams([['runs', `${id}:${r.historyRows}`]]), {
+      rows: (e) => {
+        const seen = new Set<string>();
+        for (const row of e.rows) for (const k in row.v) seen.add(k);
+        onNewKeys([...seen].filter((k) => !charts.has(k)));
+        refreshAll();
+      },
+      reload: () => refreshAll(),
+      state: (e) => (showState(e.state, e.stateReason), refreshAll()),
+    }));
+  }, (e: Error) => body.append(h('p', { class: 'error' }, e.message)));
+
+  const refreshAll = debounce(200, () => charts.forEach((c) => c.refresh()));
+  /** Metrics that a live run starts logging get their charts (set by the charts tab). */
+  let onNewKeys: (keys: string[]) => void = () => {};
+
+  function chartsTab(r: Run): void {
+    const { el: controls, options } = chartControls(() => charts.forEach((c) => c.redraw()));
+    const filter = h('input', { type: 'search', id: 'metric-search', placeholder: 'search metrics' });
+    const count = h('span', { class: 'muted', id: 'metric-count' });
+    const list = h('div', { id: 'charts' });
+    const more = h('button', { id: 'more-metrics', hidden: true }, 'more metrics');
+    body.append(h('div', { class: 'filters' }, controls, filter, count), list, more);
+    let offset = 0, text = '', total = 0, allKeys = 0;
+    const sections = new Map<string, HTMLElement>();
+    const empty = h('p', { class: 'muted', id: 'no-metrics' }, 'no metrics logged yet');
+    const showCount = () => {
+      count.textContent = text ? `${total} of ${allKeys} metrics match` : `${allKeys} metrics`;
+      more.hidden = offset >= total;
+      more.textContent = `${total - offset} more metrics`;
+      if (allKeys === 0) list.append(empty); else empty.remove();
+    };
+    const addCharts = (keys: string[]) => {
+      for (const [prefix, ks] of byPrefix(keys)) {
+        let sec = sections.get(prefix);
+        if (!sec) {
+          const grid = h('div', { class: 'grid' });
+          sec = h('details', { open: true, class: 'section', 'data-prefix': prefix }, h('summary', {}, prefix || 'metrics'), grid);
+          sections.set(prefix, sec);
+          list.append(sec);
+        }
+        for (const k of ks) {
+          const c = new LazyChart(k, async (points) => {
+            const res = await api.history(r.id, [k], points);
+            return [{ label: k, data: res.series[k] ?? { step: [], time: [], value: [], points: 0 }, band: true }];
+          }, options, { 'data-key': k });
+          charts.set(k, c);
+          sec.lastElementChild!.append(c.el);
+        }
+      }
+    };
+    const load = async (reset: boolean) => {
+      if (reset) {
+        offset = 0;
+        charts.forEach((c) => c.destroy());
+        charts.clear();
+        sections.clear();
+        clear(list);
+      }
+      const page = await api.keys(r.id, text, offset, KEYS_PAGE);
+      offset += page.keys.length;
+      total = page.total;
+      allKeys = page.allKeys;
+      addCharts(page.keys);
+      showCount();
+    };
+    // New metrics of a live run: charted at once when every matching name is
+    // already shown; otherwise they wait in the pages behind "more metrics".
+    // Names the page never loaded (a run of 10 000 metrics) look new too, so
+    // the server's count decides, asked at most once a second.
+    const recount = debounce(1000, () => void (async () => {
+      const now = await api.keys(r.id, text, 0, 0);
+      if (now.allKeys === allKeys) return;
+      const wasComplete = offset >= total;
+      allKeys = now.allKeys;
+      total = now.total;
+      if (wasComplete) {
+        const page = await api.keys(r.id, text, 0, Math.min(total, offset + KEYS_PAGE));
+        const fresh = page.keys.filter((k) => !charts.has(k));
+        addCharts(fresh);
+        offset += fresh.length;
+      }
+      showCount();
+    })().catch(() => {}));
+    onNewKeys = (keys) => {
+      if (keys.length > 0) recount();
+    };
+    filter.addEventListener('input', debounce(250, () => ((text = filter.value), void load(true))));
+    more.addEventListener('click', () => void load(false));
+    void load(true).catch((e: Error) => list.append(h('p', { class: 'error' }, e.message)));
+  }
+
+  return () => {
+    closers.forEach((c) => c());
+    charts.forEach((c) => c.destroy());
+  };
+}
+
+function infoTab(body: HTMLElement, r: Run): void {
+  const m = r.metadata as { host?: string; pid?: number; rank?: unknown; writers?: Array<Record<string, unknown>> };
+  body.append(
+    h('section', { id: 'metadata' }, h('h2', {}, 'Run'), objectTable({
+      id: r.id, project: r.project, name: r.name, group: r.group, jobType: r.jobType, tags: r.tags.join(', '), notes: r.notes,
+      state: r.state, reason: r.stateReason, exitCode: r.exitCode, created: `${r.createdAt} (${ago(r.createdAt)})`, finished: r.finishedAt ?? '',
+      rows: r.historyRows, host: m.host ?? '', pid: m.pid ?? '', rank: m.rank ?? null, 'writers attached': r.writersAttached,
+    })),
+    h('section', { id: 'writers' }, h('h2', {}, 'Writers'), ...(m.writers ?? []).map((w) => objectTable(w))),
+    h('section', { id: 'config' }, h('h2', {}, 'Config'), objectTable(r.config)),
+    h('section', { id: 'summary' }, h('h2', {}, 'Summary'), objectTable(r.summary)),
+  );
+}
