@@ -29,17 +29,10 @@ export function registerUiCommand(program: Command, fail: (msg: string, code?: n
         process.stderr.write(`logd: WARNING: the dashboard listens on ${o.host}, beyond this machine; anyone who can reach it with the token sees every run (plain HTTP: put it behind TLS or an SSH tunnel)\n`);
       }
       const log = (l: string) => process.stderr.write(`logd: ${l}\n`);
-      const givenService = process.env.LOGD_SERVICE;
-      const first = await openSource({ store: o.store }).catch((e: Error) => fail(e.message));
+      // The source outlives daemons: when the node's daemon goes away (killed,
+      // restarted, an on-demand daemon that stopped), the next call finds or starts a new one.
+      const source = await openSource({ store: o.store, onReconnect: (why) => log(`ui: ${why}`) }).catch((e: Error) => fail(e.message));
       const { startUi } = await import('../ui/server.js');
-      const { ReopeningSource } = await import('../ui/reopening.js');
-      // Opening the local source exports the daemon's address as LOGD_SERVICE (for
-      // children); a reopen must look again, unless the user gave that address.
-      const reopen = () => {
-        if (!givenService) delete process.env.LOGD_SERVICE;
-        return openSource({ store: o.store });
-      };
-      const source = new ReopeningSource(first, reopen, log);
       const ui = await startUi({ source, port: o.port, host: o.host, log }).catch((e: NodeJS.ErrnoException) =>
         fail(e.code === 'EADDRINUSE' ? `port ${o.port} on ${o.host} is in use; pick another with --port (0 picks a free one)` : e.message));
       // A daemon started on demand stops when no call comes for a while: the

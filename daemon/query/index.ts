@@ -10,6 +10,8 @@ export * from './source.js';
 export interface OpenOptions {
   /** A postgres:// URL; empty or missing: LOGD_STORE_URL, then the local store. */
   store?: string;
+  /** Told when the local source's daemon went away and a new one is looked for (the dashboard logs it). */
+  onReconnect?: (line: string) => void;
 }
 
 export async function openSource(opts: OpenOptions = {}): Promise<QuerySource> {
@@ -20,5 +22,5 @@ export async function openSource(opts: OpenOptions = {}): Promise<QuerySource> {
   }
   // A stale LOGD_SERVICE (a daemon since gone or restarted) is reported once and passed over.
   const addr = await checkedDaemon({ timeoutMs: 5_000 });
-  return new LocalSource(addr!, `the local store (${resolvePaths().dataDir})`);
+  return new LocalSource(addr!, `the local store (${resolvePaths().dataDir})`, opts.onReconnect);
 }

@@ -14,16 +14,18 @@ const CALL_MS = 30_000;
 /** How long a query keeps looking for a daemon that went away under it (a sidecar leaving, a restart). */
 const REDISCOVER_MS = 15_000;
 
+/** The daemon asked is gone (killed, stopped, a sidecar that left) or was replaced (a restart: a new token). */
 const gone = (e: unknown) => {
   const code = (e as { code?: number }).code;
-  return code === grpc.status.UNAVAILABLE || code === grpc.status.CANCELLED;
+  return code === grpc.status.UNAVAILABLE || code === grpc.status.CANCELLED || code === grpc.status.UNAUTHENTICATED;
 };
 
 export class LocalSource implements QuerySource {
   readonly kind = 'local' as const;
   private conn: Connection;
 
-  constructor(address: ServiceAddress, readonly where: string) {
+  /** `onReconnect`: told (for people) each time the daemon went away and a new one is looked for. */
+  constructor(address: ServiceAddress, readonly where: string, private readonly onReconnect?: (line: string) => void) {
     this.conn = connectionFor(address);
   }
 
@@ -56,7 +58,7 @@ export class LocalSource implements QuerySource {
   }
 
   async keepAlive(): Promise<void> {
-    await this.conn.unary('hello', { protocolVersion: PROTOCOL_VERSION, client: { pid: process.pid, host: os.hostname(), rank: null, clientVersion: LOGD_VERSION } }, CALL_MS);
+    await this.call((c) => c.unary('hello', { protocolVersion: PROTOCOL_VERSION, client: { pid: process.pid, host: os.hostname(), rank: null, clientVersion: LOGD_VERSION } }, CALL_MS));
   }
 
   async close(): Promise<void> {
@@ -76,6 +78,7 @@ export class LocalSource implements QuerySource {
         const code = (e as { code?: number }).code;
         if (runId !== undefined && (code === grpc.status.NOT_FOUND || (e instanceof CallError && e.code === grpc.status.NOT_FOUND))) throw new RunNotFound(runId, this.where);
         if (!gone(e) || Date.now() > deadline) throw e;
+        if (attempt === 0) this.onReconnect?.(`the daemon went away (${(e as Error).message.split('\n')[0].slice(0, 160)}); reconnecting`);
         await new Promise((r) => setTimeout(r, Math.min(1000, 100 * 2 ** attempt)));
         this.conn = connectionFor(await findDaemon({ ignoreEnv: true }));
       }
