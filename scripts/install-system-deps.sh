@@ -2,10 +2,11 @@
 # Installs the Debian packages logd's native addon and reference tests use:
 #   libtorch-dev + libgloo-dev  (c10d with gloo, for the native addon)
 #   python3-torch               (PyTorch DDP reference runs and benchmarks)
+#   postgresql                  (the shared store's tests start a throwaway PostgreSQL 15)
 # Everything else in logd works without them: the native tests then skip with
 # the reason. Runs apt-get only when something is missing and we are root.
 set -uo pipefail
-pkgs=(libtorch-dev libgloo-dev python3-torch cmake g++)
+pkgs=(libtorch-dev libgloo-dev python3-torch cmake g++ postgresql)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
