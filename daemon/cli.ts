@@ -65,11 +65,12 @@ program
   .option('--host <addr>', 'TCP address to bind', '127.0.0.1')
   .option('--allow-remote', 'allow --host to be a non-loopback address')
   .option('--sample-interval <ms>', 'system-metric sampling interval in ms (0: off; default LOGD_SAMPLE_INTERVAL_MS or 2000)', intArg('--sample-interval'))
+  .option('--upload <url>', 'upload every run to the shared PostgreSQL store at this postgres:// URL (default LOGD_UPLOAD_URL)')
   .addOption(new Option('--sidecar', 'exit when idle (used when a client auto-starts the daemon)').hideHelp())
-  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number }) => {
+  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number; upload?: string }) => {
     const { serve } = await import('./daemon.js');
     try {
-      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval });
+      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval, uploadUrl: o.upload });
     } catch (e) {
       fail((e as Error).message);
     }
