@@ -9,6 +9,7 @@ import { fromServiceFile } from '../client/discovery.js';
 import { mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
 import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from './launch-main.js';
+import { registerUploadCommands, uploadStatusLines, daemonUploadStatus } from './cli/upload.js';
 
 const CALL_MS = 30_000;
 
@@ -85,9 +86,10 @@ program
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}; start one with \`logd serve\` (clients start one by themselves)`, 3);
     const s = await connectionFor(addr).unary<unknown, { pid: number; version: string; addresses: string[]; dataDir: string; startedAt: number; sidecar: boolean; openRuns: RunInfo[]; clients: Array<{ pid: number; host: string; rank?: { rank: number } }>; recordsStored: number; storageProblem: string }>('status', {}, CALL_MS)
       .catch((e: Error) => fail(`the daemon at ${addr.target} does not answer: ${e.message}`, 3));
+    const upload = daemonUploadStatus(s.dataDir);
     if (o.json) {
       console.log(JSON.stringify({ pid: s.pid, version: s.version, addresses: s.addresses, dataDir: s.dataDir, sidecar: s.sidecar,
-        startedAt: new Date(s.startedAt * 1000).toISOString(), recordsStored: Number(s.recordsStored), storageProblem: s.storageProblem,
+        startedAt: new Date(s.startedAt * 1000).toISOString(), recordsStored: Number(s.recordsStored), storageProblem: s.storageProblem, upload,
         openRuns: s.openRuns.map(runJson), clients: s.clients.map((c) => ({ pid: c.pid, host: c.host, rank: c.rank?.rank ?? -1 })) }, null, 2));
       return;
     }
@@ -96,6 +98,7 @@ program
     console.log(`addresses: ${s.addresses.join(', ')}`);
     console.log(`records stored since start: ${s.recordsStored}`);
     if (s.storageProblem) console.log(`STORAGE PROBLEM: ${s.storageProblem}`);
+    for (const l of uploadStatusLines(upload)) console.log(l);
     console.log(`open runs: ${s.openRuns.length}`);
     for (const r of s.openRuns) console.log(`  ${r.id}  ${r.project}/${r.name}  ${r.state}  ${r.historyRows} rows, ${r.writers} writer(s)`);
     console.log(`clients: ${s.clients.length}`);
@@ -248,6 +251,8 @@ program
     const r = await connectionFor(addr).unary<unknown, { runsKilled: number }>('shutdown', {}, CALL_MS).catch((e: Error) => fail(e.message, 3));
     console.log(`logd: daemon stopping; ${r.runsKilled} open run(s) finalised as killed`);
   });
+
+registerUploadCommands(program);
 
 // `logd launch`: torchrun-style ranks; the node's daemon is made sure of once, before any rank starts.
 registerLaunchCommand(program, async () => {
