@@ -146,6 +146,8 @@ export interface UploadTunables {
   pollMs: number;
   /** The longest wait between two tries while the store is unreachable (backoff starts at 500 ms). */
   backoffMaxMs: number;
+  /** Log bytes per upload transaction. */
+  sliceBytes: number;
 }
 
 export function uploadTunables(env: NodeJS.ProcessEnv = process.env, url?: string): UploadTunables {
@@ -155,5 +157,6 @@ export function uploadTunables(env: NodeJS.ProcessEnv = process.env, url?: strin
     sidecarDrainMs: envInt(env, 'LOGD_UPLOAD_DRAIN_MS', 600_000),
     pollMs: envInt(env, 'LOGD_UPLOAD_POLL_MS', 250),
     backoffMaxMs: envInt(env, 'LOGD_UPLOAD_BACKOFF_MAX_MS', 60_000),
+    sliceBytes: envInt(env, 'LOGD_UPLOAD_SLICE_MB', 32) * 1024 * 1024,
   };
 }

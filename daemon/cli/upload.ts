@@ -82,7 +82,7 @@ export function registerUploadCommands(program: Command): void {
       }
       const runs = new DataDirRuns(dataDir);
       const up = new Uploader({
-        url, node: t.node, runs, log: () => {}, pollMs: 0, backoffMaxMs: 0, statusDir: null, includeOffline: true, only: new Set(wanted),
+        url, node: t.node, runs, log: () => {}, pollMs: 0, backoffMaxMs: 0, sliceBytes: t.sliceBytes, statusDir: null, includeOffline: true, only: new Set(wanted),
       });
       const tty = process.stderr.isTTY;
       let total = -1;

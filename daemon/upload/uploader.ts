@@ -12,8 +12,6 @@ import { writeStatus, type UploadStatus } from './status.js';
 import { StoreRefused } from './schema.js';
 
 const FINAL = ['finished', 'crashed', 'killed'];
-/** Log bytes per transaction: big enough for throughput, small enough to retry cheaply. */
-const SLICE_BYTES = 32 * 1024 * 1024;
 
 export interface UploaderOptions {
   url: StoreUrl;
@@ -22,6 +20,8 @@ export interface UploaderOptions {
   log: (line: string) => void;
   pollMs: number;
   backoffMaxMs: number;
+  /** Log bytes per transaction: big enough for throughput, small enough to retry cheaply (default 32 MiB). */
+  sliceBytes?: number;
   /** Where the status file goes (the daemon's data dir); null: none. */
   statusDir: string | null;
   /** Offline runs too (`logd sync`); otherwise only those with a sync request. */
@@ -36,7 +36,9 @@ interface Pending { since: number }
 
 export class Uploader {
   private sink: PgSink;
-  private cursors: Map<string, Cursor> | null = null;
+  /** The store's cursors as last read and since moved by us; re-read after every failure. */
+  private cursors = new Map<string, Cursor>();
+  private cursorsFresh = false;
   private pending = new Map<string, Pending>();
   private refusedRuns = new Set<string>();
   private stopped = false;
@@ -72,7 +74,7 @@ export class Uploader {
 
   /** Whether anything durable locally is not in the store yet (as of the last pass). */
   get hasBacklog(): boolean {
-    return this.status.backlog.runs > 0 || this.cursors === null;
+    return this.status.backlog.runs > 0;
   }
 
   get current(): UploadStatus {
@@ -96,31 +98,18 @@ export class Uploader {
 
   /** One look at every run; uploads one slice of each that has work. True when something was uploaded. */
   async pass(): Promise<boolean> {
-    if (!this.cursors) {
+    if (!this.cursorsFresh) {
       this.status.state = 'connecting';
       await this.sink.ready();
       this.cursors = await this.sink.cursors();
+      this.cursorsFresh = true;
     }
     const cursors = this.cursors;
     let worked = false;
-    let backlogRuns = 0, backlogRows = 0, backlogBytes = 0;
-    const now = Date.now();
-    for (const id of this.o.runs.ids()) {
+    this.measureBacklog();
+    for (const { id, cur, end } of this.candidates()) {
       if (this.stopped) break;
-      if (this.o.only && !this.o.only.has(id)) continue;
-      if (this.refusedRuns.has(id)) continue;
-      const cur = cursors.get(id) ?? { offset: 0, systemDone: false, done: false, rows: 0 };
-      if (cur.done) continue;
-      const mode = this.o.runs.mode(id);
-      if (mode === null) continue;
-      if (mode === 'offline' && !this.o.includeOffline && !this.o.runs.syncRequested(id)) continue;
-      const end = this.o.runs.durableBytes(id);
       if (end > cur.offset) {
-        const p = this.pending.get(id) ?? { since: now };
-        this.pending.set(id, p);
-        backlogRuns++;
-        backlogBytes += end - cur.offset;
-        backlogRows += Math.max(0, this.o.runs.historyRows(id) - cur.rows);
         if (await this.uploadSlice(id, cur, end)) worked = true;
         continue;
       }
@@ -128,7 +117,6 @@ export class Uploader {
       const row = this.o.runs.row(id);
       if (row && FINAL.includes(row.state)) {
         // The whole log is in: the final state shows, and the system metrics of the run's lifetime follow.
-        backlogRuns++;
         try {
           const sysLog = this.o.runs.systemLog();
           await this.sink.uploadSystem(row, sysLog ? readSystemSlice(sysLog, row) : null);
@@ -141,19 +129,51 @@ export class Uploader {
         worked = true;
       }
     }
-    let lag = 0;
-    for (const p of this.pending.values()) lag = Math.max(lag, now - p.since);
-    this.status.backlog = { runs: backlogRuns, rows: backlogRows, bytes: backlogBytes };
-    this.status.lagMs = lag;
-    this.status.state = backlogRuns > 0 ? 'uploading' : 'idle';
+    this.status.state = this.status.backlog.runs > 0 ? 'uploading' : 'idle';
     this.flushStatus(false);
     return worked;
+  }
+
+  /** Runs this uploader is meant to upload that are not done, with the cursor known for each and their durable end. */
+  private *candidates(): Generator<{ id: string; cur: Cursor; end: number }> {
+    for (const id of this.o.runs.ids()) {
+      if (this.o.only && !this.o.only.has(id)) continue;
+      if (this.refusedRuns.has(id)) continue;
+      const cur = this.cursors.get(id) ?? { offset: 0, systemDone: false, done: false, rows: 0 };
+      if (cur.done) continue;
+      const mode = this.o.runs.mode(id);
+      if (mode === null) continue;
+      if (mode === 'offline' && !this.o.includeOffline && !this.o.runs.syncRequested(id)) continue;
+      yield { id, cur, end: this.o.runs.durableBytes(id) };
+    }
+  }
+
+  /** Backlog and lag from the local logs and the cursors as last known (also while the store is away). */
+  private measureBacklog(): void {
+    const now = Date.now();
+    let runs = 0, rows = 0, bytes = 0;
+    const seen = new Set<string>();
+    for (const { id, cur, end } of this.candidates()) {
+      runs++; // pending bytes, or a final state and system metrics still to send
+      if (end <= cur.offset) continue;
+      seen.add(id);
+      if (!this.pending.has(id)) this.pending.set(id, { since: now });
+      bytes += end - cur.offset;
+      rows += Math.max(0, this.o.runs.historyRows(id) - cur.rows);
+    }
+    let lag = 0;
+    for (const [id, p] of this.pending) {
+      if (!seen.has(id)) this.pending.delete(id);
+      else lag = Math.max(lag, now - p.since);
+    }
+    this.status.backlog = { runs, rows, bytes };
+    this.status.lagMs = lag;
   }
 
   private async uploadSlice(id: string, cur: Cursor, end: number): Promise<boolean> {
     const row = this.o.runs.row(id);
     if (!row) return false;
-    const slice = readSlice(this.o.runs.logFile(id), cur.offset, end, SLICE_BYTES);
+    const slice = readSlice(this.o.runs.logFile(id), cur.offset, end, this.o.sliceBytes ?? 32 * 1024 * 1024);
     if (slice.end === cur.offset) return false; // the next frame is not whole yet
     let res;
     try {
@@ -168,7 +188,7 @@ export class Uploader {
       this.status.uploadedPoints += slice.points;
     }
     cur.offset = res.offset;
-    this.cursors!.set(id, cur);
+    this.cursors.set(id, cur);
     if (cur.offset >= end) this.pending.delete(id);
     return true;
   }
@@ -189,8 +209,9 @@ export class Uploader {
     if (first || message !== this.status.lastError) {
       this.o.log(`upload: ${message}; nothing is lost (the runs stay in the local store), retrying every ${Math.round(this.backoffMs / 100) / 10}-${this.o.backoffMaxMs / 1000} s`);
     }
-    this.cursors = null; // re-read after reconnecting: another uploader may have moved them
+    this.cursorsFresh = false; // re-read after reconnecting: another uploader may have moved them
     this.sink.reset();
+    this.measureBacklog();
     this.status.state = 'retrying';
     this.status.lastError = message;
     this.status.lastErrorAt = new Date().toISOString();
