@@ -33,13 +33,16 @@ export class CopyWriter {
     return at;
   }
 
+  // put() may replace this.buf: always reserve first, then write.
   tuple(fields: number): this {
-    this.buf.writeInt16BE(fields, this.put(2));
+    const at = this.put(2);
+    this.buf.writeInt16BE(fields, at);
     return this;
   }
 
   nil(): this {
-    this.buf.writeInt32BE(-1, this.put(4));
+    const at = this.put(4);
+    this.buf.writeInt32BE(-1, at);
     return this;
   }
 
@@ -113,7 +116,8 @@ export class CopyWriter {
   }
 
   finish(): Buffer {
-    this.buf.writeInt16BE(-1, this.put(2));
+    const at = this.put(2);
+    this.buf.writeInt16BE(-1, at);
     return this.buf.subarray(0, this.len);
   }
 }
