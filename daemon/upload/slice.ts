@@ -80,30 +80,43 @@ export class ChunkBuilder {
     const bs = this.batches;
     const steps = new Float64Array(this.rows);
     const times = new Float64Array(this.rows);
-    const counts = new Map<number, number>();
+    // Key ids are small dense integers: plain arrays indexed by id, no maps in the per-value loop.
+    let maxKey = -1;
+    for (const b of bs) for (let i = 0; i < b.keyIds.length; i++) if (b.keyIds[i] > maxKey) maxKey = b.keyIds[i];
+    const counts = new Uint32Array(maxKey + 1);
     let r0 = 0;
     for (const b of bs) {
       steps.set(b.steps, r0);
       times.set(b.times, r0);
       r0 += b.rows;
-      for (let i = 0; i < b.keyIds.length; i++) counts.set(b.keyIds[i], (counts.get(b.keyIds[i]) ?? 0) + 1);
+      for (let i = 0; i < b.keyIds.length; i++) counts[b.keyIds[i]]++;
     }
-    const acc = new Map<number, { idx: Int32Array; vals: Float64Array; n: number; dense: boolean }>();
-    for (const [k, n] of counts) acc.set(k, { idx: new Int32Array(n), vals: new Float64Array(n), n: 0, dense: n === this.rows });
+    const idx: Int32Array[] = [];
+    const vals: Float64Array[] = [];
+    const fill = new Uint32Array(maxKey + 1);
+    const dense = new Uint8Array(maxKey + 1);
+    for (let k = 0; k <= maxKey; k++) {
+      if (counts[k] === 0) continue;
+      idx[k] = new Int32Array(counts[k]);
+      vals[k] = new Float64Array(counts[k]);
+      dense[k] = counts[k] === this.rows ? 1 : 0;
+    }
     let row = 0;
     for (const b of bs) {
       let p = 0;
+      const { keyIds, values } = b;
       for (let r = 0; r < b.rows; r++, row++) {
         for (let e = p + b.counts[r]; p < e; p++) {
-          const a = acc.get(b.keyIds[p])!;
-          if (a.dense && a.n !== row) a.dense = false;
-          a.idx[a.n] = row;
-          a.vals[a.n++] = b.values[p];
+          const k = keyIds[p];
+          const n = fill[k]++;
+          if (n !== row) dense[k] = 0;
+          idx[k][n] = row;
+          vals[k][n] = values[p];
         }
       }
     }
     const keys: KeyChunk[] = [];
-    for (const [keyId, a] of acc) keys.push({ keyId, idx: a.dense ? null : a.idx, vals: a.vals });
+    for (let k = 0; k <= maxKey; k++) if (counts[k]) keys.push({ keyId: k, idx: dense[k] ? null : idx[k], vals: vals[k] });
     return { writer: this.writer, seqLo: bs[0].seq, seqHi: bs[bs.length - 1].seq, ord: this.ord, rows: this.rows, steps, times, keys };
   }
 }
