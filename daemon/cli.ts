@@ -132,11 +132,13 @@ program
       console.log(res.total > 0 ? `no runs at offset ${o.offset} (${res.total} match)` : 'no runs');
       return;
     }
-    const rows = [['ID', 'PROJECT', 'GROUP', 'NAME', 'STATE', 'ROWS', 'RANK', 'CREATED']];
+    // The shared store holds several nodes' runs: say which node each came from.
+    const shared = src.kind === 'shared';
+    const rows = [['ID', 'PROJECT', 'GROUP', 'NAME', 'STATE', 'ROWS', 'RANK', ...(shared ? ['NODE'] : []), 'CREATED']];
     for (const r of res.runs) {
-      const meta = JSON.parse(r.metadataJson || '{}') as { rank?: { rank: number } | null };
+      const meta = JSON.parse(r.metadataJson || '{}') as { rank?: { rank: number } | null; node?: string };
       const rank = meta.rank && meta.rank.rank >= 0 ? String(meta.rank.rank) : '-';
-      rows.push([r.id, r.project, r.group || '-', r.name, r.state, String(r.historyRows), rank, new Date(r.createdAt * 1000).toISOString()]);
+      rows.push([r.id, r.project, r.group || '-', r.name, r.state, String(r.historyRows), rank, ...(shared ? [meta.node ?? '-'] : []), new Date(r.createdAt * 1000).toISOString()]);
     }
     console.log(table(rows));
   });

@@ -3,7 +3,7 @@
 // `--store` in the same formats as from the local store.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
-import { cliJson, runScript, script, startDaemon, type TestEnv } from '../helpers.js';
+import { cli, cliJson, runScript, script, startDaemon, type TestEnv } from '../helpers.js';
 import { byWriterStep, nodeEnv, rawRows, storeJson, waitUploaded } from './helpers.js';
 
 const why = pgUnavailable();
@@ -54,5 +54,8 @@ describe.skipIf(why !== null)(`upload to PostgreSQL${why ? ` (skipped: ${why})` 
     expect(Object.keys(sys[0])).toContain('cpu');
     const runs = await storeJson(t, pgc.url, ['runs', '--group', 'g1']);
     expect(runs.map((x: any) => x.id)).toEqual([id]);
+    const table = (await cli(t, ['runs', '--store', pgc.url, '--group', 'g1'])).stdout.split('\n');
+    expect(table[0]).toMatch(/^ID +PROJECT +GROUP +NAME +STATE +ROWS +RANK +NODE +CREATED$/);
+    expect(table[1]).toMatch(new RegExp(`^${id} +up +g1 +${id} +finished +5000 +- +node-a `));
   });
 });
