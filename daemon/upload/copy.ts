@@ -137,10 +137,10 @@ export class CopyWriter {
   }
 }
 
-/** Runs `COPY table (columns) FROM STDIN BINARY` with the writer's tuples. */
-export async function copyInto(c: pg.ClientBase, table: string, columns: string[], w: CopyWriter): Promise<void> {
-  if (!w.tuples) return;
-  const data = w.finish();
+/** Runs `COPY table (columns) FROM STDIN BINARY` with finished COPY data (or a writer's tuples). */
+export async function copyInto(c: pg.ClientBase, table: string, columns: string[], from: CopyWriter | Uint8Array | null): Promise<void> {
+  if (from === null || (from instanceof CopyWriter && !from.tuples)) return;
+  const data = from instanceof CopyWriter ? from.finish() : Buffer.from(from.buffer, from.byteOffset, from.byteLength);
   const stream = c.query(copyFrom(`COPY ${table} (${columns.join(', ')}) FROM STDIN (FORMAT binary)`));
   await new Promise<void>((resolve, reject) => {
     stream.on('error', reject);

@@ -7,9 +7,9 @@
 // The primary keys (run, stream, writer, seq_lo) refuse a duplicate chunk too.
 import pg from 'pg';
 import type { RunRow } from '../store/index-db.js';
-import { CopyWriter, copyInto } from './copy.js';
+import { copyInto } from './copy.js';
+import { encodeChunks, encodeKeys, KEY_COLUMNS, ROW_COLUMNS, VALUE_COLUMNS, type EncodedSlice } from './encode.js';
 import { checkSchema, migrate, StoreRefused } from './schema.js';
-import type { Chunk, Slice } from './slice.js';
 import type { SystemSlice } from './system-slice.js';
 import type { StoreUrl } from './url.js';
 
@@ -38,6 +38,8 @@ export class PgSink {
   async ready(): Promise<void> {
     if (this.checked) return;
     const c = await this.pool.connect();
+    const onError = () => {};
+    c.on('error', onError);
     try {
       if (!(await checkSchema(c))) {
         if (!this.opts.migrate) throw new StoreRefused('the shared store has no logd schema yet (or an older one); apply it with `logd store migrate`');
@@ -45,6 +47,7 @@ export class PgSink {
       }
       this.checked = true;
     } finally {
+      c.off('error', onError);
       c.release();
     }
   }
@@ -69,12 +72,13 @@ export class PgSink {
    * store's cursor was not at slice.start (another uploader moved it), nothing
    * is written and the store's cursor comes back.
    */
-  async uploadSlice(row: RunRow, slice: Slice, caughtUp: boolean): Promise<{ offset: number; moved: boolean }> {
+  async uploadSlice(row: RunRow, slice: EncodedSlice, caughtUp: boolean): Promise<{ offset: number; moved: boolean }> {
     return this.inRunTransaction(row.id, async (c, cur) => {
       if (cur.offset !== slice.start) return { offset: cur.offset, moved: true };
       await upsertRun(c, this.node, row, slice.rows, caughtUp);
-      await copyKeys(c, row.id, STREAM_HISTORY, slice.keys);
-      await copyChunks(c, row.id, STREAM_HISTORY, slice.chunks);
+      await copyInto(c, 'logd_keys', KEY_COLUMNS, slice.keys);
+      await copyInto(c, 'logd_rows', ROW_COLUMNS, slice.chunkRows);
+      await copyInto(c, 'logd_values', VALUE_COLUMNS, slice.values);
       await c.query('UPDATE logd_cursors SET log_offset = $2, updated_at = now() WHERE run_id = $1', [row.id, slice.end]);
       return { offset: slice.end, moved: false };
     });
@@ -86,8 +90,10 @@ export class PgSink {
       if (cur.systemDone) return;
       await upsertRun(c, this.node, row, 0, true);
       if (sys?.chunk) {
-        await copyKeys(c, row.id, STREAM_SYSTEM, sys.keys);
-        await copyChunks(c, row.id, STREAM_SYSTEM, [sys.chunk]);
+        const { chunkRows, values } = encodeChunks(row.id, STREAM_SYSTEM, [sys.chunk]);
+        await copyInto(c, 'logd_keys', KEY_COLUMNS, encodeKeys(row.id, STREAM_SYSTEM, sys.keys));
+        await copyInto(c, 'logd_rows', ROW_COLUMNS, chunkRows);
+        await copyInto(c, 'logd_values', VALUE_COLUMNS, values);
       }
       await c.query('UPDATE logd_cursors SET system_done = true, done = true, updated_at = now() WHERE run_id = $1', [row.id]);
     });
@@ -96,6 +102,10 @@ export class PgSink {
   private async inRunTransaction<T>(runId: string, body: (c: pg.PoolClient, cur: Cursor) => Promise<T>): Promise<T> {
     const c = await this.pool.connect();
     let broken = false;
+    // A server that goes away while we hold the client makes it emit 'error'
+    // besides failing the query; unheard, that event would end the daemon.
+    const onError = () => (broken = true);
+    c.on('error', onError);
     try {
       await c.query('BEGIN');
       await c.query('INSERT INTO logd_cursors (run_id, node) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING', [runId, this.node]);
@@ -112,6 +122,7 @@ export class PgSink {
       await c.query('ROLLBACK').catch(() => (broken = true));
       throw e;
     } finally {
+      c.off('error', onError);
       c.release(broken);
     }
   }
@@ -146,27 +157,4 @@ async function upsertRun(c: pg.ClientBase, node: string, row: RunRow, addRows: n
 /** PostgreSQL text cannot hold NUL. */
 function clean(s: string): string {
   return s.includes('\0') ? s.replaceAll('\0', '\uFFFD') : s;
-}
-
-async function copyKeys(c: pg.ClientBase, runId: string, stream: number, keys: Array<{ id: number; name: string }>): Promise<void> {
-  const w = new CopyWriter();
-  for (const k of keys) w.tuple(4).text(runId).int2(stream).int4(k.id).text(k.name);
-  await copyInto(c, 'logd_keys', ['run_id', 'stream', 'key_id', 'name'], w);
-}
-
-async function copyChunks(c: pg.ClientBase, runId: string, stream: number, chunks: Chunk[]): Promise<void> {
-  const rows = new CopyWriter();
-  const vals = new CopyWriter(1 << 20);
-  for (const ch of chunks) {
-    rows.tuple(9).text(runId).int2(stream).int8(ch.writer).float8(ch.seqLo).float8(ch.seqHi).int8(ch.ord).int4(ch.rows)
-      .float8Array(ch.steps).float8Array(ch.times);
-    for (const k of ch.keys) {
-      vals.tuple(7).text(runId).int2(stream).int4(k.keyId).int8(ch.writer).float8(ch.seqLo);
-      if (k.idx) vals.int4Array(k.idx);
-      else vals.nil();
-      vals.float8Array(k.vals);
-    }
-  }
-  await copyInto(c, 'logd_rows', ['run_id', 'stream', 'writer', 'seq_lo', 'seq_hi', 'ord', 'nrows', 'steps', 'times'], rows);
-  await copyInto(c, 'logd_values', ['run_id', 'stream', 'key_id', 'writer', 'seq_lo', 'idx', 'vals'], vals);
 }

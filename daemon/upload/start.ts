@@ -16,7 +16,7 @@ export function startUploader(reg: Registry, t: UploadTunables, log: (line: stri
     throw new Error(`upload: ${(e as Error).message}; fix LOGD_UPLOAD_URL or --upload, or unset it to keep runs local`);
   }
   const up = new Uploader({
-    url, node: t.node, runs: new DaemonRuns(reg), log, pollMs: t.pollMs, backoffMaxMs: t.backoffMaxMs, sliceBytes: t.sliceBytes, statusDir: reg.store.dataDir,
+    url, node: t.node, runs: new DaemonRuns(reg), log, pollMs: t.pollMs, backoffMaxMs: t.backoffMaxMs, sliceBytes: t.sliceBytes, statusDir: reg.store.dataDir, encoderThread: true,
   });
   up.start();
   return up;

@@ -4,7 +4,8 @@
 // or refuses us it backs off (500 ms doubling, capped at backoffMaxMs) and
 // tries again, forever: nothing is dropped, the logs keep everything.
 import { PgSink, RunOfAnotherNode, type Cursor } from './pg-sink.js';
-import { readSlice } from './slice.js';
+import { SliceEncoder } from './encoder.js';
+import { STREAM_HISTORY } from './pg-sink.js';
 import { readSystemSlice } from './system-slice.js';
 import { SYNC_REQUEST, type LocalRuns } from './local-runs.js';
 import { redact, type StoreUrl } from './url.js';
@@ -30,12 +31,15 @@ export interface UploaderOptions {
   only?: Set<string>;
   /** Apply missing migrations (the daemon does; `logd sync` too). */
   migrate?: boolean;
+  /** Encode slices on a worker thread (the daemon does, so that its main thread stays with the trainers). */
+  encoderThread?: boolean;
 }
 
 interface Pending { since: number }
 
 export class Uploader {
   private sink: PgSink;
+  private encoder: SliceEncoder;
   /** The store's cursors as last read and since moved by us; re-read after every failure. */
   private cursors = new Map<string, Cursor>();
   private cursorsFresh = false;
@@ -51,6 +55,7 @@ export class Uploader {
 
   constructor(private o: UploaderOptions) {
     this.sink = new PgSink(o.url, o.node, { migrate: o.migrate ?? true });
+    this.encoder = new SliceEncoder(o.encoderThread ?? false, o.log);
     this.status = {
       pid: process.pid, node: o.node, target: o.url.shown, state: 'connecting', backlog: { runs: 0, rows: 0, bytes: 0 }, lagMs: 0,
       lastError: null, lastErrorAt: null, retryAt: null, uploadedRows: 0, uploadedPoints: 0, updatedAt: new Date().toISOString(),
@@ -70,6 +75,7 @@ export class Uploader {
     this.status.state = 'stopped';
     this.flushStatus(true);
     await this.sink.close();
+    await this.encoder.close();
   }
 
   /** Whether anything durable locally is not in the store yet (as of the last pass). */
@@ -173,7 +179,9 @@ export class Uploader {
   private async uploadSlice(id: string, cur: Cursor, end: number): Promise<boolean> {
     const row = this.o.runs.row(id);
     if (!row) return false;
-    const slice = readSlice(this.o.runs.logFile(id), cur.offset, end, this.o.sliceBytes ?? 32 * 1024 * 1024);
+    const slice = await this.encoder.encode({
+      file: this.o.runs.logFile(id), runId: id, stream: STREAM_HISTORY, from: cur.offset, to: end, maxBytes: this.o.sliceBytes ?? 32 * 1024 * 1024,
+    });
     if (slice.end === cur.offset) return false; // the next frame is not whole yet
     let res;
     try {

@@ -52,7 +52,8 @@ describe.skipIf(why !== null)(`upload faults${why ? ` (skipped: ${why})` : ''}`,
   it(`PostgreSQL stopped for ${OUTAGE_S} s during an 8-writer job on two nodes: every row arrives exactly once, no trainer blocks`, async () => {
     const nodes = ['a', 'b'].map((n) => nodeEnv(`node-${n}`, pgc.url));
     envs.push(...nodes);
-    for (const t of nodes) await startDaemon(t);
+    const daemons = [];
+    for (const t of nodes) daemons.push(await startDaemon(t));
     const STEPS = 4000;
     const workers = nodes.flatMap((t) => Array.from({ length: 4 }, () => ({ t, p: spawnScript(t, worker(t), [String(STEPS), '100']) })));
     await waitUntil(() => workers.every((w) => w.p.lines.some((l) => l.startsWith('run '))), 60_000, 'every worker to start its run');
@@ -75,6 +76,8 @@ describe.skipIf(why !== null)(`upload faults${why ? ` (skipped: ${why})` : ''}`,
     expect(st.upload.backlog.runs).toBeGreaterThan(0);
     await new Promise((r) => setTimeout(r, Math.max(0, OUTAGE_S * 1000 - (Date.now() - downAt))));
     pgc.start();
+    // The outage cost no daemon its life.
+    for (const d of daemons) expect(d.proc.exitCode, d.stderr()).toBe(null);
     for (const w of workers) await expectSameInStore(w.t, w.p.lines.find((l) => l.startsWith('run '))!.slice(4), STEPS);
     const group = await cliJson(nodes[0], ['runs', '--group', 'job', '--store', pgc.url]);
     expect(group).toHaveLength(8);
