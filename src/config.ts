@@ -148,6 +148,8 @@ export interface UploadTunables {
   backoffMaxMs: number;
   /** Log bytes per upload transaction. */
   sliceBytes: number;
+  /** The share of wall time the daemon's uploader may be busy (1-100): it yields the rest to ingest. */
+  dutyPercent: number;
 }
 
 export function uploadTunables(env: NodeJS.ProcessEnv = process.env, url?: string): UploadTunables {
@@ -158,5 +160,6 @@ export function uploadTunables(env: NodeJS.ProcessEnv = process.env, url?: strin
     pollMs: envInt(env, 'LOGD_UPLOAD_POLL_MS', 250),
     backoffMaxMs: envInt(env, 'LOGD_UPLOAD_BACKOFF_MAX_MS', 60_000),
     sliceBytes: envInt(env, 'LOGD_UPLOAD_SLICE_MB', 32) * 1024 * 1024,
+    dutyPercent: Math.min(100, Math.max(1, envInt(env, 'LOGD_UPLOAD_DUTY_PERCENT', 50))),
   };
 }

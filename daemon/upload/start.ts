@@ -17,6 +17,7 @@ export function startUploader(reg: Registry, t: UploadTunables, log: (line: stri
   }
   const up = new Uploader({
     url, node: t.node, runs: new DaemonRuns(reg), log, pollMs: t.pollMs, backoffMaxMs: t.backoffMaxMs, sliceBytes: t.sliceBytes, statusDir: reg.store.dataDir, encoderThread: true,
+    duty: t.dutyPercent / 100,
   });
   up.start();
   return up;

@@ -31,6 +31,12 @@ export interface UploaderOptions {
   only?: Set<string>;
   /** Apply missing migrations (the daemon does; `logd sync` too). */
   migrate?: boolean;
+  /**
+   * The share of wall time (0-1] the loop may spend uploading while there is a
+   * backlog; it sleeps the rest, so a burst of ingest keeps the CPU and the
+   * backlog drains in the pauses (default 1: `logd sync` runs flat out).
+   */
+  duty?: number;
   /** Encode slices on a worker thread (the daemon does, so that its main thread stays with the trainers). */
   encoderThread?: boolean;
 }
@@ -88,8 +94,10 @@ export class Uploader {
   }
 
   private async run(): Promise<void> {
+    const duty = this.o.duty ?? 1;
     while (!this.stopped) {
       let worked = false;
+      const t0 = performance.now();
       try {
         worked = await this.pass();
         this.recovered();
@@ -99,6 +107,7 @@ export class Uploader {
         continue;
       }
       if (!worked) await this.sleep(this.o.pollMs);
+      else if (duty < 1) await this.sleep(((performance.now() - t0) * (1 - duty)) / duty);
     }
   }
 
