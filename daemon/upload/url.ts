@@ -10,28 +10,36 @@ export interface StoreUrl {
   password: string;
 }
 
+// scheme://[user[:password]@][host[:port]][/db][?params]. Parsed by hand:
+// WHATWG URL refuses the Unix-socket form `postgres://user:pw@/db?host=/dir`
+// (credentials with an empty host), which the driver accepts.
+const URL_RE = /^(postgres(?:ql)?):\/\/(?:([^:@/?#]*)(?::([^@/?#]*))?@)?([^/?#]*)(\/[^?#]*)?(\?[^#]*)?$/;
+
 export function parseStoreUrl(raw: string): StoreUrl {
-  let u: URL;
+  const m = URL_RE.exec(raw.trim());
+  if (!m) {
+    if (/^[a-z][a-z0-9+.-]*:\/\//i.test(raw) && !/^postgres(ql)?:\/\//.test(raw)) {
+      throw new Error(`the store URL must start with postgres:// (got ${raw.slice(0, raw.indexOf('://'))}://…); e.g. postgres://user:password@host:5432/db`);
+    }
+    throw new Error('the store URL is not a postgres:// URL (it must look like postgres://user:password@host:5432/db, or postgres://user:password@/db?host=/run/postgresql for a Unix socket)');
+  }
+  const query = new URLSearchParams(m[6]?.slice(1) ?? '');
+  let password = m[3] ?? query.get('password') ?? '';
   try {
-    u = new URL(raw);
+    password = decodeURIComponent(password);
   } catch {
-    throw new Error(`the store URL is not a URL (it must look like postgres://user:password@host:5432/db, or postgres://user@/db?host=/run/postgresql for a Unix socket)`);
+    /* kept as written */
   }
-  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') {
-    throw new Error(`the store URL must start with postgres:// (got ${u.protocol}//…); e.g. postgres://user:password@host:5432/db`);
-  }
-  const password = decodeURIComponent(u.password);
   return { raw, shown: redactUrl(raw), password };
 }
 
 export function redactUrl(raw: string): string {
-  try {
-    const u = new URL(raw);
-    if (u.password) u.password = '***';
-    return u.toString();
-  } catch {
-    return '(an unparsable store URL)';
-  }
+  const m = URL_RE.exec(raw.trim());
+  if (!m) return '(an unparsable store URL)';
+  const [, scheme, user, pw, host, db, query] = m;
+  const auth = user !== undefined ? `${user}${pw !== undefined ? ':***' : ''}@` : '';
+  const q = query ? query.replace(/([?&]password=)[^&]*/gi, '$1***') : '';
+  return `${scheme}://${auth}${host}${db ?? ''}${q}`;
 }
 
 /** Any text with the URL's password (raw and URL-encoded) cut out. */

@@ -21,7 +21,7 @@ describe.skipIf(why !== null)(`upload to PostgreSQL${why ? ` (skipped: ${why})` 
   });
 
   it('uploads a finished run whole and reads it back through --store like the local store', async () => {
-    t = nodeEnv('node-a', pgc.url);
+    t = nodeEnv('node-a', pgc.socketUrl); // the Unix-socket form; read back over TCP
     await startDaemon(t);
     const w = script(t, 'w.mjs', `
       const run = await logd.init({ project: 'up', group: 'g1', config: { lr: 0.1 }, tags: ['x'] });
