@@ -84,8 +84,15 @@ export class DaemonRuns extends DirRuns {
     return this.reg.runs.get(id)?.summary.rows ?? super.historyRows(id);
   }
 
+  /** A run's mode never changes: asked every pass for every run not uploaded yet (offline ones for good), it is looked up once. */
+  private modes = new Map<string, string>();
+
   mode(id: string): string | null {
-    return this.reg.runs.get(id)?.meta.mode ?? this.reg.store.index.get(id)?.mode ?? null;
+    const known = this.modes.get(id);
+    if (known) return known;
+    const mode = this.reg.runs.get(id)?.meta.mode ?? this.reg.store.index.get(id)?.mode ?? null;
+    if (mode) this.modes.set(id, mode);
+    return mode;
   }
 
   row(id: string): RunRow | null {
