@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import pg from 'pg';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
-import { CopyWriter, copyInto, decodeFloat8Array, decodeInt4Array } from '../../daemon/upload/copy.js';
+import { CopyWriter, copyInto, decodeFloat8Array, decodeInt4Array } from '../../dist/daemon/upload/copy.js';
 
 const why = pgUnavailable();
 let pgc: PgCluster;

@@ -1,7 +1,7 @@
 // The store URL: every form the driver takes is accepted, and its password is
 // cut out of everything shown.
 import { describe, expect, it } from 'vitest';
-import { parseStoreUrl, redact, redactUrl } from '../../daemon/upload/url.js';
+import { parseStoreUrl, redact, redactUrl } from '../../dist/daemon/upload/url.js';
 
 describe('store URL', () => {
   it('redacts the password in the TCP, Unix-socket and query forms', () => {
