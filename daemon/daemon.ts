@@ -83,8 +83,9 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
   if (opts.sampleIntervalMs !== 0) registry.system = new SystemMetrics(paths.dataDir, opts.sampleIntervalMs ?? tunables.sampleIntervalMs, log);
   const finaliser = new Finaliser(registry);
   recover(registry, finaliser);
+  // A bad upload URL leaves runs local and says so (log, `logd status`); training goes on.
   const uploader = upload.url ? startUploader(registry, upload, log) : null;
-  if (!uploader) fs.rmSync(statusFile(paths.dataDir), { force: true }); // a previous daemon's upload status is not ours
+  if (!upload.url) fs.rmSync(statusFile(paths.dataDir), { force: true }); // a previous daemon's upload status is not ours
 
   const token = randomBytes(24).toString('hex');
   const addresses: string[] = [];
@@ -170,15 +171,21 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
     let drainingSince = 0;
     const idle = setInterval(() => {
       const busy = registry.openRuns().length > 0;
-      if (busy) (registry.touch(), (drainingSince = 0));
-      else if (Date.now() - registry.lastActivity > tunables.idleTimeoutMs) {
-        if (uploader?.hasBacklog) {
-          if (drainingSince === 0) (drainingSince = Date.now()), log(`server: sidecar idle; staying up to upload its backlog (at most ${upload.sidecarDrainMs / 1000} s)`);
-          if (Date.now() - drainingSince < upload.sidecarDrainMs) return;
-          log('server: sidecar gave up draining its upload backlog; the next daemon on this node resumes it');
-        }
-        void shutdown('sidecar idle');
+      if (busy) {
+        registry.touch();
+        drainingSince = 0;
+        return;
       }
+      if (Date.now() - registry.lastActivity <= tunables.idleTimeoutMs) return;
+      if (uploader?.hasBacklog) {
+        if (drainingSince === 0) {
+          drainingSince = Date.now();
+          log(`server: sidecar idle; staying up to upload its backlog (at most ${upload.sidecarDrainMs / 1000} s)`);
+        }
+        if (Date.now() - drainingSince < upload.sidecarDrainMs) return;
+        log('server: sidecar gave up draining its upload backlog; the next daemon on this node resumes it');
+      }
+      void shutdown('sidecar idle');
     }, Math.min(1000, Math.max(50, tunables.idleTimeoutMs / 4)));
     idle.unref();
   }

@@ -37,7 +37,7 @@ function mb(n: number): string {
 export function uploadStatusLines(s: UploadStatus | null): string[] {
   if (!s) return ['upload:    off (set LOGD_UPLOAD_URL or `logd serve --upload URL` to upload runs to a shared store)'];
   const out = [`upload:    ${s.target} as node "${s.node}", ${s.state}`];
-  out.push(`  backlog: ${s.backlog.runs} run(s), ${s.backlog.rows} rows, ${mb(s.backlog.bytes)}; lag ${(s.lagMs / 1000).toFixed(1)} s; uploaded since start: ${s.uploadedRows} rows`);
+  if (s.state !== 'off') out.push(`  backlog: ${s.backlog.runs} run(s), ${s.backlog.rows} rows, ${mb(s.backlog.bytes)}; lag ${(s.lagMs / 1000).toFixed(1)} s; uploaded since start: ${s.uploadedRows} rows`);
   if (s.lastError) out.push(`  last error (${s.lastErrorAt}): ${s.lastError}${s.retryAt ? `; next try ${s.retryAt}` : ''}`);
   return out;
 }

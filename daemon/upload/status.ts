@@ -9,7 +9,7 @@ export interface UploadStatus {
   node: string;
   /** The store URL, password redacted. */
   target: string;
-  state: 'connecting' | 'uploading' | 'idle' | 'retrying' | 'stopped';
+  state: 'connecting' | 'uploading' | 'idle' | 'retrying' | 'stopped' | 'off';
   backlog: { runs: number; rows: number; bytes: number };
   /** How long the oldest record that is durable locally but not in the store has waited (ms). */
   lagMs: number;

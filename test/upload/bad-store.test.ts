@@ -139,4 +139,18 @@ describe.skipIf(why !== null)(`a store that cannot be used${why ? ` (skipped: ${
     expect(read.stderr).toContain('has schema version 99, newer than this logd reads (1); upgrade logd');
     expect(await rawRows(t, id)).toHaveLength(500);
   });
+
+  it('a malformed URL turns uploading off with what to fix, and training goes on', async () => {
+    t = nodeEnv('node-typo', 'mysql://logd:S3cr3tZ@db/logd');
+    const d = await startDaemon(t);
+    const id = await oneRun(t);
+    const st = await statusOf(t);
+    expect(st).toMatchObject({ state: 'off', target: '(an unparsable store URL)' });
+    expect(st.lastError).toContain('the store URL must start with postgres:// (got mysql://…)');
+    expect(st.lastError).toContain('fix LOGD_UPLOAD_URL or --upload and restart the daemon (runs stay in the local store until then)');
+    expect((await cli(t, ['status'])).stdout).toMatch(/upload: {4}\(an unparsable store URL\) as node "node-typo", off\n {2}last error/);
+    expect(d.stderr()).toContain('upload: not uploading: the store URL must start with postgres://');
+    expect(await rawRows(t, id)).toHaveLength(500);
+    await expectNoSecret(t, d.stderr(), ['S3cr3tZ']);
+  });
 });
