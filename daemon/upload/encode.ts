@@ -3,6 +3,8 @@
 // the I/O half so that it can run off the daemon's main thread (encoder.ts).
 import { CopyWriter } from './copy.js';
 import { readSlice, type Chunk } from './slice.js';
+import { readSystemSlice } from './system-slice.js';
+import type { RunRow } from '../store/index-db.js';
 
 export interface EncodedSlice {
   start: number;
@@ -16,6 +18,9 @@ export interface EncodedSlice {
 }
 
 export interface EncodeRequest { file: string; runId: string; stream: number; from: number; to: number; maxBytes: number }
+
+/** The node's system metrics over a run's lifetime (stream 1), from the node's system log. */
+export interface SystemRequest { systemLog: string; row: RunRow; stream: number }
 
 export const KEY_COLUMNS = ['run_id', 'stream', 'key_id', 'name'];
 export const ROW_COLUMNS = ['run_id', 'stream', 'writer', 'seq_lo', 'seq_hi', 'ord', 'nrows', 'steps', 'times'];
@@ -46,4 +51,10 @@ export function encodeChunks(runId: string, stream: number, chunks: Chunk[]): { 
 export function encodeSlice(r: EncodeRequest): EncodedSlice {
   const s = readSlice(r.file, r.from, r.to, r.maxBytes);
   return { start: s.start, end: s.end, rows: s.rows, points: s.points, keys: encodeKeys(r.runId, r.stream, s.keys), ...encodeChunks(r.runId, r.stream, s.chunks) };
+}
+
+export function encodeSystem(r: SystemRequest): EncodedSlice {
+  const sys = readSystemSlice(r.systemLog, r.row);
+  const chunks = sys.chunk ? encodeChunks(r.row.id, r.stream, [sys.chunk]) : { chunkRows: null, values: null };
+  return { start: 0, end: 0, rows: sys.rows, points: 0, keys: sys.chunk ? encodeKeys(r.row.id, r.stream, sys.keys) : null, ...chunks };
 }

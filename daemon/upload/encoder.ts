@@ -3,7 +3,7 @@
 // Where a worker cannot be had (or dies), slices are encoded in-thread: slower
 // for ingest, never wrong.
 import { Worker } from 'node:worker_threads';
-import { encodeSlice, type EncodeRequest, type EncodedSlice } from './encode.js';
+import { encodeSlice, encodeSystem, type EncodeRequest, type EncodedSlice, type SystemRequest } from './encode.js';
 
 export class SliceEncoder {
   private worker: Worker | null = null;
@@ -46,12 +46,21 @@ export class SliceEncoder {
   }
 
   encode(req: EncodeRequest): Promise<EncodedSlice> {
+    return this.run({ req }, () => encodeSlice(req));
+  }
+
+  /** A run's system metrics (a scan of the node's whole system log: worth keeping off the main thread too). */
+  encodeSystem(system: SystemRequest): Promise<EncodedSlice> {
+    return this.run({ system }, () => encodeSystem(system));
+  }
+
+  private run(msg: { req?: EncodeRequest; system?: SystemRequest }, inThread: () => EncodedSlice): Promise<EncodedSlice> {
     const w = this.start();
-    if (!w) return Promise.resolve().then(() => encodeSlice(req));
+    if (!w) return Promise.resolve().then(inThread);
     return new Promise((resolve, reject) => {
       const id = this.nextId++;
       this.waiting.set(id, { resolve, reject });
-      w.postMessage({ id, req });
+      w.postMessage({ id, ...msg });
     });
   }
 

@@ -8,9 +8,8 @@
 import pg from 'pg';
 import type { RunRow } from '../store/index-db.js';
 import { copyInto } from './copy.js';
-import { encodeChunks, encodeKeys, KEY_COLUMNS, ROW_COLUMNS, VALUE_COLUMNS, type EncodedSlice } from './encode.js';
+import { KEY_COLUMNS, ROW_COLUMNS, VALUE_COLUMNS, type EncodedSlice } from './encode.js';
 import { checkSchema, migrate, StoreRefused } from './schema.js';
-import type { SystemSlice } from './system-slice.js';
 import type { StoreUrl } from './url.js';
 
 export interface Cursor { offset: number; systemDone: boolean; done: boolean; rows: number }
@@ -84,16 +83,15 @@ export class PgSink {
     });
   }
 
-  /** The run's system metrics, once it is final and its log is all in; marks the run done. */
-  async uploadSystem(row: RunRow, sys: SystemSlice | null): Promise<void> {
+  /** The run's system metrics (encoded, stream 1), once it is final and its log is all in; marks the run done. */
+  async uploadSystem(row: RunRow, sys: EncodedSlice | null): Promise<void> {
     await this.inRunTransaction(row.id, async (c, cur) => {
       if (cur.systemDone) return;
       await upsertRun(c, this.node, row, 0, true);
-      if (sys?.chunk) {
-        const { chunkRows, values } = encodeChunks(row.id, STREAM_SYSTEM, [sys.chunk]);
-        await copyInto(c, 'logd_keys', KEY_COLUMNS, encodeKeys(row.id, STREAM_SYSTEM, sys.keys));
-        await copyInto(c, 'logd_rows', ROW_COLUMNS, chunkRows);
-        await copyInto(c, 'logd_values', VALUE_COLUMNS, values);
+      if (sys) {
+        await copyInto(c, 'logd_keys', KEY_COLUMNS, sys.keys);
+        await copyInto(c, 'logd_rows', ROW_COLUMNS, sys.chunkRows);
+        await copyInto(c, 'logd_values', VALUE_COLUMNS, sys.values);
       }
       await c.query('UPDATE logd_cursors SET system_done = true, done = true, updated_at = now() WHERE run_id = $1', [row.id]);
     });

@@ -5,8 +5,7 @@
 // tries again, forever: nothing is dropped, the logs keep everything.
 import { PgSink, RunOfAnotherNode, type Cursor } from './pg-sink.js';
 import { SliceEncoder } from './encoder.js';
-import { STREAM_HISTORY } from './pg-sink.js';
-import { readSystemSlice } from './system-slice.js';
+import { STREAM_HISTORY, STREAM_SYSTEM } from './pg-sink.js';
 import { SYNC_REQUEST, type LocalRuns } from './local-runs.js';
 import { redact, type StoreUrl } from './url.js';
 import { writeStatus, type UploadStatus } from './status.js';
@@ -134,7 +133,7 @@ export class Uploader {
         // The whole log is in: the final state shows, and the system metrics of the run's lifetime follow.
         try {
           const sysLog = this.o.runs.systemLog();
-          await this.sink.uploadSystem(row, sysLog ? readSystemSlice(sysLog, row) : null);
+          await this.sink.uploadSystem(row, sysLog ? await this.encoder.encodeSystem({ systemLog: sysLog, row, stream: STREAM_SYSTEM }) : null);
         } catch (e) {
           if (!this.refuseRun(id, e)) throw e;
         }

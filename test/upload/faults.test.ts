@@ -70,8 +70,8 @@ describe.skipIf(why !== null)(`upload faults${why ? ` (skipped: ${why})` : ''}`,
       expect(done.maxLogMs).toBeLessThan(1000);
       expect(done.finishMs).toBeLessThan(10_000);
     }
-    const st = await cliJson(nodes[0], ['status']);
-    expect(st.upload.state).toBe('retrying');
+    let st: any = null;
+    await waitUntil(async () => (st = await cliJson(nodes[0], ['status'])).upload.state === 'retrying', 30_000, 'the uploader to notice the outage');
     expect(st.upload.lastError).toMatch(/cannot reach the shared store at postgres:\/\/logd:\*\*\*@127\.0\.0\.1:\d+\/logd/);
     expect(st.upload.backlog.runs).toBeGreaterThan(0);
     await new Promise((r) => setTimeout(r, Math.max(0, OUTAGE_S * 1000 - (Date.now() - downAt))));

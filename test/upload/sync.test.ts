@@ -2,7 +2,7 @@
 // status` shows the target (password redacted), backlog and lag.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
-import { cli, runScript, script, startDaemon, type TestEnv } from '../helpers.js';
+import { cli, runScript, script, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
 import { nodeEnv, rawRows, storeJson, waitUploaded } from './helpers.js';
 
 const why = pgUnavailable();
@@ -34,6 +34,8 @@ describe.skipIf(why !== null)(`offline runs and logd sync${why ? ` (skipped: ${w
     // The online run is in, with its system metrics: the uploader has been past the offline one.
     expect((await storeJson(t, pgc.url, ['runs', '--group', 'gs'])).map((r: any) => r.id)).toEqual([online]);
 
+    // The system metrics follow the final state in a transaction of their own: wait for the uploader to go idle.
+    await waitUntil(async () => JSON.parse((await cli(t!, ['status', '--json'])).stdout).upload.state === 'idle', 30_000, 'the uploader to go idle');
     const st = await cli(t, ['status']);
     expect(st.stdout).toContain(`upload:    postgres://logd:***@127.0.0.1:${pgc.port}/logd as node "node-s", idle`);
     expect(st.stdout).toMatch(/backlog: 0 run\(s\), 0 rows/);
