@@ -6,7 +6,7 @@
 // `make test` short; the issue's 30 s: LOGD_TEST_PG_OUTAGE_S=30).
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
-import { cliJson, script, spawnScript, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
+import { cli, cliJson, script, spawnScript, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
 import { byWriterStep, nodeEnv, rawRows, waitUploaded } from './helpers.js';
 
 const why = pgUnavailable();
@@ -58,7 +58,13 @@ describe.skipIf(why !== null)(`upload faults${why ? ` (skipped: ${why})` : ''}`,
     const workers = nodes.flatMap((t) => Array.from({ length: 4 }, () => ({ t, p: spawnScript(t, worker(t), [String(STEPS), '100']) })));
     await waitUntil(() => workers.every((w) => w.p.lines.some((l) => l.startsWith('run '))), 60_000, 'every worker to start its run');
     // Some rows are in the store before it goes away.
-    await waitUntil(() => Number(pgc.psql('SELECT count(*) FROM logd_rows', 'logd')) > 0, 30_000, 'the first uploads');
+    await waitUntil(() => {
+      try {
+        return Number(pgc.psql('SELECT count(*) FROM logd_rows', 'logd')) > 0;
+      } catch {
+        return false; // the schema is not there yet
+      }
+    }, 30_000, 'the first uploads');
     pgc.stop();
     const downAt = Date.now();
     // The trainers finish while the store is down: finish() does not wait for uploads.
@@ -90,9 +96,10 @@ describe.skipIf(why !== null)(`upload faults${why ? ` (skipped: ${why})` : ''}`,
     // Small transactions, so the kill lands between two of them or inside one.
     const t = nodeEnv('node-k', pgc.url, { LOGD_UPLOAD_SLICE_MB: '1' });
     envs.push(t);
+    await cli(t, ['store', 'migrate', '--store', pgc.url]); // so the test can watch the cursors from the start
     pgc.stop(); // the run is written while the store is away, so the backlog is the whole run
     const d1 = await startDaemon(t);
-    const ROWS = 60_000;
+    const ROWS = 150_000; // about 9 MB of log: nine transactions of 1 MiB
     const w = spawnScript(t, worker(t), [String(ROWS), '1000000']);
     await waitUntil(() => w.lines.some((l) => l.startsWith('done ')), 60_000, 'the worker to finish');
     const id = w.lines.find((l) => l.startsWith('run '))!.slice(4);
