@@ -6,7 +6,7 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const quick = process.argv.includes('--quick') ? ['--quick'] : [];
-const benches = ['core.js', 'sampler.js', 'allreduce.js', 'memory.js', 'ui.js'];
+const benches = ['core.js', 'sampler.js', 'allreduce.js', 'memory.js', 'upload.js', 'ui.js'];
 let failed = 0;
 for (const b of benches) {
   const file = path.join(here, b);

@@ -10,6 +10,7 @@ import { mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client
 import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from './launch-main.js';
 import { registerUiCommand } from './cli/ui.js';
+import { registerUploadCommands, uploadStatusLines, daemonUploadStatus } from './cli/upload.js';
 
 const CALL_MS = 30_000;
 /** How long a LOGD_SERVICE address gets to answer before it counts as stale. */
@@ -66,11 +67,12 @@ program
   .option('--host <addr>', 'TCP address to bind', '127.0.0.1')
   .option('--allow-remote', 'allow --host to be a non-loopback address')
   .option('--sample-interval <ms>', 'system-metric sampling interval in ms (0: off; default LOGD_SAMPLE_INTERVAL_MS or 2000)', intArg('--sample-interval'))
+  .option('--upload <url>', 'upload every run to the shared PostgreSQL store at this postgres:// URL (default LOGD_UPLOAD_URL)')
   .addOption(new Option('--sidecar', 'exit when idle (used when a client auto-starts the daemon)').hideHelp())
-  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number }) => {
+  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number; upload?: string }) => {
     const { serve } = await import('./daemon.js');
     try {
-      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval });
+      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval, uploadUrl: o.upload });
     } catch (e) {
       fail((e as Error).message);
     }
@@ -85,9 +87,10 @@ program
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}; start one with \`logd serve\` (clients start one by themselves)`, 3);
     const s = await connectionFor(addr).unary<unknown, { pid: number; version: string; addresses: string[]; dataDir: string; startedAt: number; sidecar: boolean; openRuns: RunInfo[]; clients: Array<{ pid: number; host: string; rank?: { rank: number } }>; recordsStored: number; storageProblem: string; storeProblems?: string[] }>('status', {}, CALL_MS)
       .catch((e: Error) => fail(`the daemon at ${addr.target} does not answer: ${e.message}`, 3));
+    const upload = daemonUploadStatus(s.dataDir);
     if (o.json) {
       console.log(JSON.stringify({ pid: s.pid, version: s.version, addresses: s.addresses, dataDir: s.dataDir, sidecar: s.sidecar,
-        startedAt: new Date(s.startedAt * 1000).toISOString(), recordsStored: Number(s.recordsStored), storageProblem: s.storageProblem,
+        startedAt: new Date(s.startedAt * 1000).toISOString(), recordsStored: Number(s.recordsStored), storageProblem: s.storageProblem, upload,
         storeProblems: s.storeProblems ?? [],
         openRuns: s.openRuns.map(runJson), clients: s.clients.map((c) => ({ pid: c.pid, host: c.host, rank: c.rank?.rank ?? -1 })) }, null, 2));
       return;
@@ -98,6 +101,7 @@ program
     console.log(`records stored since start: ${s.recordsStored}`);
     if (s.storageProblem) console.log(`STORAGE PROBLEM: ${s.storageProblem}`);
     for (const p of s.storeProblems ?? []) console.log(`STORED DATA PROBLEM: ${p}`);
+    for (const l of uploadStatusLines(upload)) console.log(l);
     console.log(`open runs: ${s.openRuns.length}`);
     for (const r of s.openRuns) console.log(`  ${r.id}  ${r.project}/${r.name}  ${r.state}  ${r.historyRows} rows, ${r.writers} writer(s)`);
     console.log(`clients: ${s.clients.length}`);
@@ -133,11 +137,13 @@ program
       console.log(res.total > 0 ? `no runs at offset ${o.offset} (${res.total} match)` : 'no runs');
       return;
     }
-    const rows = [['ID', 'PROJECT', 'GROUP', 'NAME', 'STATE', 'ROWS', 'RANK', 'CREATED']];
+    // The shared store holds several nodes' runs: say which node each came from.
+    const shared = src.kind === 'shared';
+    const rows = [['ID', 'PROJECT', 'GROUP', 'NAME', 'STATE', 'ROWS', 'RANK', ...(shared ? ['NODE'] : []), 'CREATED']];
     for (const r of res.runs) {
-      const meta = JSON.parse(r.metadataJson || '{}') as { rank?: { rank: number } | null };
+      const meta = JSON.parse(r.metadataJson || '{}') as { rank?: { rank: number } | null; node?: string };
       const rank = meta.rank && meta.rank.rank >= 0 ? String(meta.rank.rank) : '-';
-      rows.push([r.id, r.project, r.group || '-', r.name, r.state, String(r.historyRows), rank, new Date(r.createdAt * 1000).toISOString()]);
+      rows.push([r.id, r.project, r.group || '-', r.name, r.state, String(r.historyRows), rank, ...(shared ? [meta.node ?? '-'] : []), new Date(r.createdAt * 1000).toISOString()]);
     }
     console.log(table(rows));
     process.stderr.write(cut);
@@ -274,6 +280,8 @@ program
     const r = await connectionFor(addr).unary<unknown, { runsKilled: number }>('shutdown', {}, CALL_MS).catch((e: Error) => fail(e.message, 3));
     console.log(`logd: daemon stopping; ${r.runsKilled} open run(s) finalised as killed (a run whose owner goes on resumes on the next daemon)`);
   });
+
+registerUploadCommands(program);
 
 // `logd launch`: torchrun-style ranks; the node's daemon is made sure of once, before any rank starts.
 registerLaunchCommand(program, async () => {

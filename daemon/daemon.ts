@@ -4,7 +4,9 @@
 import fs from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
-import { daemonTunables, resolvePaths, LOGD_VERSION, type LogdPaths } from '../src/config.js';
+import { daemonTunables, resolvePaths, uploadTunables, LOGD_VERSION, type LogdPaths } from '../src/config.js';
+import { startUploader } from './upload/start.js';
+import { statusFile } from './upload/status.js';
 import { serviceDefinition } from '../src/wire.js';
 import { Store } from './store/store.js';
 import { Registry } from './registry.js';
@@ -27,6 +29,8 @@ export interface ServeOptions {
   allowRemote: boolean;
   /** Sampling interval; 0 turns system metrics off; undefined: LOGD_SAMPLE_INTERVAL_MS. */
   sampleIntervalMs?: number;
+  /** The shared store to upload to (a postgres:// URL); undefined: LOGD_UPLOAD_URL; none: no uploading. */
+  uploadUrl?: string;
 }
 
 export const EXIT_ALREADY_RUNNING = 3;
@@ -43,6 +47,7 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
   limitYoungGeneration();
   process.umask(0o077); // everything the daemon creates is private to the user
   const tunables = daemonTunables();
+  const upload = uploadTunables(process.env, opts.uploadUrl);
   const startedAt = Date.now() / 1000;
   if (fs.existsSync(paths.dataDir) && !fs.statSync(paths.dataDir).isDirectory()) {
     throw new Error(`LOGD_DIR ${paths.dataDir} exists and is not a directory; point LOGD_DIR at a directory`);
@@ -68,6 +73,9 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
   if (opts.sampleIntervalMs !== 0) registry.system = new SystemMetrics(paths.dataDir, opts.sampleIntervalMs ?? tunables.sampleIntervalMs, log);
   const finaliser = new Finaliser(registry);
   recover(registry, finaliser);
+  // A bad upload URL leaves runs local and says so (log, `logd status`); training goes on.
+  const uploader = upload.url ? startUploader(registry, upload, log) : null;
+  if (!upload.url) fs.rmSync(statusFile(paths.dataDir), { force: true }); // a previous daemon's upload status is not ours
 
   const token = randomBytes(24).toString('hex');
   const addresses: string[] = [];
@@ -124,6 +132,7 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
       log(`server: error while stopping: ${(e as Error).message}`);
     }
     finaliser.stop();
+    await uploader?.stop();
     server.forceShutdown();
     removeServiceFile(paths.serviceFile, process.pid);
     fs.rmSync(paths.ownerFile, { force: true });
@@ -148,11 +157,26 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
 
   if (opts.sidecar) {
     // A sidecar leaves once nobody needs it: no open run, no attached writer,
-    // no call for idleTimeoutMs.
+    // no call for idleTimeoutMs, and no upload backlog (for at most
+    // LOGD_UPLOAD_DRAIN_MS after the rest went idle: the next daemon resumes it).
+    let drainingSince = 0;
     const idle = setInterval(() => {
       const busy = registry.openRuns().length > 0;
-      if (busy) registry.touch();
-      else if (Date.now() - registry.lastActivity > tunables.idleTimeoutMs) void shutdown('sidecar idle');
+      if (busy) {
+        registry.touch();
+        drainingSince = 0;
+        return;
+      }
+      if (Date.now() - registry.lastActivity <= tunables.idleTimeoutMs) return;
+      if (uploader?.hasBacklog) {
+        if (drainingSince === 0) {
+          drainingSince = Date.now();
+          log(`server: sidecar idle; staying up to upload its backlog (at most ${upload.sidecarDrainMs / 1000} s)`);
+        }
+        if (Date.now() - drainingSince < upload.sidecarDrainMs) return;
+        log('server: sidecar gave up draining its upload backlog; the next daemon on this node resumes it');
+      }
+      void shutdown('sidecar idle');
     }, Math.min(1000, Math.max(50, tunables.idleTimeoutMs / 4)));
     idle.unref();
   }

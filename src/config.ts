@@ -130,3 +130,32 @@ export function rankEnv(env: NodeJS.ProcessEnv = process.env): RankEnv {
 
 export const PROTOCOL_VERSION = 1;
 export const LOGD_VERSION = '0.1.0';
+
+export interface UploadTunables {
+  /** Where the uploader copies runs: a postgres:// URL; null: uploading is off. */
+  url: string | null;
+  /** This node's name in the shared store: LOGD_NODE, else the hostname. */
+  node: string;
+  /** How long a sidecar with nothing else to do stays up to drain its upload backlog. */
+  sidecarDrainMs: number;
+  /** How often the uploader looks for newly durable records. */
+  pollMs: number;
+  /** The longest wait between two tries while the store is unreachable (backoff starts at 500 ms). */
+  backoffMaxMs: number;
+  /** Log bytes per upload transaction. */
+  sliceBytes: number;
+  /** The share of wall time the daemon's uploader may be busy (1-100): it yields the rest to ingest. */
+  dutyPercent: number;
+}
+
+export function uploadTunables(env: NodeJS.ProcessEnv = process.env, url?: string): UploadTunables {
+  return {
+    url: url || env.LOGD_UPLOAD_URL || null,
+    node: env.LOGD_NODE || os.hostname(),
+    sidecarDrainMs: envInt(env, 'LOGD_UPLOAD_DRAIN_MS', 600_000),
+    pollMs: envInt(env, 'LOGD_UPLOAD_POLL_MS', 250),
+    backoffMaxMs: envInt(env, 'LOGD_UPLOAD_BACKOFF_MAX_MS', 60_000),
+    sliceBytes: envInt(env, 'LOGD_UPLOAD_SLICE_MB', 32) * 1024 * 1024,
+    dutyPercent: Math.min(100, Math.max(1, envInt(env, 'LOGD_UPLOAD_DUTY_PERCENT', 50))),
+  };
+}

@@ -1,6 +1,217 @@
-// The shared source: the PostgreSQL store that every node's uploader fills.
-import type { QuerySource } from './source.js';
+// The shared source: the PostgreSQL store that every node's uploader fills
+// (schema in daemon/upload/schema.ts). History is read as it is stored — per
+// run, writer and metric chunks of float8[] — in binary, so one metric of a
+// million-row run is a handful of arrays, not a million rows.
+import pg from 'pg';
+import { parseStoreUrl, redact, type StoreUrl } from '../upload/url.js';
+import { SCHEMA_VERSION, storeVersion } from '../upload/schema.js';
+import { decodeFloat8Array, decodeInt4Array } from '../upload/copy.js';
+import { STREAM_HISTORY, STREAM_SYSTEM } from '../upload/pg-sink.js';
+import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History } from './source.js';
+import { RunNotFound } from './source.js';
 
-export async function openSharedSource(_url: string): Promise<QuerySource> {
-  throw new Error('reading a shared store (--store, LOGD_STORE_URL) is not available in this build of logd; unset LOGD_STORE_URL and drop --store to read the local store');
+interface RunDbRow {
+  id: string; node: string; project: string; name: string; grp: string; job_type: string; tags: string[]; notes: string; mode: string;
+  state: string; state_reason: string; exit_code: number; created_at: number; finished_at: number;
+  config_json: string; summary_json: string; metadata_json: string; history_rows: string;
+}
+
+export class SharedSource implements QuerySource {
+  readonly kind = 'shared' as const;
+  readonly where: string;
+  private pool: pg.Pool;
+
+  constructor(private url: StoreUrl) {
+    this.where = `the shared store ${url.shown}`;
+    this.pool = new pg.Pool({ connectionString: url.raw, max: 4, connectionTimeoutMillis: 15_000, application_name: 'logd reader', allowExitOnIdle: true });
+    this.pool.on('error', () => {});
+  }
+
+  /** Connects and refuses a store that is not logd's, is newer than this logd, or is empty. */
+  async check(): Promise<void> {
+    const c = await this.pool.connect().catch((e: Error & { code?: string }) => {
+      throw this.error(`cannot read ${this.where}: ${e.message}${e.code === '28P01' ? '; fix the user or password in --store / LOGD_STORE_URL' : ''}`);
+    });
+    try {
+      const v = await storeVersion(c).catch((e: Error) => {
+        throw this.error(`cannot read ${this.where}: ${e.message}`);
+      });
+      if (v > SCHEMA_VERSION) throw this.error(`${this.where} has schema version ${v}, newer than this logd reads (${SCHEMA_VERSION}); upgrade logd`);
+      if (v === 0) throw this.error(`${this.where} holds no logd data yet (no schema); nodes create it when they upload (LOGD_UPLOAD_URL), or run \`logd store migrate\``);
+    } finally {
+      c.release();
+    }
+  }
+
+  private error(msg: string): Error {
+    return new Error(redact(msg, this.url));
+  }
+
+  private async q<T extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<T[]> {
+    try {
+      const res = await this.pool.query<T>(text, values);
+      return res.rows;
+    } catch (e) {
+      throw this.error(`reading ${this.where} failed: ${(e as Error).message}`);
+    }
+  }
+
+  async listRuns(f: RunFilter): Promise<RunPage> {
+    const where: string[] = [];
+    const args: unknown[] = [];
+    const arg = (v: unknown) => (args.push(v), `$${args.length}`);
+    if (f.project) where.push(`project = ${arg(f.project)}`);
+    if (f.group) where.push(`grp = ${arg(f.group)}`);
+    if (f.state) where.push(`state = ${arg(f.state)}`);
+    if (f.tag) where.push(`${arg(f.tag)} = ANY(tags)`);
+    if (f.text) {
+      const like = arg(`%${f.text.replace(/[\\%_]/g, (c) => '\\' + c)}%`);
+      where.push(`(id ILIKE ${like} OR name ILIKE ${like} OR project ILIKE ${like} OR grp ILIKE ${like} OR notes ILIKE ${like})`);
+    }
+    const cond = where.length ? `WHERE ${where.join(' AND ')}` : '';
+    const total = Number((await this.q<{ n: string }>(`SELECT count(*) AS n FROM logd_runs ${cond}`, args))[0].n);
+    const limit = f.limit && f.limit > 0 ? f.limit : 1000;
+    const rows = await this.q<RunDbRow>(`SELECT * FROM logd_runs ${cond} ORDER BY created_at DESC, id LIMIT ${arg(limit)} OFFSET ${arg(f.offset ?? 0)}`, args);
+    return { runs: rows.map(infoOf), total };
+  }
+
+  async getRun(id: string): Promise<RunInfo> {
+    const rows = await this.q<RunDbRow>('SELECT * FROM logd_runs WHERE id = $1', [id]);
+    if (!rows.length) throw new RunNotFound(id, this.where);
+    return infoOf(rows[0]);
+  }
+
+  async history(id: string, hq: HistoryQuery = {}): Promise<History> {
+    await this.getRun(id);
+    const stream = hq.system ? STREAM_SYSTEM : STREAM_HISTORY;
+    const keyRows = await this.q<{ key_id: number; name: string }>('SELECT key_id, name FROM logd_keys WHERE run_id = $1 AND stream = $2 ORDER BY key_id', [id, stream]);
+    const keys = keyRows.map((k) => k.name);
+    const pos = new Map<number, number>(keyRows.map((k, i) => [k.key_id, i]));
+    const wanted = hq.keys?.length ? keyRows.filter((k) => hq.keys!.includes(k.name)).map((k) => k.key_id) : null;
+    if (wanted && wanted.length === 0) return assemble(keys, [], pos, true);
+
+    // Chunks in arrival order; for a tail, only the last ones.
+    type Skel = { writer: number; seq_lo: number; ord: number; nrows: number };
+    let skel = await this.q<Skel>('SELECT writer::float8, seq_lo, ord::float8, nrows FROM logd_rows WHERE run_id = $1 AND stream = $2 ORDER BY ord, writer, seq_lo', [id, stream]);
+    let cut = 0;
+    if (hq.tailRows && hq.tailRows > 0) {
+      let n = 0, i = skel.length;
+      while (i > 0 && n < hq.tailRows) n += skel[--i].nrows;
+      skel = skel.slice(i);
+      cut = Math.max(0, n - hq.tailRows);
+    }
+    if (!skel.length) return assemble(keys, [], pos, !!wanted);
+    const ws = skel.map((s) => s.writer), ss = skel.map((s) => s.seq_lo);
+    const sel = 'run_id = $1 AND stream = $2 AND (writer, seq_lo) IN (SELECT * FROM unnest($3::bigint[], $4::float8[]))';
+    // Arrays travel in PostgreSQL's binary array form (array_send), base64 in
+    // the text protocol: no float is printed or parsed on either side.
+    const [bodies, vals] = await Promise.all([
+      this.q<{ writer: number; seq_lo: number; steps: string; times: string }>(
+        `SELECT writer::float8, seq_lo, ${b64('steps')} AS steps, ${b64('times')} AS times FROM logd_rows WHERE ${sel}`, [id, stream, ws, ss]),
+      this.q<{ writer: number; seq_lo: number; key_id: number; idx: string | null; vals: string }>(
+        `SELECT writer::float8, seq_lo, key_id, ${b64('idx')} AS idx, ${b64('vals')} AS vals FROM logd_values WHERE ${sel}${wanted ? ' AND key_id = ANY($5::int[])' : ''}`,
+        wanted ? [id, stream, ws, ss, wanted] : [id, stream, ws, ss]),
+    ]);
+    const byChunk = new Map<string, { steps: Float64Array; times: Float64Array; writer: number; values: ValueRow[] }>();
+    for (const b of bodies) byChunk.set(`${b.writer}/${b.seq_lo}`, { steps: f64s(b.steps), times: f64s(b.times), writer: b.writer, values: [] });
+    for (const v of vals) {
+      byChunk.get(`${v.writer}/${v.seq_lo}`)?.values.push({ key_id: v.key_id, idx: v.idx === null ? null : decodeInt4Array(Buffer.from(v.idx, 'base64')), vals: f64s(v.vals) });
+    }
+    const chunks = skel.map((s) => byChunk.get(`${s.writer}/${s.seq_lo}`)!).filter(Boolean);
+    const h = assemble(keys, chunks, pos, !!wanted);
+    return cut > 0 ? dropFirstRows(h, cut) : h;
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end().catch(() => {});
+  }
+}
+
+interface ValueRow { key_id: number; idx: Int32Array | null; vals: Float64Array }
+
+const b64 = (col: string) => `encode(array_send(${col}), 'base64')`;
+const f64s = (text: string) => decodeFloat8Array(Buffer.from(text, 'base64'));
+
+/** Chunks into the columnar History; with a key filter, rows carrying none of the keys are left out (as the local source does). */
+function assemble(keys: string[], chunks: Array<{ steps: Float64Array; times: Float64Array; writer: number; values: ValueRow[] }>, pos: Map<number, number>, filtered: boolean): History {
+  let rows = 0, pairs = 0;
+  for (const c of chunks) {
+    rows += c.steps.length;
+    for (const v of c.values) pairs += v.vals.length;
+  }
+  const steps = new Float64Array(rows), times = new Float64Array(rows), writers = new Uint32Array(rows);
+  const start = new Uint32Array(rows + 1), keyIds = new Uint32Array(pairs), values = new Float64Array(pairs);
+  let r0 = 0, p0 = 0;
+  for (const c of chunks) {
+    const n = c.steps.length;
+    const counts = new Uint32Array(n);
+    for (const v of c.values) {
+      if (v.idx) for (let i = 0; i < v.idx.length; i++) counts[v.idx[i]]++;
+      else for (let i = 0; i < n; i++) counts[i]++;
+    }
+    // Row offsets of this chunk; rows without a pair vanish when filtering.
+    const at = new Uint32Array(n);
+    let r = r0, p = p0;
+    const rowOut = new Int32Array(n);
+    for (let i = 0; i < n; i++) {
+      if (filtered && counts[i] === 0) {
+        rowOut[i] = -1;
+        continue;
+      }
+      rowOut[i] = r;
+      steps[r] = c.steps[i];
+      times[r] = c.times[i];
+      writers[r] = c.writer;
+      start[r] = p;
+      at[i] = p;
+      p += counts[i];
+      r++;
+    }
+    for (const v of [...c.values].sort((a, b) => a.key_id - b.key_id)) {
+      const k = pos.get(v.key_id) ?? 0;
+      for (let j = 0; j < v.vals.length; j++) {
+        const i = v.idx ? v.idx[j] : j;
+        keyIds[at[i]] = k;
+        values[at[i]++] = v.vals[j];
+      }
+    }
+    r0 = r;
+    p0 = p;
+  }
+  start[r0] = p0;
+  return { keys, rows: r0, steps: steps.subarray(0, r0), times: times.subarray(0, r0), writers: writers.subarray(0, r0), start: start.subarray(0, r0 + 1), keyIds: keyIds.subarray(0, p0), values: values.subarray(0, p0) };
+}
+
+function dropFirstRows(h: History, n: number): History {
+  const p = h.start[n];
+  const start = new Uint32Array(h.rows - n + 1);
+  for (let r = 0; r <= h.rows - n; r++) start[r] = h.start[r + n] - p;
+  return { keys: h.keys, rows: h.rows - n, steps: h.steps.subarray(n), times: h.times.subarray(n), writers: h.writers.subarray(n), start, keyIds: h.keyIds.subarray(p), values: h.values.subarray(p) };
+}
+
+function infoOf(r: RunDbRow): RunInfo {
+  let meta: Record<string, unknown> = {};
+  try {
+    meta = JSON.parse(r.metadata_json || '{}') as Record<string, unknown>;
+  } catch {
+    /* left empty */
+  }
+  return {
+    id: r.id, project: r.project, name: r.name, group: r.grp, jobType: r.job_type, tags: r.tags, state: r.state, stateReason: r.state_reason,
+    createdAt: r.created_at, finishedAt: r.finished_at, exitCode: r.exit_code, configJson: r.config_json, summaryJson: r.summary_json,
+    metadataJson: JSON.stringify({ ...meta, node: r.node }), historyRows: Number(r.history_rows), writers: 0, runToken: '', mode: r.mode,
+    notes: r.notes, ownerWriterId: '',
+  };
+}
+
+export async function openSharedSource(raw: string): Promise<QuerySource> {
+  const url = parseStoreUrl(raw);
+  const src = new SharedSource(url);
+  try {
+    await src.check();
+  } catch (e) {
+    await src.close();
+    throw e;
+  }
+  return src;
 }

@@ -1,0 +1,137 @@
+// `logd sync` and `logd store migrate`, and the upload lines of `logd status`.
+import fs from 'node:fs';
+import path from 'node:path';
+import pg from 'pg';
+import type { Command } from 'commander';
+import { resolvePaths, uploadTunables } from '../../src/config.js';
+import { DataDirRuns, SYNC_REQUEST } from '../upload/local-runs.js';
+import { Uploader } from '../upload/uploader.js';
+import { parseStoreUrl, redact } from '../upload/url.js';
+import { migrate, SCHEMA_VERSION, storeVersion, describeMigrations } from '../upload/schema.js';
+import { readStatus, type UploadStatus } from '../upload/status.js';
+
+function fail(msg: string, code = 1): never {
+  process.stderr.write(`logd: ${msg}\n`);
+  process.exit(code);
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The running daemon's upload status, or null when it does not upload. */
+export function daemonUploadStatus(dataDir: string): UploadStatus | null {
+  const s = readStatus(dataDir);
+  return s && s.state !== 'stopped' && pidAlive(s.pid) ? s : null;
+}
+
+function mb(n: number): string {
+  return `${(n / 1e6).toFixed(n < 1e7 ? 2 : 0)} MB`;
+}
+
+export function uploadStatusLines(s: UploadStatus | null): string[] {
+  if (!s) return ['upload:    off (set LOGD_UPLOAD_URL or `logd serve --upload URL` to upload runs to a shared store)'];
+  const out = [`upload:    ${s.target} as node "${s.node}", ${s.state}`];
+  if (s.state !== 'off') out.push(`  backlog: ${s.backlog.runs} run(s), ${s.backlog.rows} rows, ${mb(s.backlog.bytes)}; lag ${(s.lagMs / 1000).toFixed(1)} s; uploaded since start: ${s.uploadedRows} rows`);
+  if (s.lastError) out.push(`  last error (${s.lastErrorAt}): ${s.lastError}${s.retryAt ? `; next try ${s.retryAt}` : ''}`);
+  return out;
+}
+
+function bar(done: number, total: number, width = 30): string {
+  const f = total > 0 ? Math.min(1, done / total) : 1;
+  const n = Math.round(f * width);
+  return `[${'#'.repeat(n)}${'-'.repeat(width - n)}] ${(f * 100).toFixed(0).padStart(3)}%`;
+}
+
+export function registerUploadCommands(program: Command): void {
+  program
+    .command('sync')
+    .description('upload runs to the shared store now, offline runs included (only what the store does not have yet)')
+    .argument('[runs...]', 'run ids')
+    .option('--all', 'every run of this node')
+    .option('--wait', 'upload here with a progress bar and return when done (without it, a running daemon that uploads to the same store does the work)')
+    .option('--upload <url>', 'the shared store (default LOGD_UPLOAD_URL)')
+    .action(async (ids: string[], o: { all?: boolean; wait?: boolean; upload?: string }) => {
+      const t = uploadTunables(process.env, o.upload);
+      if (!t.url) fail('no shared store to sync to: set LOGD_UPLOAD_URL or pass --upload postgres://user:password@host/db');
+      let url;
+      try {
+        url = parseStoreUrl(t.url);
+      } catch (e) {
+        fail((e as Error).message);
+      }
+      if (!ids.length && !o.all) fail('name the runs to sync, or pass --all');
+      const { dataDir } = resolvePaths();
+      const runsDir = path.join(dataDir, 'runs');
+      const wanted = o.all ? (fs.existsSync(runsDir) ? fs.readdirSync(runsDir) : []) : ids;
+      for (const id of wanted) {
+        const dir = path.join(runsDir, path.basename(id));
+        if (path.basename(id) !== id || !fs.existsSync(path.join(dir, 'records.log'))) fail(`run ${JSON.stringify(id)} does not exist in ${dataDir}; list runs with \`logd runs\``);
+        // A durable request: the node's daemon uploads these runs even if they are offline.
+        fs.writeFileSync(path.join(dir, SYNC_REQUEST), '');
+      }
+      const daemon = daemonUploadStatus(dataDir);
+      if (!o.wait && daemon && daemon.target === url.shown) {
+        console.log(`logd: the daemon (pid ${daemon.pid}) uploads ${wanted.length} run(s) to ${url.shown}; follow it with \`logd status\`, or wait here with \`logd sync --wait\``);
+        return;
+      }
+      const runs = new DataDirRuns(dataDir);
+      const up = new Uploader({
+        url, node: t.node, runs, log: () => {}, pollMs: 0, backoffMaxMs: 0, sliceBytes: t.sliceBytes, statusDir: null, includeOffline: true, only: new Set(wanted),
+      });
+      const tty = process.stderr.isTTY;
+      let total = -1;
+      const show = (final: boolean) => {
+        const s = up.current;
+        if (total < 0) total = s.backlog.bytes;
+        const line = `${bar(total - s.backlog.bytes, total)} ${mb(total - s.backlog.bytes)} of ${mb(total)}, ${s.uploadedRows} rows`;
+        if (tty) process.stderr.write(`\r${line}${final ? '\n' : ''}`);
+        else if (final || o.wait) process.stderr.write(`${line}\n`);
+      };
+      try {
+        // Each pass uploads one slice of every run with work; done when a pass finds none.
+        while (await up.pass()) show(false);
+        show(true);
+      } catch (e) {
+        fail(`sync stopped: ${up.describe(e)}; run it again to go on from where it stopped`);
+      } finally {
+        runs.close();
+        await up.stop(1000);
+      }
+      // The daemon may have uploaded some of it meanwhile: the store's cursors keep that exactly once.
+      console.log(`logd: ${wanted.length} run(s) up to date in ${url.shown} as node "${t.node}"; this sync sent ${up.current.uploadedRows} new rows`);
+    });
+
+  const store = program.command('store').description('the shared PostgreSQL store');
+  store
+    .command('migrate')
+    .description(`create or upgrade the shared store's schema (to version ${SCHEMA_VERSION})`)
+    .option('--store <url>', 'the shared store (default LOGD_STORE_URL, then LOGD_UPLOAD_URL)')
+    .action(async (o: { store?: string }) => {
+      const raw = o.store || process.env.LOGD_STORE_URL || process.env.LOGD_UPLOAD_URL;
+      if (!raw) fail('no shared store named: pass --store postgres://user:password@host/db or set LOGD_STORE_URL');
+      let url;
+      try {
+        url = parseStoreUrl(raw);
+      } catch (e) {
+        fail((e as Error).message);
+      }
+      const c = new pg.Client({ connectionString: url.raw, connectionTimeoutMillis: 15_000 });
+      try {
+        await c.connect();
+        const before = await storeVersion(c);
+        const applied = await migrate(c);
+        if (applied.length) console.log(`logd: ${url.shown}: schema version ${before} -> ${SCHEMA_VERSION} (${describeMigrations().filter((_, i) => applied.includes(i + 1)).join('; ')})`);
+        else console.log(`logd: ${url.shown} is at schema version ${SCHEMA_VERSION} already`);
+      } catch (e) {
+        fail(redact(`cannot migrate ${url.shown}: ${(e as Error).message}`, url));
+      } finally {
+        await c.end().catch(() => {});
+      }
+    });
+}

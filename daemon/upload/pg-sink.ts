@@ -1,0 +1,158 @@
+// Writes slices into the shared store. Each slice is one transaction: the
+// run's row, its new keys, the chunks, and the run's cursor, which moves from
+// exactly the offset the slice started at to where it ended. The cursor row is
+// locked (FOR UPDATE) first, so two uploaders of one run (the daemon and
+// `logd sync`) take turns, and a slice whose start is no longer the cursor is
+// rolled back untouched: a retry or a second uploader never writes a row twice.
+// The primary keys (run, stream, writer, seq_lo) refuse a duplicate chunk too.
+import pg from 'pg';
+import type { RunRow } from '../store/index-db.js';
+import { copyInto } from './copy.js';
+import { KEY_COLUMNS, ROW_COLUMNS, VALUE_COLUMNS, type EncodedSlice } from './encode.js';
+import { checkSchema, migrate, StoreRefused } from './schema.js';
+import type { StoreUrl } from './url.js';
+
+export interface Cursor { offset: number; systemDone: boolean; done: boolean; rows: number }
+
+/** This run id is in the store already, uploaded by another node. */
+export class RunOfAnotherNode extends Error {
+  override name = 'RunOfAnotherNode';
+}
+
+export const STREAM_HISTORY = 0;
+export const STREAM_SYSTEM = 1;
+const FINAL = ['finished', 'crashed', 'killed'];
+
+export class PgSink {
+  private pool: pg.Pool;
+  private checked = false;
+
+  constructor(readonly url: StoreUrl, readonly node: string, private opts: { migrate: boolean } = { migrate: true }) {
+    this.pool = new pg.Pool({ connectionString: url.raw, max: 2, connectionTimeoutMillis: 10_000, idleTimeoutMillis: 30_000, application_name: `logd uploader (${node})` });
+    // An idle connection that the server drops must not become an uncaught error.
+    this.pool.on('error', () => {});
+  }
+
+  /** Connects, and checks the schema (applying migrations when allowed). */
+  async ready(): Promise<void> {
+    if (this.checked) return;
+    const c = await this.pool.connect();
+    const onError = () => {};
+    c.on('error', onError);
+    try {
+      if (!(await checkSchema(c))) {
+        if (!this.opts.migrate) throw new StoreRefused('the shared store has no logd schema yet (or an older one); apply it with `logd store migrate`');
+        await migrate(c);
+      }
+      this.checked = true;
+    } finally {
+      c.off('error', onError);
+      c.release();
+    }
+  }
+
+  /** After a failure: check the schema again on the next ready(). */
+  reset(): void {
+    this.checked = false;
+  }
+
+  async cursors(): Promise<Map<string, Cursor>> {
+    const res = await this.pool.query<{ run_id: string; log_offset: string; system_done: boolean; done: boolean; rows: string | null }>(
+      'SELECT c.run_id, c.log_offset, c.system_done, c.done, r.history_rows AS rows FROM logd_cursors c LEFT JOIN logd_runs r ON r.id = c.run_id WHERE c.node = $1',
+      [this.node],
+    );
+    const out = new Map<string, Cursor>();
+    for (const r of res.rows) out.set(r.run_id, { offset: Number(r.log_offset), systemDone: r.system_done, done: r.done, rows: Number(r.rows ?? 0) });
+    return out;
+  }
+
+  /**
+   * Uploads a slice in one transaction. Returns the cursor after it; when the
+   * store's cursor was not at slice.start (another uploader moved it), nothing
+   * is written and the store's cursor comes back.
+   */
+  async uploadSlice(row: RunRow, slice: EncodedSlice, caughtUp: boolean): Promise<{ offset: number; moved: boolean }> {
+    return this.inRunTransaction(row.id, async (c, cur) => {
+      if (cur.offset !== slice.start) return { offset: cur.offset, moved: true };
+      await upsertRun(c, this.node, row, slice.rows, caughtUp);
+      await copyInto(c, 'logd_keys', KEY_COLUMNS, slice.keys);
+      await copyInto(c, 'logd_rows', ROW_COLUMNS, slice.chunkRows);
+      await copyInto(c, 'logd_values', VALUE_COLUMNS, slice.values);
+      await c.query('UPDATE logd_cursors SET log_offset = $2, updated_at = now() WHERE run_id = $1', [row.id, slice.end]);
+      return { offset: slice.end, moved: false };
+    });
+  }
+
+  /** The run's system metrics (encoded, stream 1), once it is final and its log is all in; marks the run done. */
+  async uploadSystem(row: RunRow, sys: EncodedSlice | null): Promise<void> {
+    await this.inRunTransaction(row.id, async (c, cur) => {
+      if (cur.systemDone) return;
+      await upsertRun(c, this.node, row, 0, true);
+      if (sys) {
+        await copyInto(c, 'logd_keys', KEY_COLUMNS, sys.keys);
+        await copyInto(c, 'logd_rows', ROW_COLUMNS, sys.chunkRows);
+        await copyInto(c, 'logd_values', VALUE_COLUMNS, sys.values);
+      }
+      await c.query('UPDATE logd_cursors SET system_done = true, done = true, updated_at = now() WHERE run_id = $1', [row.id]);
+    });
+  }
+
+  private async inRunTransaction<T>(runId: string, body: (c: pg.PoolClient, cur: Cursor) => Promise<T>): Promise<T> {
+    const c = await this.pool.connect();
+    let broken = false;
+    // A server that goes away while we hold the client makes it emit 'error'
+    // besides failing the query; unheard, that event would end the daemon.
+    const onError = () => (broken = true);
+    c.on('error', onError);
+    try {
+      await c.query('BEGIN');
+      await c.query('INSERT INTO logd_cursors (run_id, node) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING', [runId, this.node]);
+      const cur = await c.query<{ node: string; log_offset: string; system_done: boolean; done: boolean }>(
+        'SELECT node, log_offset, system_done, done FROM logd_cursors WHERE run_id = $1 FOR UPDATE', [runId]);
+      const r = cur.rows[0];
+      if (r.node !== this.node) {
+        throw new RunOfAnotherNode(`run ${runId} is in the shared store already, uploaded by node "${r.node}"; this node ("${this.node}") leaves its copy local. Give each node its own LOGD_NODE`);
+      }
+      const out = await body(c, { offset: Number(r.log_offset), systemDone: r.system_done, done: r.done, rows: 0 });
+      await c.query('COMMIT');
+      return out;
+    } catch (e) {
+      await c.query('ROLLBACK').catch(() => (broken = true));
+      throw e;
+    } finally {
+      c.off('error', onError);
+      c.release(broken);
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.pool.end().catch(() => {});
+  }
+}
+
+async function upsertRun(c: pg.ClientBase, node: string, row: RunRow, addRows: number, caughtUp: boolean): Promise<void> {
+  // A final state shows once the whole log is in the store; until then a run
+  // that is final locally reads as finishing.
+  const state = FINAL.includes(row.state) && !caughtUp ? 'finishing' : row.state;
+  const tags = JSON.parse(row.tags || '[]') as string[];
+  await c.query(
+    `INSERT INTO logd_runs (id, node, project, name, grp, job_type, tags, notes, mode, state, state_reason, exit_code,
+       created_at, finished_at, config_json, summary_json, metadata_json, history_rows)
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+     ON CONFLICT (id) DO UPDATE SET project = excluded.project, name = excluded.name, grp = excluded.grp,
+       job_type = excluded.job_type, tags = excluded.tags, notes = excluded.notes, mode = excluded.mode,
+       state = CASE WHEN logd_runs.state IN ('finished', 'crashed', 'killed') AND excluded.state NOT IN ('finished', 'crashed', 'killed')
+                    THEN logd_runs.state ELSE excluded.state END,
+       state_reason = excluded.state_reason, exit_code = excluded.exit_code, finished_at = excluded.finished_at,
+       config_json = excluded.config_json, summary_json = excluded.summary_json, metadata_json = excluded.metadata_json,
+       history_rows = logd_runs.history_rows + excluded.history_rows, uploaded_at = now()`,
+    [row.id, node, clean(row.project), clean(row.name), clean(row.grp), clean(row.job_type), tags.map(clean), clean(row.notes), row.mode,
+      state, clean(row.state_reason), row.exit_code, row.created_at, row.finished_at, clean(row.config_json), clean(row.summary_json),
+      clean(row.metadata_json), addRows],
+  );
+}
+
+/** PostgreSQL text cannot hold NUL. */
+function clean(s: string): string {
+  return s.includes('\0') ? s.replaceAll('\0', '\uFFFD') : s;
+}

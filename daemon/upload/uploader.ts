@@ -1,0 +1,282 @@
+// The uploader stage: copies what is durable in this node's record logs into
+// the shared store, run by run, slice by slice, and never blocks anything
+// else in the daemon (it only reads the logs). While the store is unreachable
+// or refuses us it backs off (500 ms doubling, capped at backoffMaxMs) and
+// tries again, forever: nothing is dropped, the logs keep everything.
+import { PgSink, RunOfAnotherNode, type Cursor } from './pg-sink.js';
+import { SliceEncoder } from './encoder.js';
+import { STREAM_HISTORY, STREAM_SYSTEM } from './pg-sink.js';
+import { SYNC_REQUEST, type LocalRuns } from './local-runs.js';
+import { redact, type StoreUrl } from './url.js';
+import { writeStatus, type UploadStatus } from './status.js';
+import { StoreRefused } from './schema.js';
+
+const FINAL = ['finished', 'crashed', 'killed'];
+
+export interface UploaderOptions {
+  url: StoreUrl;
+  node: string;
+  runs: LocalRuns;
+  log: (line: string) => void;
+  pollMs: number;
+  backoffMaxMs: number;
+  /** Log bytes per transaction: big enough for throughput, small enough to retry cheaply (default 32 MiB). */
+  sliceBytes?: number;
+  /** Where the status file goes (the daemon's data dir); null: none. */
+  statusDir: string | null;
+  /** Offline runs too (`logd sync`); otherwise only those with a sync request. */
+  includeOffline?: boolean;
+  /** Only these runs (`logd sync RUN…`). */
+  only?: Set<string>;
+  /** Apply missing migrations (the daemon does; `logd sync` too). */
+  migrate?: boolean;
+  /**
+   * The share of wall time (0-1] the loop may spend uploading while there is a
+   * backlog; it sleeps the rest, so a burst of ingest keeps the CPU and the
+   * backlog drains in the pauses (default 1: `logd sync` runs flat out).
+   */
+  duty?: number;
+  /** Encode slices on a worker thread (the daemon does, so that its main thread stays with the trainers). */
+  encoderThread?: boolean;
+}
+
+interface Pending { since: number }
+
+export class Uploader {
+  private sink: PgSink;
+  private encoder: SliceEncoder;
+  /** The store's cursors as last read and since moved by us; re-read after every failure. */
+  private cursors = new Map<string, Cursor>();
+  private cursorsFresh = false;
+  private pending = new Map<string, Pending>();
+  private refusedRuns = new Set<string>();
+  private stopped = false;
+  private loop: Promise<void> | null = null;
+  private wake: (() => void) | null = null;
+  private backoffMs = 0;
+  private status: UploadStatus;
+  private lastStatusWrite = 0;
+  private failingSince = 0;
+
+  constructor(private o: UploaderOptions) {
+    this.sink = new PgSink(o.url, o.node, { migrate: o.migrate ?? true });
+    this.encoder = new SliceEncoder(o.encoderThread ?? false, o.log);
+    this.status = {
+      pid: process.pid, node: o.node, target: o.url.shown, state: 'connecting', backlog: { runs: 0, rows: 0, bytes: 0 }, lagMs: 0,
+      lastError: null, lastErrorAt: null, retryAt: null, uploadedRows: 0, uploadedPoints: 0, updatedAt: new Date().toISOString(),
+    };
+  }
+
+  start(): void {
+    this.o.log(`upload: uploading this node's runs (node "${this.o.node}") to ${this.o.url.shown}`);
+    this.loop = this.run();
+  }
+
+  /** Stops after the transaction in flight (an unfinished one rolls back: the next daemon redoes it). */
+  async stop(timeoutMs = 5000): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    if (this.loop) await Promise.race([this.loop, new Promise((r) => setTimeout(r, timeoutMs).unref())]);
+    this.status.state = 'stopped';
+    this.flushStatus(true);
+    await this.sink.close();
+    await this.encoder.close();
+  }
+
+  /** Whether anything durable locally is not in the store yet (as of the last pass). */
+  get hasBacklog(): boolean {
+    return this.status.backlog.runs > 0;
+  }
+
+  get current(): UploadStatus {
+    return this.status;
+  }
+
+  private async run(): Promise<void> {
+    const duty = this.o.duty ?? 1;
+    while (!this.stopped) {
+      let worked = false;
+      const t0 = performance.now();
+      try {
+        worked = await this.pass();
+        this.recovered();
+      } catch (e) {
+        this.failed(e);
+        await this.sleep(this.backoffMs);
+        continue;
+      }
+      if (!worked) await this.sleep(this.o.pollMs);
+      else if (duty < 1) await this.sleep(((performance.now() - t0) * (1 - duty)) / duty);
+    }
+  }
+
+  /** One look at every run; uploads one slice of each that has work. True when something was uploaded. */
+  async pass(): Promise<boolean> {
+    if (!this.cursorsFresh) {
+      this.status.state = 'connecting';
+      await this.sink.ready();
+      this.cursors = await this.sink.cursors();
+      this.cursorsFresh = true;
+    }
+    const cursors = this.cursors;
+    let worked = false;
+    this.measureBacklog();
+    for (const { id, cur, end } of this.candidates()) {
+      if (this.stopped) break;
+      if (end > cur.offset) {
+        if (await this.uploadSlice(id, cur, end)) worked = true;
+        continue;
+      }
+      this.pending.delete(id);
+      const row = this.o.runs.row(id);
+      if (row && FINAL.includes(row.state)) {
+        // The whole log is in: the final state shows, and the system metrics of the run's lifetime follow.
+        try {
+          const sysLog = this.o.runs.systemLog();
+          await this.sink.uploadSystem(row, sysLog ? await this.encoder.encodeSystem({ systemLog: sysLog, row, stream: STREAM_SYSTEM }) : null);
+        } catch (e) {
+          if (!this.refuseRun(id, e)) throw e;
+        }
+        cur.systemDone = true;
+        cur.done = true;
+        cursors.set(id, cur);
+        worked = true;
+      }
+    }
+    this.status.state = this.status.backlog.runs > 0 ? 'uploading' : 'idle';
+    this.flushStatus(false);
+    return worked;
+  }
+
+  /** Runs this uploader is meant to upload that are not done, with the cursor known for each and their durable end. */
+  private *candidates(): Generator<{ id: string; cur: Cursor; end: number }> {
+    for (const id of this.o.runs.ids()) {
+      if (this.o.only && !this.o.only.has(id)) continue;
+      if (this.refusedRuns.has(id)) continue;
+      const cur = this.cursors.get(id) ?? { offset: 0, systemDone: false, done: false, rows: 0 };
+      if (cur.done) continue;
+      const mode = this.o.runs.mode(id);
+      if (mode === null) continue;
+      if (mode === 'offline' && !this.o.includeOffline && !this.o.runs.syncRequested(id)) continue;
+      yield { id, cur, end: this.o.runs.durableBytes(id) };
+    }
+  }
+
+  /** Backlog and lag from the local logs and the cursors as last known (also while the store is away). */
+  private measureBacklog(): void {
+    const now = Date.now();
+    let runs = 0, rows = 0, bytes = 0;
+    const seen = new Set<string>();
+    for (const { id, cur, end } of this.candidates()) {
+      runs++; // pending bytes, or a final state and system metrics still to send
+      if (end <= cur.offset) continue;
+      seen.add(id);
+      if (!this.pending.has(id)) this.pending.set(id, { since: now });
+      bytes += end - cur.offset;
+      rows += Math.max(0, this.o.runs.historyRows(id) - cur.rows);
+    }
+    let lag = 0;
+    for (const [id, p] of this.pending) {
+      if (!seen.has(id)) this.pending.delete(id);
+      else lag = Math.max(lag, now - p.since);
+    }
+    this.status.backlog = { runs, rows, bytes };
+    this.status.lagMs = lag;
+  }
+
+  private async uploadSlice(id: string, cur: Cursor, end: number): Promise<boolean> {
+    const row = this.o.runs.row(id);
+    if (!row) return false;
+    const slice = await this.encoder.encode({
+      file: this.o.runs.logFile(id), runId: id, stream: STREAM_HISTORY, from: cur.offset, to: end, maxBytes: this.o.sliceBytes ?? 32 * 1024 * 1024,
+    });
+    if (slice.end === cur.offset) return false; // the next frame is not whole yet
+    let res;
+    try {
+      res = await this.sink.uploadSlice(row, slice, slice.end >= end);
+    } catch (e) {
+      if (this.refuseRun(id, e)) return false;
+      throw e;
+    }
+    if (!res.moved) {
+      cur.rows += slice.rows;
+      this.status.uploadedRows += slice.rows;
+      this.status.uploadedPoints += slice.points;
+    }
+    cur.offset = res.offset;
+    this.cursors.set(id, cur);
+    if (cur.offset >= end) this.pending.delete(id);
+    return true;
+  }
+
+  /** A run the store will not take from us (another node's id): left local, said once. */
+  private refuseRun(id: string, e: unknown): boolean {
+    if (!(e instanceof RunOfAnotherNode)) return false;
+    this.refusedRuns.add(id);
+    this.o.log(`upload: ${e.message}`);
+    return true;
+  }
+
+  private failed(e: unknown): void {
+    const message = this.describe(e);
+    const first = this.failingSince === 0;
+    if (first) this.failingSince = Date.now();
+    this.backoffMs = Math.min(this.o.backoffMaxMs, this.backoffMs ? this.backoffMs * 2 : 500);
+    if (first || message !== this.status.lastError) {
+      this.o.log(`upload: ${message}; nothing is lost (the runs stay in the local store), retrying every ${Math.round(this.backoffMs / 100) / 10}-${this.o.backoffMaxMs / 1000} s`);
+    }
+    this.cursorsFresh = false; // re-read after reconnecting: another uploader may have moved them
+    this.sink.reset();
+    this.measureBacklog();
+    this.status.state = 'retrying';
+    this.status.lastError = message;
+    this.status.lastErrorAt = new Date().toISOString();
+    this.status.retryAt = new Date(Date.now() + this.backoffMs).toISOString();
+    this.flushStatus(true);
+  }
+
+  private recovered(): void {
+    if (this.failingSince === 0) return;
+    this.o.log(`upload: the shared store answers again after ${((Date.now() - this.failingSince) / 1000).toFixed(1)} s; uploading the backlog`);
+    this.failingSince = 0;
+    this.backoffMs = 0;
+    this.status.retryAt = null;
+  }
+
+  /** The error for people: what happened and what to do, with the password cut out. */
+  describe(e: unknown): string {
+    const err = e as Error & { code?: string };
+    const where = this.o.url.shown;
+    let text: string;
+    if (e instanceof StoreRefused) text = `the shared store at ${where} is refused: ${err.message}`;
+    else if (err.code === '28P01' || err.code === '28000') text = `the shared store at ${where} refused the login (${err.message}); fix the user or password in the upload URL (LOGD_UPLOAD_URL or --upload)`;
+    else if (err.code === '3D000') text = `the shared store at ${where}: ${err.message}; create it (createdb) or fix the database name in the upload URL`;
+    else if (['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'ENOENT'].includes(err.code ?? '') || /timeout|terminat|Connection/i.test(err.message)) {
+      text = `cannot reach the shared store at ${where} (${err.code ?? err.message}); uploads resume when it answers`;
+    } else text = `uploading to ${where} failed: ${err.message}`;
+    return redact(text, this.o.url);
+  }
+
+  private sleep(ms: number): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      const t = setTimeout(done, ms);
+      function done() {
+        clearTimeout(t);
+        resolve();
+      }
+      this.wake = done;
+    });
+  }
+
+  private flushStatus(force: boolean): void {
+    if (!this.o.statusDir) return;
+    const now = Date.now();
+    if (!force && now - this.lastStatusWrite < 1000) return;
+    this.lastStatusWrite = now;
+    this.status.updatedAt = new Date(now).toISOString();
+    writeStatus(this.o.statusDir, this.status);
+  }
+}
+
+export { SYNC_REQUEST };

@@ -1,0 +1,43 @@
+// Shared by the upload suites: a node is a daemon with its own data dir and
+// LOGD_NODE, uploading to the test's PostgreSQL.
+import { execa } from 'execa';
+import { CLI, makeEnv, waitUntil, type TestEnv } from '../helpers.js';
+
+export function nodeEnv(name: string, uploadUrl: string | null, extra: Record<string, string> = {}): TestEnv {
+  return makeEnv({
+    LOGD_NODE: name,
+    ...(uploadUrl ? { LOGD_UPLOAD_URL: uploadUrl } : {}),
+    LOGD_UPLOAD_BACKOFF_MAX_MS: '1000',
+    LOGD_SAMPLE_INTERVAL_MS: '200',
+    ...extra,
+  });
+}
+
+/** `logd <args> --store url --json`, parsed. */
+export async function storeJson<T = any>(t: TestEnv, url: string, args: string[]): Promise<T> {
+  const r = await execa(process.execPath, [CLI, ...args, '--store', url, '--json'], { env: t.env, timeout: 60_000 });
+  return JSON.parse(r.stdout) as T;
+}
+
+/** Raw rows (arrival order, with _writer) of a run, from the local store or the shared one. */
+export async function rawRows(t: TestEnv, id: string, store?: string, extra: string[] = []): Promise<Array<Record<string, unknown>>> {
+  const r = await execa(process.execPath, [CLI, 'export', id, '--raw', ...extra, ...(store ? ['--store', store] : [])], { env: t.env, timeout: 120_000, maxBuffer: 1 << 30 });
+  return r.stdout.trim() === '' ? [] : r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+}
+
+/** Waits until the shared store shows the run final with this many rows. */
+export async function waitUploaded(t: TestEnv, url: string, id: string, rows: number, timeoutMs = 60_000): Promise<any> {
+  let last: any = null;
+  await waitUntil(async () => {
+    const r = await execa(process.execPath, [CLI, 'show', id, '--store', url, '--json', '--rows', '0'], { env: t.env, reject: false, timeout: 30_000 });
+    if (r.exitCode !== 0) return false;
+    last = JSON.parse(r.stdout);
+    return ['finished', 'crashed', 'killed'].includes(last.state) && last.historyRows === rows;
+  }, timeoutMs, `run ${id} to be in the shared store, final, with ${rows} rows (last seen: ${last ? `${last.state}, ${last.historyRows} rows` : 'nothing'})`);
+  return last;
+}
+
+/** Sorts rows by writer, then step, for comparing two stores regardless of chunking. */
+export function byWriterStep(rows: Array<Record<string, unknown>>): Array<Record<string, unknown>> {
+  return [...rows].sort((a, b) => (a._writer as number) - (b._writer as number) || (a._step as number) - (b._step as number));
+}
