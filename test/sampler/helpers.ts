@@ -28,8 +28,16 @@ export function useFakePath(withFake = true): { dir: string; restore: () => void
   };
 }
 
-/** Polls `check` every 25 ms until it returns a value other than undefined/false, or fails after `ms`. */
+/**
+ * Deadlines are for conditions that should come in well under them; on a
+ * shared, loaded 2-core machine the sampler's child processes start slowly,
+ * so every deadline here is stretched (LOGD_TEST_DEADLINE_FACTOR, default 3).
+ */
+const FACTOR = Number(process.env.LOGD_TEST_DEADLINE_FACTOR) || 3;
+
+/** Polls `check` every 25 ms until it returns a value other than undefined/false, or fails after `ms` (× FACTOR). */
 export async function waitFor<T>(what: string, ms: number, check: () => T | undefined | false): Promise<T> {
+  ms *= FACTOR;
   const until = Date.now() + ms;
   for (;;) {
     const v = check();
