@@ -38,6 +38,15 @@ export function checkBatch(b: RecordBatchMsg, dictionarySize: number, known: (id
     const bad = checkKey(k);
     if (bad) return bad;
   }
+  // proto3 leaves an empty bytes field off the wire, and the decoder then
+  // gives its default (an empty plain array, not bytes): an absent column is
+  // an empty one (a batch that only carries config or summary updates).
+  const bytes = (c: Uint8Array | undefined) => (c instanceof Uint8Array ? c : new Uint8Array(0));
+  b.steps = bytes(b.steps);
+  b.times = bytes(b.times);
+  b.counts = bytes(b.counts);
+  b.keyIds = bytes(b.keyIds);
+  b.values = bytes(b.values);
   const rows = b.rows;
   if (rows > MAX_ROWS_PER_BATCH) return `batch of ${rows} rows is larger than ${MAX_ROWS_PER_BATCH}; send smaller batches`;
   if (b.steps.byteLength !== rows * 8) return `steps column has ${b.steps.byteLength} bytes, expected ${rows} x 8`;

@@ -105,6 +105,20 @@ describe('bad input', () => {
     expect(alive(daemonPid)).toBe(true);
   });
 
+  it('a batch with its columns left off the wire (only a config update) is stored, from any client', async () => {
+    // proto3 omits empty bytes fields: a client that does not write them out
+    // (Python's protobuf, among others) sends a batch without columns.
+    const run = await call('CreateRun', { project: 'columnless' });
+    const { s, waitFor } = await stream(run);
+    s.write({ batch: { seq: 1, rows: 0, configJson: ['{"lr":0.5}'], summaryJson: ['{"best":1}'] } });
+    const m = await waitFor((x) => (x.ack && x.ack.seq >= 1) || x.control?.kind === 'rejected');
+    expect(m.control, JSON.stringify(m.control)).toBeFalsy();
+    s.end();
+    const shown = await cliJson(t, ['show', run.id]);
+    expect(shown.config).toMatchObject({ lr: 0.5 });
+    expect(shown.summary).toMatchObject({ best: 1 });
+  });
+
   it('a finish whose last batch was refused does not wait for its deadline', async () => {
     const run = await call('CreateRun', { project: 'bad' });
     const { s, waitFor } = await stream(run);
