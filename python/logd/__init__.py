@@ -69,7 +69,7 @@ def _writer_factory(run_id: str, run_token: str, spool_dir: str = ""):
     def make(address: ServiceAddress, writer_id: str, relay: bool = False):
         t = tunables()
         if relay:
-            return RelayWriter(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn)
+            return RelayWriter(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, spool)
         return Writer(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, t.max_buffer_bytes, spool)
 
     return make
