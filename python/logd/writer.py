@@ -64,6 +64,32 @@ def _to_float(v) -> float:
         return float("inf") if v > 0 else float("-inf")
 
 
+# RecordBatch's column fields (steps, times, counts, key_ids, values): field number << 3 | 2 (length-delimited).
+_COLUMN_TAGS = ((4 << 3 | 2, "steps"), (5 << 3 | 2, "times"), (6 << 3 | 2, "counts"), (7 << 3 | 2, "key_ids"), (8 << 3 | 2, "values"))
+_WRITE_REQUEST_BATCH_TAG = 2 << 3 | 2
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while n > 0x7F:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _encode_batch(batch) -> bytes:
+    """The WriteRequest for one batch, with every empty column written out as an empty field.
+
+    proto3 leaves an empty bytes field off the wire, and the daemon's decoder then
+    gives it no byte length: it refuses the batch ("steps column has undefined
+    bytes"). That would lose a batch of config/summary updates only (0 rows), one
+    that carries just the dropped-rows count, or rows whose values were all None.
+    An explicit empty field decodes as empty everywhere."""
+    inner = batch.SerializeToString() + bytes(b for tag, name in _COLUMN_TAGS if not getattr(batch, name) for b in (tag, 0))
+    return bytes((_WRITE_REQUEST_BATCH_TAG,)) + _varint(len(inner)) + inner
+
+
 class SpillError(RuntimeError):
     """Records that could not be handed to the daemon, not even through a spill file: they are lost."""
 
@@ -197,7 +223,7 @@ class Writer:
         keys_before, dropped_before = self._keys_sealed, self._dropped_sealed
         self._keys_sealed = len(self.keys)
         self._dropped_sealed = self.dropped_rows
-        data = pb.WriteRequest(batch=batch).SerializeToString()
+        data = _encode_batch(batch)
         if self._overflow.count or self._unacked_bytes + len(data) > self._max_buffer_bytes:
             if not self._overflow.count:
                 self._problem("buffer: %d MB not yet acknowledged by the daemon; further records wait on disk until it catches up"

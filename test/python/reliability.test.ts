@@ -79,13 +79,14 @@ describe.skipIf(pythonMissing !== null)(`Python client: nothing lost${pythonMiss
     await waitUntil(() => p.lines.some((l) => l.startsWith('logged ')), 120_000, 'the writer to log every row with memory and disk full');
     const logged = JSON.parse(p.lines.find((l) => l.startsWith('logged '))!.slice(7));
     expect(logged.threw, logged.first).toBe(0);
+    expect(logged.problem, p.err()).toMatch(/rows dropped/);
     expect(logged.problem).toMatch(/^\d+ rows dropped: .*(No space|ENOSPC)/);
     fs.rmSync(filler);
     fs.writeFileSync(freed, '');
     await waitUntil(() => p.exitCode !== null, 120_000, 'the writer to finish once space is back');
     expect(p.exitCode, p.err()).toBe(0);
     const finished = JSON.parse(p.lines.find((l) => l.startsWith('finished '))!.slice(9));
-    expect(finished.state, finished.message).toBe('finished');
+    expect(finished.state, `${finished.message}\n${p.err()}\ndaemon: ${d.stderr().slice(-3000)}`).toBe('finished');
     const info = await cliJson(t, ['show', id]);
     const dropped = info.metadata.droppedRows as number;
     expect(dropped).toBeGreaterThan(0);
@@ -119,5 +120,27 @@ describe.skipIf(pythonMissing !== null)(`Python client: nothing lost${pythonMiss
     expect(rows[0]).toMatchObject({ 'n/_step': 3 });
     expect(rows[1]).toMatchObject({ 'a/b': 1, 'a/c': 2, step: 5 });
     expect(rows.every((row) => !('x' in row))).toBe(true);
+  });
+
+  it('a batch with empty columns (config or summary updates only, a row of only None) is stored, not refused by the daemon', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '120000' });
+    const code = [
+      'import logd, json',
+      'r = logd.init(project="empty", config={"a": 1})',
+      'r.log({"x": 1}); r.flush()',
+      'r.config.update({"b": 2}); r.summary.update({"best": 3}); ok1 = r.flush()',
+      'r.log({"n": None}); ok2 = r.flush()',
+      'res = r.finish()',
+      'print(json.dumps({"id": r.id, "state": res.state, "flushed": [ok1, ok2]}))',
+    ].join('\n');
+    const r = await runPython(t, ['-c', code]);
+    expect(r.exitCode, r.all).toBe(0);
+    expect(r.stderr).not.toMatch(/refused/);
+    const res = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(res).toMatchObject({ state: 'finished', flushed: [true, true] });
+    const info = await cliJson(t, ['show', res.id]);
+    expect(info.config).toEqual({ a: 1, b: 2 });
+    expect(info.summary).toMatchObject({ best: 3 });
+    expect(info.historyRows).toBe(2);
   });
 });
