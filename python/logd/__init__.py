@@ -38,8 +38,6 @@ __version__ = "0.1.0"
 __all__ = ["setup", "init", "attach", "finish_all", "Run", "DisabledRun", "FinishResult", "CallError", "DaemonStartError",
            "DaemonUnavailableError", "UntrustedDirError", "UntrustedDaemonError"]
 
-import grpc  # noqa: E402
-
 
 def _warn(msg: str) -> None:
     sys.stderr.write(msg if msg.endswith("\n") else msg + "\n")
@@ -147,7 +145,6 @@ def attach(handle: str) -> Run:
     """Attaches to a run created elsewhere (its handle came from run.handle())."""
     p = parse_handle(handle)
     _refuse_after_fork("attach")
-    t = tunables()
     # The writer id goes with the attach: the daemon knows this writer from now on, so the owner's finish
     # waits for it (and ingests its spill file) even if it never opens a stream.
     writer_id = new_writer_id()

@@ -11,7 +11,6 @@ daemon ingests.
 import os
 import queue
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -23,10 +22,10 @@ import grpc
 from . import spill
 from ._pb import logd_pb2 as pb
 from .connection import Connection, ServiceAddress, connection_for, drop_connection
+from .batch_encoding import _u32, _le, _values, encode_batch
 from .overflow import Overflow
 from .paths import resolve_paths
 
-_BIG_ENDIAN = sys.byteorder == "big"
 MAX_ROWS = 8192
 MAX_PAIRS = 128 * 1024
 # Codes after which re-opening cannot help: PERMISSION_DENIED, NOT_FOUND, FAILED_PRECONDITION.
@@ -35,59 +34,6 @@ _FINAL_CODES = (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND, gr
 
 def new_writer_id() -> str:
     return "w-" + uuid.uuid4().hex[:12]
-
-
-def _le(a: array) -> bytes:
-    if _BIG_ENDIAN:
-        a.byteswap()
-    return a.tobytes()
-
-
-def _u32() -> array:
-    a = array("I")
-    if a.itemsize != 4:
-        a = array("L") if array("L").itemsize == 4 else array("H")  # never on Linux x86-64 / arm64
-    return a
-
-
-def _values(vals: list) -> array:
-    try:
-        return array("d", vals)
-    except OverflowError:  # an int beyond float range: stored as +-inf, as JSON would
-        return array("d", [_to_float(v) for v in vals])
-
-
-def _to_float(v) -> float:
-    try:
-        return float(v)
-    except OverflowError:
-        return float("inf") if v > 0 else float("-inf")
-
-
-# RecordBatch's column fields (steps, times, counts, key_ids, values): field number << 3 | 2 (length-delimited).
-_COLUMN_TAGS = ((4 << 3 | 2, "steps"), (5 << 3 | 2, "times"), (6 << 3 | 2, "counts"), (7 << 3 | 2, "key_ids"), (8 << 3 | 2, "values"))
-_WRITE_REQUEST_BATCH_TAG = 2 << 3 | 2
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n > 0x7F:
-        out.append(n & 0x7F | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-def _encode_batch(batch) -> bytes:
-    """The WriteRequest for one batch, with every empty column written out as an empty field.
-
-    proto3 leaves an empty bytes field off the wire, and the daemon's decoder then
-    gives it no byte length: it refuses the batch ("steps column has undefined
-    bytes"). That would lose a batch of config/summary updates only (0 rows), one
-    that carries just the dropped-rows count, or rows whose values were all None.
-    An explicit empty field decodes as empty everywhere."""
-    inner = batch.SerializeToString() + bytes(b for tag, name in _COLUMN_TAGS if not getattr(batch, name) for b in (tag, 0))
-    return bytes((_WRITE_REQUEST_BATCH_TAG,)) + _varint(len(inner)) + inner
 
 
 class SpillError(RuntimeError):
@@ -223,7 +169,7 @@ class Writer:
         keys_before, dropped_before = self._keys_sealed, self._dropped_sealed
         self._keys_sealed = len(self.keys)
         self._dropped_sealed = self.dropped_rows
-        data = _encode_batch(batch)
+        data = encode_batch(batch)
         if self._overflow.count or self._unacked_bytes + len(data) > self._max_buffer_bytes:
             if not self._overflow.count:
                 self._problem("buffer: %d MB not yet acknowledged by the daemon; further records wait on disk until it catches up"
