@@ -7,7 +7,8 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it, expect, afterEach } from 'vitest';
-import { makeEnv, startDaemon, serviceFile, waitUntil, alive, cliJson, type TestEnv } from '../helpers.js';
+import { spawn } from 'node:child_process';
+import { makeEnv, startDaemon, serviceFile, waitUntil, alive, cliJson, CLI, type TestEnv } from '../helpers.js';
 import { FIXTURES, pythonMissing, runPython, spawnPython } from './py-helpers.js';
 
 const WORKER = path.join(FIXTURES, 'init_worker.py');
@@ -101,5 +102,48 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
     expect(again.stdout.trim()).toBe(`${serviceFile(t.runtimeDir)!.socket}#${serviceFile(t.runtimeDir)!.token}`);
     expect(serviceFile(t.runtimeDir)!.pid).toBe(second);
     expect((await cliJson(t, ['runs'])).map((r: { state: string }) => r.state)).toEqual(['finished', 'finished']);
+  });
+
+  it('issue 9 case 11: a create still paused past init()\'s deadline raises, and leaves no run its caller does not know about', async () => {
+    // A deadline of 1.5 s + 1.5 s; the daemon is paused 5 s.
+    t = makeEnv({ LOGD_NO_AUTOSTART: '1', LOGD_CALL_TIMEOUT_MS: '1500', LOGD_START_TIMEOUT_MS: '1500', LOGD_IDLE_TIMEOUT_MS: '120000' });
+    const d = await startDaemon(t);
+    const go = path.join(t.dir, 'go');
+    const workers = Array.from({ length: 4 }, () => spawnPython(t, [WORKER, go], { WARM: '1' }));
+    await waitUntil(() => workers.every((w) => w.lines.some((l) => l.startsWith('warm '))), 60_000, 'every worker to connect');
+    process.kill(d.pid, 'SIGSTOP');
+    try {
+      await waitUntil(() => fs.readFileSync(`/proc/${d.pid}/stat`, 'utf8').split(') ')[1][0] === 'T', 5000, 'the daemon to stop');
+      fs.writeFileSync(go, '');
+      await waitUntil(() => workers.every((w) => outcome(w.lines)), 20_000, 'every init() to give up while the daemon is paused');
+    } finally {
+      process.kill(d.pid, 'SIGCONT');
+    }
+    const outcomes = workers.map((w) => outcome(w.lines)!);
+    for (const o of outcomes) expect(o).toMatch(/^caught DaemonUnavailableError: init: no logd daemon answered within 3000 ms/);
+    const known = new Set(workers.map((w) => w.lines.find((l) => l.startsWith('warm '))!.slice(5)));
+    // The daemon handles the queued creates once it runs again: each caller gave up, so each run is removed.
+    await waitUntil(async () => (await cliJson(t, ['runs'])).length === known.size, 30_000, 'the daemon to remove the runs whose creators gave up')
+      .catch(() => {});
+    const listed = (await cliJson(t, ['runs'])).map((r: { id: string }) => r.id);
+    expect(listed.filter((id: string) => !known.has(id)), d.stderr().slice(-2000)).toEqual([]);
+    expect(fs.readdirSync(path.join(t.dataDir, 'runs')).filter((id) => !known.has(id))).toEqual([]);
+  });
+
+  it('issue 9 case 10: a dead daemon nobody reaped (a zombie) counts as dead: init() starts a new one', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '120000' });
+    // The daemon's parent execs into `sleep`, which never waits for it: once killed, it stays a zombie.
+    const parent = spawn('bash', ['-c', `"${process.execPath}" "${CLI}" serve 2>/dev/null & exec sleep 120`], { env: t.env, stdio: 'ignore' });
+    try {
+      await waitUntil(() => !!serviceFile(t.runtimeDir), 20_000, 'the daemon to start');
+      const pid = serviceFile(t.runtimeDir)!.pid;
+      process.kill(pid, 'SIGKILL');
+      await waitUntil(() => fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1][0] === 'Z', 10_000, 'the daemon to be a zombie');
+      const r = await runPython(t, [WORKER]);
+      expect(r.stdout, r.all).toMatch(/^ok \S+ finished/m);
+      expect(serviceFile(t.runtimeDir)!.pid).not.toBe(pid);
+    } finally {
+      parent.kill('SIGKILL');
+    }
   });
 });
