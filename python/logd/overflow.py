@@ -1,7 +1,8 @@
 """Past the memory bound (LOGD_MAX_BUFFER_MB), sealed batches wait in a private
-file instead of RAM (LOGD_DIR/spool/<run>--<writer>.overflow), as in the
+file instead of RAM (<spool>/<run>--<writer>.overflow, in the spool the daemon named), as in the
 TypeScript client: training never blocks and nothing is dropped while the
-daemon is stopped or slow. They are read back in order as acknowledgements
+daemon is stopped or slow. Only when this disk is full too are rows dropped,
+and counted (Writer._drop). They are read back in order as acknowledgements
 free memory."""
 import os
 from typing import List, Optional, Tuple

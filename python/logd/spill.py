@@ -1,5 +1,6 @@
 """Spill files, in the format the daemon ingests (src/spill.ts, src/frames.ts):
-LOGD_DIR/spool/<run>--<writer>.spill holds length-prefixed, checksummed frames
+<spool>/<run>--<writer>.spill, in the spool of the daemon that owns the run
+(RunInfo.spool_dir, whatever this process's own HOME or LOGD_DIR), holds length-prefixed, checksummed frames
 
     u32 LE payload length | u32 LE crc32(type byte + payload) | u8 type | payload
 
