@@ -9,12 +9,15 @@ import path from 'node:path';
 import { describe, it, expect, afterEach } from 'vitest';
 import { spawn } from 'node:child_process';
 import { makeEnv, startDaemon, serviceFile, waitUntil, alive, cliJson, CLI, type TestEnv } from '../helpers.js';
-import { FIXTURES, pythonMissing, runPython, spawnPython } from './py-helpers.js';
+import { FIXTURES, pythonMissing, runPython, spawnPython, killSpawnedPython } from './py-helpers.js';
 
 const WORKER = path.join(FIXTURES, 'init_worker.py');
 const outcome = (lines: string[]) => lines.find((l) => l.startsWith('ok ') || l.startsWith('caught '));
 let t: TestEnv;
-afterEach(async () => t && (await t.cleanup()));
+afterEach(async () => {
+  killSpawnedPython();
+  if (t) await t.cleanup();
+});
 
 describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pythonMissing ? ` (skipped: ${pythonMissing})` : ''}`, () => {
   it('issue 9 case 9: 6 processes calling init() during a kill -9 all get their run once the daemon is restarted', async () => {

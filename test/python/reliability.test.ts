@@ -9,13 +9,17 @@ import path from 'node:path';
 import { execa } from 'execa';
 import { describe, it, expect, afterEach } from 'vitest';
 import { makeEnv, startDaemon, waitUntil, alive, cliJson, exportJsonl, type TestEnv } from '../helpers.js';
-import { FIXTURES, pythonMissing, runPython, spawnPython, readJson } from './py-helpers.js';
+import { FIXTURES, pythonMissing, runPython, spawnPython, killSpawnedPython } from './py-helpers.js';
 
 let t: TestEnv;
 let mounted: string | null = null;
 afterEach(async () => {
+  killSpawnedPython();
   if (t) await t.cleanup().catch(() => {});
-  if (mounted) await execa('umount', ['-l', mounted], { reject: false });
+  if (mounted) {
+    await execa('umount', ['-l', mounted], { reject: false });
+    fs.rmSync(t.dir, { recursive: true, force: true }); // the mount point could not go while mounted
+  }
   mounted = null;
 });
 
