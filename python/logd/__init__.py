@@ -8,6 +8,7 @@
     run.finish()
 """
 import os
+import secrets
 import socket
 import sys
 from typing import Optional
@@ -22,9 +23,11 @@ if "grpc" not in sys.modules:
 from . import exit_hooks  # noqa: E402
 from ._pb import logd_pb2 as pb
 from .connection import CallError, ServiceAddress, connection_for, forked_after_grpc
-from .discovery import DaemonStartError, find_daemon
+from .discovery import DaemonStartError
 from .disabled import DisabledRun
-from .paths import tunables
+from .paths import resolve_paths, tunables
+from .reach import DaemonUnavailableError, checked_daemon, with_daemon
+from .trust import UntrustedDaemonError, UntrustedDirError
 from .run import FinishResult, Run, live_runs
 from .torchrun import rank_info, restart_count, torchrun_env
 from .values import to_json
@@ -32,13 +35,18 @@ from .relay import RelayWriter
 from .writer import Writer, new_writer_id
 
 __version__ = "0.1.0"
-__all__ = ["setup", "init", "attach", "finish_all", "Run", "DisabledRun", "FinishResult", "CallError", "DaemonStartError"]
-
-import grpc  # noqa: E402
+__all__ = ["setup", "init", "attach", "finish_all", "Run", "DisabledRun", "FinishResult", "CallError", "DaemonStartError",
+           "DaemonUnavailableError", "UntrustedDirError", "UntrustedDaemonError"]
 
 
 def _warn(msg: str) -> None:
     sys.stderr.write(msg if msg.endswith("\n") else msg + "\n")
+
+
+def new_run_id() -> str:
+    """A fresh run id: 12 characters of a-z 0-9 (about 62 random bits)."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+    return "".join(secrets.choice(alphabet) for _ in range(12))
 
 
 def client_info() -> pb.ClientInfo:
@@ -47,28 +55,20 @@ def client_info() -> pb.ClientInfo:
 
 def setup() -> str:
     """Makes sure a daemon is reachable and exports LOGD_SERVICE for child processes (spawned ones included)."""
-    return find_daemon().format()
+    return checked_daemon().format()
 
 
-def _with_daemon(fn, first: Optional[ServiceAddress] = None):
-    """Runs fn(connection) against `first` (default: the daemon found as usual); when that
-    daemon is gone (an inherited LOGD_SERVICE, a handle from before a restart), looks again once."""
-    address = first or find_daemon()
-    try:
-        return fn(connection_for(address)), address
-    except CallError as e:
-        if e.code != grpc.StatusCode.UNAVAILABLE:
-            raise
-        address = find_daemon(ignore_env=True)
-        return fn(connection_for(address)), address
+def _writer_factory(run_id: str, run_token: str, spool_dir: str = ""):
+    # Spill and overflow files go to the spool of the daemon that owns the run, as it said in its answer (not
+    # this process's own LOGD_DIR, which another HOME or a scrubbed environment makes a different place). An
+    # older daemon does not say: this process's own spool is the best guess then.
+    spool = spool_dir or resolve_paths().spool_dir
 
-
-def _writer_factory(run_id: str, run_token: str):
     def make(address: ServiceAddress, writer_id: str, relay: bool = False):
         t = tunables()
         if relay:
-            return RelayWriter(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn)
-        return Writer(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, t.max_buffer_bytes)
+            return RelayWriter(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, spool)
+        return Writer(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, t.max_buffer_bytes, spool)
 
     return make
 
@@ -103,11 +103,14 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
             id = "%s-attempt-%d" % (id, attempt)
     req = pb.CreateRunRequest(
         client=client_info(), project=project or "", name=name or "", group=group or "", job_type=job_type or "",
-        config_json=to_json(cfg), tags=list(tags or []), id=id or "", mode=mode, notes=notes or "",
+        config_json=to_json(cfg), tags=list(tags or []), id=id or new_run_id(), mode=mode, notes=notes or "",
         sample_interval_ms=int(sample_interval_ms or 0),
+        # The id is chosen here and the create carries a key only this call knows: a CreateRun sent again
+        # (after a timeout, or to a restarted daemon) gets the same run back instead of leaving a second one.
+        create_key=secrets.token_urlsafe(18),
     )
-    info, address = _with_daemon(lambda c: c.unary("CreateRun", req, t.call_timeout_s))
-    make = _writer_factory(info.id, info.run_token)
+    info, address = with_daemon("init", lambda c, timeout_s: c.unary("CreateRun", req, timeout_s))
+    make = _writer_factory(info.id, info.run_token, info.spool_dir)
     exit_hooks.install()
     return Run(info, make(address, info.owner_writer_id), info.run_token, True, _warn, make)
 
@@ -142,12 +145,14 @@ def attach(handle: str) -> Run:
     """Attaches to a run created elsewhere (its handle came from run.handle())."""
     p = parse_handle(handle)
     _refuse_after_fork("attach")
-    t = tunables()
-    req = pb.AttachRunRequest(client=client_info(), run_id=p["r"], run_token=p["t"])
-    info, address = _with_daemon(lambda c: c.unary("AttachRun", req, t.call_timeout_s), ServiceAddress.parse(p["s"]))
-    make = _writer_factory(info.id, p["t"])
+    # The writer id goes with the attach: the daemon knows this writer from now on, so the owner's finish
+    # waits for it (and ingests its spill file) even if it never opens a stream.
+    writer_id = new_writer_id()
+    req = pb.AttachRunRequest(client=client_info(), run_id=p["r"], run_token=p["t"], writer_id=writer_id)
+    info, address = with_daemon("attach", lambda c, timeout_s: c.unary("AttachRun", req, timeout_s), ServiceAddress.parse(p["s"]))
+    make = _writer_factory(info.id, p["t"], info.spool_dir)
     exit_hooks.install()
-    return Run(info, make(address, new_writer_id()), p["t"], False, _warn, make)
+    return Run(info, make(address, writer_id), p["t"], False, _warn, make)
 
 
 def finish_all(exit_code: int = 0) -> None:

@@ -13,6 +13,7 @@ from typing import Dict, List, Tuple
 import grpc
 
 from ._pb import logd_pb2 as pb
+from .trust import verify_daemon_peer
 
 TOKEN_METADATA_KEY = "x-logd-token"
 SERVICE = "/logd.v1.Logd/"
@@ -115,6 +116,8 @@ def connection_for(address: ServiceAddress) -> Connection:
     with _lock:
         c = _pool.get(key)
         if c is None:
+            # Before anything reaches the daemon (not even the token): it must run as this user.
+            verify_daemon_peer(address.target)
             global _grpc_used
             _grpc_used = True
             c = Connection(address)

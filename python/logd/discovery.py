@@ -13,25 +13,41 @@ from typing import Optional
 
 from .connection import ServiceAddress
 from .paths import Paths, resolve_paths, tunables
+from .trust import ensure_private_dir, trusted_runtime_dir
 
 EXIT_ALREADY_RUNNING = 3
 
 
 class DaemonStartError(RuntimeError):
-    """No daemon answers and none could be started."""
+    """No daemon answers and none could be started. `transient`: a later look may succeed (no daemon yet,
+    or another one is taking over); False when the start itself failed."""
+
+    def __init__(self, message: str, transient: bool = False):
+        super().__init__(message)
+        self.transient = transient
 
 
 def pid_alive(pid: int) -> bool:
+    """True while pid runs; a zombie (dead, not reaped by its parent) counts as dead."""
     try:
         os.kill(pid, 0)
-        return True
     except PermissionError:
-        return True
+        pass
     except OSError:
         return False
+    try:
+        with open("/proc/%d/stat" % pid, encoding="utf-8", errors="replace") as f:
+            st = f.read()
+        return st[st.rfind(")") + 2 : st.rfind(")") + 3] not in ("Z", "X")
+    except FileNotFoundError:
+        return not os.path.exists("/proc/self/stat")
+    except OSError:
+        return True
 
 
 def from_service_file(paths: Paths) -> Optional[ServiceAddress]:
+    """The daemon this data dir's service file names; raises UntrustedDirError when the runtime dir is not private."""
+    trusted_runtime_dir(paths.runtime_dir, paths.runtime_parent)
     try:
         with open(paths.service_file, encoding="utf-8") as f:
             s = json.load(f)
@@ -53,7 +69,8 @@ def find_daemon(ignore_env: bool = False, auto_start: Optional[bool] = None) -> 
     if addr is None:
         if not (t.auto_start if auto_start is None else auto_start):
             raise DaemonStartError(
-                "no logd daemon is running for %s; start one with `logd serve` (or unset LOGD_NO_AUTOSTART)" % paths.data_dir
+                "no logd daemon is running for %s; start one with `logd serve` (or unset LOGD_NO_AUTOSTART)" % paths.data_dir,
+                transient=True,
             )
         addr = start_sidecar(paths, t.start_timeout_s)
     os.environ["LOGD_SERVICE"] = addr.format()
@@ -88,7 +105,7 @@ def _tail(file: str, size: int = 2000) -> str:
 def start_sidecar(paths: Paths, timeout_s: float) -> ServiceAddress:
     """Starts a detached daemon (its own session) and waits for its service file."""
     argv = daemon_command()
-    os.makedirs(paths.runtime_dir, mode=0o700, exist_ok=True)
+    ensure_private_dir(paths.runtime_dir, paths.runtime_parent)
     env = dict(os.environ, LOGD_DIR=paths.data_dir, LOGD_RUNTIME_DIR=paths.runtime_dir)
     env.pop("LOGD_SERVICE", None)
     log_fd = os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -123,7 +140,8 @@ def start_sidecar(paths: Paths, timeout_s: float) -> ServiceAddress:
                 "the logd daemon exited with code %d while starting:\n%s\n(full log: %s)" % (code, new_log() or _tail(paths.daemon_log), paths.daemon_log)
             )
         if code == EXIT_ALREADY_RUNNING and time.monotonic() - started > 2:
-            raise DaemonStartError("%s\n(full log: %s)" % (new_log() or "another logd daemon serves this data dir", paths.daemon_log))
+            # Lost the race long ago and still no service file here: the winner serves this data dir from another runtime dir.
+            raise DaemonStartError("%s\n(full log: %s)" % (new_log() or "another logd daemon serves this data dir", paths.daemon_log), transient=True)
         time.sleep(0.01)
     raise DaemonStartError(
         "the logd daemon did not come up within %d ms (raise LOGD_START_TIMEOUT_MS, or start it with `logd serve`); its log says:\n%s"

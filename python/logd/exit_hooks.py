@@ -67,7 +67,11 @@ def _on_signal(signum, frame) -> None:
     for r in live_runs():
         try:
             r.spill_for_exit(128 + signum)
-        except Exception:
-            pass  # nothing more can be done in a dying process
+        except Exception as e:
+            # Nothing more can be done in a dying process but say what is lost.
+            try:
+                sys.stderr.write("logd: could not spill run %s at signal %d: %s\n" % (r.id, signum, e))
+            except Exception:
+                pass
     signal.signal(signum, signal.SIG_DFL)
     os.kill(os.getpid(), signum)

@@ -1,10 +1,11 @@
 """Past the memory bound (LOGD_MAX_BUFFER_MB), sealed batches wait in a private
-file instead of RAM (LOGD_DIR/spool/<run>--<writer>.overflow), as in the
+file instead of RAM (<spool>/<run>--<writer>.overflow, in the spool the daemon named), as in the
 TypeScript client: training never blocks and nothing is dropped while the
-daemon is stopped or slow. They are read back in order as acknowledgements
+daemon is stopped or slow. Only when this disk is full too are rows dropped,
+and counted (Writer._drop). They are read back in order as acknowledgements
 free memory."""
 import os
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 
 class Overflow:
@@ -19,20 +20,31 @@ class Overflow:
     def count(self) -> int:
         return len(self._queue)
 
-    def push(self, seq: int, data: bytes) -> None:
-        if self._fd is None:
-            os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
-            self._end = 0
-        view = memoryview(data)
-        offset = self._end
-        while view:
-            n = os.pwrite(self._fd, view, offset)
-            view = view[n:]
-            offset += n
+    def push(self, seq: int, data: bytes) -> Optional[OSError]:
+        """Keeps a batch on disk. Returns the I/O error (ENOSPC, EACCES, ...) when it cannot: never raises."""
+        try:
+            if self._fd is None:
+                os.makedirs(os.path.dirname(self.path), mode=0o700, exist_ok=True)
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o600)
+                self._end = 0
+            view = memoryview(data)
+            offset = self._end
+            while view:
+                n = os.pwrite(self._fd, view, offset)
+                view = view[n:]
+                offset += n
+        except OSError as e:
+            if not self._queue:
+                self.clear()  # nothing kept: no file left behind
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
+            return e
         self._queue.append((seq, self._end, len(data)))
         self._end += len(data)
         self.bytes += len(data)
+        return None
 
     def take(self, max_bytes: float) -> List[Tuple[int, bytes]]:
         """Batches from the front, up to max_bytes (at least one)."""

@@ -15,6 +15,9 @@ class Paths:
     service_file: str
     daemon_log: str
     spool_dir: str
+    # The per-user directory above a default runtime dir (<tmp or XDG_RUNTIME_DIR>/logd-<uid>), checked as private
+    # too; None when LOGD_RUNTIME_DIR names the runtime dir.
+    runtime_parent: Optional[str] = None
 
 
 def resolve_paths(env=None) -> Paths:
@@ -28,7 +31,8 @@ def resolve_paths(env=None) -> Paths:
     # Node's os.tmpdir(): TMPDIR without a trailing slash, else /tmp.
     tmp = (env.get("TMPDIR") or env.get("TMP") or env.get("TEMP") or "/tmp").rstrip("/") or "/"
     base = xdg if xdg and len(xdg) < 60 else tmp
-    runtime_dir = os.path.abspath(env.get("LOGD_RUNTIME_DIR") or os.path.join(base, "logd-%d" % uid, key))
+    runtime_parent = None if env.get("LOGD_RUNTIME_DIR") else os.path.abspath(os.path.join(base, "logd-%d" % uid))
+    runtime_dir = os.path.abspath(env.get("LOGD_RUNTIME_DIR") or os.path.join(runtime_parent, key))
     return Paths(
         data_dir=data_dir,
         runtime_dir=runtime_dir,
@@ -36,6 +40,7 @@ def resolve_paths(env=None) -> Paths:
         service_file=os.path.join(runtime_dir, "service.json"),
         daemon_log=os.path.join(runtime_dir, "daemon.log"),
         spool_dir=os.path.join(data_dir, "spool"),
+        runtime_parent=runtime_parent,
     )
 
 

@@ -16,7 +16,7 @@ killed) it delivers what it has, detaches its writer and exits.
 
 Pipe messages are length-prefixed pickles (the two ends are one user's
 processes of one program):
-  child -> relay  ("open", service, run_id, run_token, writer_id, client_info bytes)
+  child -> relay  ("open", service, run_id, run_token, writer_id, client_info bytes, spool_dir)
                   ("rows", rows, updates) | ("sync", timeout) | ("finish", exit_code, timeout)
   relay -> child  ("ok", acked, problem) | ("finished", state, message, timed_out)
 """
@@ -121,8 +121,10 @@ class _Address:
 class RelayWriter:
     """The writer of a forked child: same surface as writer.Writer, no gRPC in this process."""
 
-    def __init__(self, address, run_id: str, run_token: str, writer_id: str, client, flush_interval_s: float, warn):
+    def __init__(self, address, run_id: str, run_token: str, writer_id: str, client, flush_interval_s: float, warn,
+                 spool_dir: str = ""):
         self.run_id = run_id
+        self.spool_dir = spool_dir  # the owning daemon's spool: the relay spills there
         self.run_token = run_token
         self.writer_id = writer_id
         self.pid = os.getpid()
@@ -169,7 +171,7 @@ class RelayWriter:
                 [sys.executable, "-m", "logd._relay_main"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
             )
             _write_marker(self._marker, self._proc.pid)
-            _send(self._proc.stdin, ("open", self._service, self.run_id, self.run_token, self.writer_id, self._client))
+            _send(self._proc.stdin, ("open", self._service, self.run_id, self.run_token, self.writer_id, self._client, self.spool_dir))
             return True
         except (OSError, ValueError) as e:
             _remove(self._marker)
@@ -274,13 +276,13 @@ def main() -> None:
     first = _recv(inp)
     if not first or first[0] != "open":
         sys.exit(2)
-    _, service, run_id, run_token, writer_id, client_bytes = first
+    _, service, run_id, run_token, writer_id, client_bytes, spool_dir = first
     flush_s = tunables().flush_interval_s
     client = pb.ClientInfo.FromString(client_bytes)
     client.pid = os.getpid()  # the daemon watches the process that holds the stream
 
     def make(addr, wid, relay=False):
-        return Writer(addr, run_id, run_token, wid, client, flush_s, _warn, tunables().max_buffer_bytes)
+        return Writer(addr, run_id, run_token, wid, client, flush_s, _warn, tunables().max_buffer_bytes, spool_dir or None)
 
     run = Run(pb.RunInfo(id=run_id), make(ServiceAddress.parse(service), writer_id), run_token, False, _warn, make)
     w = run._writer

@@ -12,7 +12,7 @@ from typing import Optional
 from . import values
 from .connection import CallError, ServiceAddress, keep_forever
 from .relay import wait_for_relays
-from .writer import Writer, new_writer_id
+from .writer import SpillError, Writer, new_writer_id
 
 _live_lock = threading.Lock()
 _live = []  # open runs of this process (and runs inherited over fork)
@@ -90,13 +90,17 @@ class Run:
         keys = []
         vals = []
         known = self._known
+        nested = False
         for k, v in data.items():
             t = type(v)
             if (t is float or t is int) and k in known:
                 keys.append(k)
                 vals.append(v)
-            else:
-                self._slow(k, v, keys, vals)
+            elif self._slow(k, v, keys, vals):
+                nested = True
+        # A dict's own keys differ; only flattening ({'a/b': 1, 'a': {'b': 2}}) can name one twice.
+        if nested and len(set(keys)) != len(keys):
+            self._duplicate(keys)
         if step is None:
             step = self._next_step
         elif type(step) is not int:
@@ -109,14 +113,15 @@ class Run:
             w = self._writer_after_fork()
         w.add(step, time.time(), keys, vals)
 
-    def _slow(self, k, v, keys, vals, prefix: str = "") -> None:
+    def _slow(self, k, v, keys, vals, prefix: str = "") -> bool:
+        """Adds one value the fast path did not take; True when it was a nested dict (flattened)."""
         key = prefix + k if type(k) is str else k
         if isinstance(v, Mapping):
             if type(k) is not str:
                 values.check_key(k)
             for k2, v2 in v.items():
                 self._slow(k2, v2, keys, vals, key + "/")
-            return
+            return True
         if key not in self._known:
             values.check_key(key)
             self._known.add(key)
@@ -125,6 +130,15 @@ class Run:
         if x is not None:
             keys.append(key)
             vals.append(x)
+        return False
+
+    @staticmethod
+    def _duplicate(keys) -> None:
+        seen = set()
+        for k in keys:
+            if k in seen:
+                raise TypeError(values.duplicate_key_message(k))
+            seen.add(k)
 
     @staticmethod
     def _check_step(step) -> int:
@@ -165,7 +179,9 @@ class Run:
         """What keeps records from being stored right now (a full disk, a daemon being
         restarted), as the daemon or the connection reported it; None when all is well."""
         w = self._writer
-        return w.last_problem if w is not None and w.pid == os.getpid() else None
+        if w is None or w.pid != os.getpid():
+            return None
+        return w.last_problem or getattr(w, "drop_note", None)
 
     def handle(self) -> str:
         """A string another process can pass to logd.attach() to log into this run."""
@@ -201,9 +217,10 @@ class Run:
         deadline = time.monotonic() + timeout_s
         try:
             if not w.wait_acked(timeout_s):
-                path = w.spill(exit_code if self.is_owner else None)
-                msg = "finish: the daemon did not acknowledge everything within %d ms%s; unsent records were written to %s, which the daemon ingests" % (
-                    timeout_s * 1000, " (%s)" % w.last_problem if w.last_problem else "", path)
+                problem = w.last_problem
+                spilled = self._spill_and_say(w, exit_code if self.is_owner else None, "which the daemon ingests")
+                msg = "finish: the daemon did not acknowledge everything within %d ms%s; %s" % (
+                    timeout_s * 1000, " (%s)" % problem if problem else "", spilled)
                 self._warn("logd: " + msg)
                 return FinishResult("finishing", msg, True)
             if self.is_owner:
@@ -211,8 +228,8 @@ class Run:
             try:
                 res = self._finish_call(w, exit_code, deadline)
             except CallError as e:
-                path = w.spill(exit_code if self.is_owner else None)
-                msg = "finish: %s%s" % (e, "; the daemon will finalise the run from %s once this process exits" % path if path else "")
+                spilled = self._spill_and_say(w, exit_code if self.is_owner else None, "from which the daemon finalises the run once this process exits")
+                msg = "finish: %s; %s" % (e, spilled)
                 self._warn("logd: " + msg)
                 return FinishResult("running", msg, True)
             if res.message and res.timed_out:
@@ -221,6 +238,15 @@ class Run:
         finally:
             w.close()
             _forget(self)
+
+    @staticmethod
+    def _spill_and_say(w: Writer, exit_code: Optional[int], after: str) -> str:
+        """Spills, and says where to (or, when even that failed, how many rows are lost and why): never raises."""
+        try:
+            path = w.spill(exit_code)
+        except SpillError as e:
+            return str(e)
+        return "unsent records were written to %s, %s" % (path, after) if path else "nothing was left unsent"
 
     def _finish_call(self, w: Writer, exit_code: int, deadline: float):
         """FinishRun; sent again to the daemon found anew while time is left when the one

@@ -1,5 +1,6 @@
 """Spill files, in the format the daemon ingests (src/spill.ts, src/frames.ts):
-LOGD_DIR/spool/<run>--<writer>.spill holds length-prefixed, checksummed frames
+<spool>/<run>--<writer>.spill, in the spool of the daemon that owns the run
+(RunInfo.spool_dir, whatever this process's own HOME or LOGD_DIR), holds length-prefixed, checksummed frames
 
     u32 LE payload length | u32 LE crc32(type byte + payload) | u8 type | payload
 
@@ -11,7 +12,6 @@ import struct
 import zlib
 from typing import List
 
-from .paths import resolve_paths
 
 SPILL_HEADER = 1
 SPILL_BATCH = 2
@@ -26,19 +26,27 @@ def spill_file_name(run_id: str, writer_id: str) -> str:
     return "%s--%s.spill" % (run_id, writer_id)
 
 
-def write_spill(run_id: str, writer_id: str, header: dict, batches: List[bytes]) -> str:
-    spool = resolve_paths().spool_dir
-    os.makedirs(spool, mode=0o700, exist_ok=True)
+def write_spill(spool: str, run_id: str, writer_id: str, header: dict, batches: List[bytes]) -> str:
+    """Writes the spill file into `spool` (the owning daemon's) and returns its path; raises OSError, leaving no
+    half-written temp file behind, when it cannot."""
     path = os.path.join(spool, spill_file_name(run_id, writer_id))
     tmp = "%s.%d.tmp" % (path, os.getpid())
     data = [frame(SPILL_HEADER, json.dumps(header, separators=(",", ":")).encode())]
     data.extend(frame(SPILL_BATCH, b) for b in batches)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        view = memoryview(b"".join(data))
-        while view:
-            view = view[os.write(fd, view) :]
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        os.makedirs(spool, mode=0o700, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            view = memoryview(b"".join(data))
+            while view:
+                view = view[os.write(fd, view) :]
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
     return path

@@ -10,6 +10,9 @@ import math
 from numbers import Real
 
 MAX_KEY_BYTES = 256
+# Names exports use for a row's own columns (src/names.ts): a metric by one of these names would give a row two
+# `_step` keys (and a CSV two `_step` columns), so it is refused.
+RESERVED_KEYS = ("_step", "_time", "_writer")
 
 
 def check_key(key) -> None:
@@ -25,6 +28,16 @@ def check_key(key) -> None:
         raise TypeError("logd: metric name %r is longer than %d bytes" % (key[:40] + "…", MAX_KEY_BYTES))
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in key):
         raise TypeError("logd: metric name %r contains a control character" % key[:40])
+    if key in RESERVED_KEYS:
+        raise TypeError(
+            "logd: metric name %r is reserved: exports use _step, _time and _writer for the row's own step, time and "
+            "writer; log it under another name (for example %r), or pass the step as log(data, step=...)" % (key, key[1:]))
+
+
+def duplicate_key_message(key: str) -> str:
+    """A row's names after flattening ({"a": {"b": 1}} is "a/b") must differ, or one value would shadow the other."""
+    return ("logd: metric name %r appears twice in one row (a name with \"/\" and a nested dict flatten to the same "
+            "name); rename one of them" % key[:80])
 
 
 def scalar(key: str, v):

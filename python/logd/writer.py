@@ -11,7 +11,6 @@ daemon ingests.
 import os
 import queue
 import socket
-import sys
 import threading
 import time
 import uuid
@@ -23,10 +22,10 @@ import grpc
 from . import spill
 from ._pb import logd_pb2 as pb
 from .connection import Connection, ServiceAddress, connection_for, drop_connection
+from .batch_encoding import _u32, _le, _values, encode_batch
 from .overflow import Overflow
 from .paths import resolve_paths
 
-_BIG_ENDIAN = sys.byteorder == "big"
 MAX_ROWS = 8192
 MAX_PAIRS = 128 * 1024
 # Codes after which re-opening cannot help: PERMISSION_DENIED, NOT_FOUND, FAILED_PRECONDITION.
@@ -37,31 +36,8 @@ def new_writer_id() -> str:
     return "w-" + uuid.uuid4().hex[:12]
 
 
-def _le(a: array) -> bytes:
-    if _BIG_ENDIAN:
-        a.byteswap()
-    return a.tobytes()
-
-
-def _u32() -> array:
-    a = array("I")
-    if a.itemsize != 4:
-        a = array("L") if array("L").itemsize == 4 else array("H")  # never on Linux x86-64 / arm64
-    return a
-
-
-def _values(vals: list) -> array:
-    try:
-        return array("d", vals)
-    except OverflowError:  # an int beyond float range: stored as +-inf, as JSON would
-        return array("d", [_to_float(v) for v in vals])
-
-
-def _to_float(v) -> float:
-    try:
-        return float(v)
-    except OverflowError:
-        return float("inf") if v > 0 else float("-inf")
+class SpillError(RuntimeError):
+    """Records that could not be handed to the daemon, not even through a spill file: they are lost."""
 
 
 class _Stream:
@@ -85,7 +61,7 @@ class _Stream:
 
 class Writer:
     def __init__(self, address: ServiceAddress, run_id: str, run_token: str, writer_id: str, client: pb.ClientInfo,
-                 flush_interval_s: float, warn, max_buffer_bytes: int = 64 * 1024 * 1024):
+                 flush_interval_s: float, warn, max_buffer_bytes: int = 64 * 1024 * 1024, spool_dir: Optional[str] = None):
         self.run_id = run_id
         self.run_token = run_token
         self.writer_id = writer_id
@@ -108,7 +84,13 @@ class Writer:
         self.acked_seq = 0
         self._unacked: List[Tuple[int, bytes]] = []
         self._unacked_bytes = 0
-        self._overflow = Overflow(os.path.join(resolve_paths().spool_dir, "%s--%s.overflow" % (run_id, writer_id)))
+        # The spool of the daemon that owns the run (RunInfo.spool_dir), for overflow and spill files.
+        self.spool_dir = spool_dir or resolve_paths().spool_dir
+        self._overflow = Overflow(os.path.join(self.spool_dir, "%s--%s.overflow" % (run_id, writer_id)))
+        # Rows dropped because memory and disk were both full; the count rides on every batch (dropped_rows).
+        self.dropped_rows = 0
+        self._dropped_sealed = 0
+        self.drop_note: Optional[str] = None
         self._sent = 0  # unacked[:_sent] went out on the current stream
         self._stream: Optional[_Stream] = None
         self._reconnect_at = 0.0
@@ -148,7 +130,7 @@ class Writer:
     def _seal(self) -> None:
         """Encodes what the training thread appended into batches (caller holds _cv)."""
         rows, updates = self._take()
-        if not rows and not updates:
+        if not rows and not updates and self._dropped_sealed == self.dropped_rows:
             return
         # Batches of at most MAX_ROWS rows and about MAX_PAIRS values; the updates ride on the last.
         start, pairs = 0, 0
@@ -182,18 +164,45 @@ class Writer:
             seq=self.seq, new_keys=self.keys[self._keys_sealed :], new_keys_first=self._keys_sealed, rows=len(rows),
             steps=_le(steps), times=_le(times), counts=_le(counts), key_ids=_le(kid), values=_le(_values(vals)),
             summary_json=[j for kind, j in updates if kind == "summary"],
-            config_json=[j for kind, j in updates if kind == "config"],
+            config_json=[j for kind, j in updates if kind == "config"], dropped_rows=self.dropped_rows,
         )
+        keys_before, dropped_before = self._keys_sealed, self._dropped_sealed
         self._keys_sealed = len(self.keys)
-        data = pb.WriteRequest(batch=batch).SerializeToString()
+        self._dropped_sealed = self.dropped_rows
+        data = encode_batch(batch)
         if self._overflow.count or self._unacked_bytes + len(data) > self._max_buffer_bytes:
             if not self._overflow.count:
                 self._problem("buffer: %d MB not yet acknowledged by the daemon; further records wait on disk until it catches up"
                               % (self._unacked_bytes // 1048576))
-            self._overflow.push(self.seq, data)
+            failed = self._overflow.push(self.seq, data)
+            if failed is not None:
+                self._drop(len(rows), updates, keys_before, dropped_before, failed)
             return
         self._unacked.append((self.seq, data))
         self._unacked_bytes += len(data)
+
+    def _drop(self, rows: int, updates, keys_before: int, dropped_before: int, why: OSError) -> None:
+        """Memory is at its bound and the spool cannot take the batch (a full disk): its rows are dropped, counted
+        exactly, and the count goes to the daemon with the next batch (it lands in the run's metadata). Logging never
+        raises an I/O error into training. The batch's new names are sealed again with the next batch, and its
+        config/summary updates are kept: only rows are dropped (caller holds _cv)."""
+        self.seq -= 1  # the seq is reused: the daemon never sees a gap
+        self._keys_sealed = keys_before
+        self._dropped_sealed = dropped_before
+        if updates:
+            with self._buf_lock:
+                self._updates[:0] = updates
+        if not rows:
+            return
+        first = self.dropped_rows == 0
+        self.dropped_rows += rows
+        code = getattr(why, "strerror", None) or str(why)
+        self.drop_note = self.last_problem = (
+            "%d rows dropped: %d MB wait for the daemon (LOGD_MAX_BUFFER_MB) and the spool cannot hold more (%s); "
+            "the count is recorded in the run's metadata (droppedRows)" % (self.dropped_rows, self._unacked_bytes // 1048576, code))
+        if first:
+            self._warn("logd: run %s: %s. Free disk space under %s, or raise LOGD_MAX_BUFFER_MB; further drops are counted "
+                       "without more warnings" % (self.run_id, self.last_problem, self.spool_dir))
 
     def _refill(self) -> None:
         """Moves batches back from disk once acknowledgements freed memory (caller holds _cv)."""
@@ -426,7 +435,13 @@ class Writer:
                 "runId": self.run_id, "runToken": self.run_token, "writerId": self.writer_id, "pid": os.getpid(),
                 "host": socket.gethostname(), "keys": list(self.keys[: self._keys_sealed]), "exitCode": exit_code,
             }
-            return spill.write_spill(self.run_id, self.writer_id, header, pending)
+            try:
+                return spill.write_spill(self.spool_dir, self.run_id, self.writer_id, header, pending)
+            except OSError as e:
+                rows = sum(pb.WriteRequest.FromString(b).batch.rows for b in pending)
+                raise SpillError("run %s: %d unsent rows could not be written to %s (%s) and are lost%s" % (
+                    self.run_id, rows, os.path.join(self.spool_dir, spill.spill_file_name(self.run_id, self.writer_id)),
+                    e.strerror or e, ", besides %d rows dropped before" % self.dropped_rows if self.dropped_rows else "")) from None
         finally:
             if got:
                 self._cv.release()

@@ -4,7 +4,7 @@
 // daemon as its sidecar.
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { execa } from 'execa';
 import { ROOT, CLI, type TestEnv } from '../helpers.js';
 
@@ -46,4 +46,29 @@ export function runPython(t: TestEnv, args: string[], opts: { env?: Record<strin
 
 export function readJson<T = any>(file: string): T {
   return JSON.parse(fs.readFileSync(file, 'utf8')) as T;
+}
+
+const spawned: ChildProcess[] = [];
+
+/** Kills what spawnPython started and is still running (for afterEach: a failed test leaves no process waiting behind it). */
+export function killSpawnedPython(): void {
+  for (const p of spawned.splice(0)) if (p.exitCode === null && p.signalCode === null) p.kill('SIGKILL');
+}
+
+/** Starts a Python process; its stdout lines are collected in `lines`, stderr in `err()`. */
+export function spawnPython(t: TestEnv, args: string[], env: Record<string, string> = {}): ChildProcess & { lines: string[]; err: () => string } {
+  const child = spawn(PYTHON, args, { env: pyEnv(t, env), stdio: ['ignore', 'pipe', 'pipe'] }) as ChildProcess & { lines: string[]; err: () => string };
+  spawned.push(child);
+  child.lines = [];
+  let buf = '';
+  let err = '';
+  child.stdout!.on('data', (d: Buffer) => {
+    buf += d.toString();
+    const parts = buf.split('\n');
+    buf = parts.pop()!;
+    child.lines.push(...parts);
+  });
+  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  child.err = () => err;
+  return child;
 }

@@ -1,0 +1,123 @@
+// The Python client and another local user (issue 13 case 1, as
+// test/security-other-user.test.ts checks for TypeScript): a runtime dir is
+// used only if it is the user's own, mode 0700, not a symlink; a daemon whose
+// listening process runs as another user gets nothing, not even the token.
+// The attacker is a second account (`logd-other`) whose processes run under
+// setpriv; the victim is the user running the tests.
+import fs from 'node:fs';
+import path from 'node:path';
+import { createHash } from 'node:crypto';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { execa } from 'execa';
+import { afterEach, describe, expect, it } from 'vitest';
+import { otherUser, asUser, type OtherUser } from '../other-user.js';
+import { makeEnv, waitUntil, CLI, serviceFile, type TestEnv } from '../helpers.js';
+import { FIXTURES, pythonMissing, runPython } from './py-helpers.js';
+
+const VICTIM = path.join(FIXTURES, 'init_worker.py'); // a run whose config holds an API key, 10 rows
+let t: TestEnv;
+const attackerProcs: ChildProcess[] = [];
+afterEach(async () => {
+  for (const p of attackerProcs.splice(0)) if (p.exitCode === null) p.kill('SIGKILL');
+  if (t) await t.cleanup();
+});
+
+const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+
+function asAttacker(u: OtherUser, args: string[], env: NodeJS.ProcessEnv): ChildProcess & { out: () => string } {
+  const p = spawn('setpriv', [...asUser(u), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }) as ChildProcess & { out: () => string };
+  let out = '';
+  p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+  p.stderr!.on('data', (d: Buffer) => (out += d.toString()));
+  p.out = () => out;
+  attackerProcs.push(p);
+  return p;
+}
+
+function attackerHome(u: OtherUser): string {
+  const home = path.join(t.dir, 'attacker');
+  fs.mkdirSync(home, { mode: 0o700 });
+  fs.chownSync(home, u.uid, u.gid);
+  return home;
+}
+
+const storedRuns = (dataDir: string) => (fs.existsSync(path.join(dataDir, 'runs')) ? fs.readdirSync(path.join(dataDir, 'runs')) : []);
+
+describe.skipIf(pythonMissing !== null)(`Python client: another local user${pythonMissing ? ` (skipped: ${pythonMissing})` : ''}`, () => {
+  it('issue 13 case 1: a daemon another user runs in a pre-created /tmp/logd-<uid>/<hash> never receives the victim\'s run', async (ctx) => {
+    const u = await otherUser();
+    if (typeof u === 'string') return ctx.skip(`another local user: ${u}`);
+    t = makeEnv();
+    fs.chmodSync(t.dir, 0o755);
+    const tmp = path.join(t.dir, 'tmp');
+    fs.mkdirSync(tmp);
+    fs.chmodSync(tmp, 0o1777);
+    const hijacked = path.join(tmp, `logd-${process.getuid!()}`, sha(t.dataDir).slice(0, 12));
+    const home = attackerHome(u);
+    const mk = await execa('setpriv', [...asUser(u), 'sh', '-c', 'mkdir -m 0755 "$1" && mkdir -m 0700 "$2"', 'sh', path.dirname(hijacked), hijacked], { reject: false });
+    expect(mk.exitCode, mk.stderr).toBe(0);
+    const attackerEnv = { PATH: process.env.PATH, HOME: home, LOGD_DIR: path.join(home, 'data'), LOGD_RUNTIME_DIR: hijacked, LOGD_SAMPLE_INTERVAL_MS: '0' };
+    const daemon = asAttacker(u, [process.execPath, CLI, 'serve'], attackerEnv);
+    await waitUntil(() => serviceFile(hijacked)?.pid === daemon.pid, 20_000, `the attacker's daemon to serve in ${hijacked}: ${daemon.out()}`);
+
+    // The victim has no XDG_RUNTIME_DIR or LOGD_RUNTIME_DIR: its runtime dir falls back to the temp dir.
+    const env = { TMPDIR: tmp, LOGD_RUNTIME_DIR: '', XDG_RUNTIME_DIR: '' };
+    const r = await runPython(t, [VICTIM], { env });
+    expect(r.exitCode, r.all).toBe(0);
+    expect(storedRuns(path.join(home, 'data'))).toEqual([]);
+    expect(r.stdout).toMatch(/^caught UntrustedDirError: logd: refusing to use .* as the runtime dir: /m);
+    expect(r.stdout).toContain(path.dirname(hijacked));
+    expect(r.stdout).toMatch(new RegExp(`owned by uid ${u.uid}`));
+    expect(r.stdout).toMatch(/XDG_RUNTIME_DIR|LOGD_RUNTIME_DIR/);
+
+    // The advice works: with a private runtime dir the same script stores its run with the victim's own daemon.
+    fs.mkdirSync(path.join(t.dir, 'xdg'), { mode: 0o700 });
+    const ok = await runPython(t, [VICTIM], { env: { ...env, XDG_RUNTIME_DIR: path.join(t.dir, 'xdg') } });
+    expect(ok.stdout, ok.all).toMatch(/^ok \S+ finished/m);
+    expect(storedRuns(path.join(home, 'data'))).toEqual([]);
+  });
+
+  it('issue 13 case 1: LOGD_SERVICE naming another user\'s daemon is refused before anything is sent', async (ctx) => {
+    const u = await otherUser();
+    if (typeof u === 'string') return ctx.skip(`another local user: ${u}`);
+    t = makeEnv();
+    fs.chmodSync(t.dir, 0o755);
+    const home = attackerHome(u);
+    const rt = path.join(home, 'rt');
+    const attackerEnv = { PATH: process.env.PATH, HOME: home, LOGD_DIR: path.join(home, 'data'), LOGD_RUNTIME_DIR: rt, LOGD_SAMPLE_INTERVAL_MS: '0' };
+    const daemon = asAttacker(u, [process.execPath, CLI, 'serve'], attackerEnv);
+    await waitUntil(() => serviceFile(rt)?.pid === daemon.pid, 20_000, `the attacker's daemon to serve: ${daemon.out()}`);
+    const svc = serviceFile(rt)!;
+    const r = await runPython(t, [VICTIM], { env: { LOGD_SERVICE: `${svc.socket}#${svc.token}`, LOGD_NO_AUTOSTART: '1' } });
+    expect(r.exitCode, r.all).toBe(0);
+    expect(storedRuns(path.join(home, 'data'))).toEqual([]);
+    expect(r.stdout).toMatch(/^caught UntrustedDaemonError: logd: refusing to talk to the daemon at unix:.*nothing was sent/m);
+    expect(r.stdout).toMatch(new RegExp(`uid ${u.uid}`));
+  });
+
+  it('issue 13 case 1: a runtime dir that is a symlink, or that others can write, is refused and nothing is started in it', async () => {
+    t = makeEnv();
+    const target = path.join(t.dir, 'elsewhere');
+    fs.mkdirSync(target, { mode: 0o700 });
+    const link = path.join(t.dir, 'rt-link');
+    fs.symlinkSync(target, link);
+    const viaLink = await runPython(t, [VICTIM], { env: { LOGD_RUNTIME_DIR: link } });
+    expect(viaLink.stdout, viaLink.all).toMatch(/^caught UntrustedDirError: .*is a symbolic link/m);
+    expect(fs.readdirSync(target)).toEqual([]);
+
+    const open = path.join(t.dir, 'rt-open');
+    fs.mkdirSync(open);
+    fs.chmodSync(open, 0o777);
+    const viaOpen = await runPython(t, [VICTIM], { env: { LOGD_RUNTIME_DIR: open } });
+    expect(viaOpen.stdout, viaOpen.all).toMatch(/^caught UntrustedDirError: .*has mode 0777, not 0700/m);
+    expect(fs.readdirSync(open)).toEqual([]);
+
+    // A directory of the user's that nobody else can write is tightened to 0700 and used.
+    const loose = path.join(t.dir, 'rt-loose');
+    fs.mkdirSync(loose);
+    fs.chmodSync(loose, 0o755);
+    const ok = await runPython(t, [VICTIM], { env: { LOGD_RUNTIME_DIR: loose } });
+    expect(ok.stdout, ok.all).toMatch(/^ok \S+ finished/m);
+    expect(fs.statSync(loose).mode & 0o777).toBe(0o700);
+  });
+});
