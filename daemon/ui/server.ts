@@ -99,8 +99,8 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'runs' && id && parts.length === 2) {
       try {
         const r = await api.getRun(id);
-        // The page will ask for this history as soon as its script runs: start reading it now.
-        void api.cache.get(id, Number(r.historyRows)).catch(() => {});
+        // The page will ask for the metric names as soon as its script runs: start reading them now.
+        void api.firstLoads.keyNames(id, Number(r.historyRows)).catch(() => {});
       } catch (e) {
         if (e instanceof HttpError && e.status === 404) return sendHtml(res, 404, notFoundPage('Run', e.message));
         throw e;
