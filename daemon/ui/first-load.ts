@@ -12,16 +12,28 @@ const BATCH_MS = 4;
 /** Answers of finished runs kept (they never change); about 40 kB each at 1000 points. */
 const KEEP_ANSWERS = 256;
 const KEEP_KEY_LISTS = 64;
+/**
+ * A run with at most this many metrics is read whole (every metric
+ * downsampled) by the first chart that asks: its other charts, asking a
+ * moment later, then share that read instead of starting another.
+ */
+const READ_ALL_UP_TO = 64;
 
 interface Batch {
+  /** Every metric of the run (READ_ALL_UP_TO), or only `keys`. */
+  all: boolean;
   keys: Set<string>;
   answer: Promise<Map<string, ChartSeries>>;
 }
 
 export class FirstLoads {
   private open = new Map<string, Batch>();
+  /** Reads of every metric under way, which any chart of that run can wait on. */
+  private reading = new Map<string, Batch>();
   private answers = new Map<string, ChartSeries>();
   private keyLists = new Map<string, Promise<string[] | null>>();
+  /** How many metrics a run had at `${id}\0${rows}`, once known. */
+  private keyCounts = new Map<string, number>();
 
   constructor(private readonly source: QuerySource) {}
 
@@ -43,12 +55,18 @@ export class FirstLoads {
       return !hit;
     }) : keys;
     if (missing.length === 0) return out;
-    let batch = this.open.get(tag);
+    let batch = this.reading.get(tag) ?? this.open.get(tag);
     if (!batch) {
-      const b: Batch = { keys: new Set(), answer: null as unknown as Batch['answer'] };
+      const count = this.keyCounts.get(`${id}\0${rows}`);
+      const b: Batch = { all: count !== undefined && count <= READ_ALL_UP_TO, keys: new Set(), answer: null as unknown as Batch['answer'] };
       b.answer = new Promise<void>((r) => setTimeout(r, BATCH_MS)).then(async () => {
-        this.open.delete(tag); // later charts start the next read
-        return seriesFromBuckets(await this.source.history(id, { keys: [...b.keys], points }));
+        this.open.delete(tag); // later charts start the next read, or wait on this one when it reads all
+        if (b.all) this.reading.set(tag, b);
+        try {
+          return seriesFromBuckets(await this.source.history(id, { keys: b.all ? [] : [...b.keys], points }));
+        } finally {
+          if (this.reading.get(tag) === b) this.reading.delete(tag);
+        }
       });
       this.open.set(tag, (batch = b));
     }
@@ -56,10 +74,9 @@ export class FirstLoads {
     const got = await batch.answer;
     for (const k of missing) {
       const s = got.get(k);
-      if (!s) continue;
-      out.set(k, s);
-      if (final) this.keep(`${tag}\0${k}`, s);
+      if (s) out.set(k, s);
     }
+    if (final) for (const [k, s] of got) this.keep(`${tag}\0${k}`, s);
     return out;
   }
 
@@ -72,7 +89,11 @@ export class FirstLoads {
     const tag = `${id}\0${rows}`;
     let p = this.keyLists.get(tag);
     if (!p) {
-      p = this.source.history(id, { tailRows: 1 }).then((h) => (h.keys.length > 0 || rows === 0 ? h.keys : null));
+      p = this.source.history(id, { tailRows: 1 }).then((h) => {
+        this.keyCounts.set(tag, h.keys.length);
+        if (this.keyCounts.size > KEEP_KEY_LISTS) this.keyCounts.delete(this.keyCounts.keys().next().value!);
+        return h.keys.length > 0 || rows === 0 ? h.keys : null;
+      });
       p.catch(() => this.keyLists.delete(tag));
       this.keyLists.set(tag, p);
       if (this.keyLists.size > KEEP_KEY_LISTS) this.keyLists.delete(this.keyLists.keys().next().value!);
