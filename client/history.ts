@@ -14,6 +14,13 @@ export interface History {
   start: Uint32Array;
   keyIds: Uint32Array;
   values: Float64Array;
+  /**
+   * Only in a downsampled answer (`points` asked): rows are buckets, grouped
+   * by metric and ordered by step, one pair each (the mean); `min`/`max` run
+   * parallel to `values`, and `stored[k]` is how many points key k has in all
+   * (more than its rows here: it was downsampled).
+   */
+  buckets?: { min: Float64Array; max: Float64Array; stored: number[] };
 }
 
 function concat64(parts: Float64Array[], n: number): Float64Array {
@@ -30,8 +37,11 @@ function concat32(parts: Uint32Array[], n: number): Uint32Array {
 }
 
 /** Stored rows in arrival order; `keys` limits the metrics, `tailRows` > 0 keeps only the last rows. */
-export async function readHistory(conn: Connection, runId: string, opts: { keys?: string[]; tailRows?: number; system?: boolean; timeoutMs?: number } = {}): Promise<History> {
-  const call = conn.readHistory({ runId, keys: opts.keys ?? [], tailRows: opts.tailRows ?? 0, system: !!opts.system });
+export async function readHistory(conn: Connection, runId: string, opts: { keys?: string[]; tailRows?: number; system?: boolean; points?: number; timeoutMs?: number } = {}): Promise<History> {
+  const points = opts.points && opts.points > 0 ? Math.floor(opts.points) : 0;
+  const call = conn.readHistory({ runId, keys: opts.keys ?? [], tailRows: opts.tailRows ?? 0, system: !!opts.system, points });
+  const mins: Float64Array[] = [], maxs: Float64Array[] = [], stored: number[] = [];
+  let oldDaemon = false;
   const keys: string[] = [];
   const steps: Float64Array[] = [], times: Float64Array[] = [], ids: Uint32Array[] = [], vals: Float64Array[] = [], writers: Uint32Array[] = [], counts: Uint32Array[] = [];
   let rows = 0, pairs = 0;
@@ -46,6 +56,12 @@ export async function readHistory(conn: Connection, runId: string, opts: { keys?
         const k = u32(c.keyIds);
         ids.push(k);
         vals.push(f64(c.values));
+        if (points && !c.storedPoints) oldDaemon = true; // answered rows, not buckets: it predates `points`
+        else if (points) {
+          mins.push(f64(c.mins ?? new Uint8Array(0)));
+          maxs.push(f64(c.maxs ?? new Uint8Array(0)));
+          for (let i = 0; i < c.keys.length; i++) stored.push(Number(c.storedPoints ?? 0));
+        }
         writers.push(new Uint32Array(c.rows).fill(c.writer));
         rows += c.rows;
         pairs += k.length;
@@ -59,10 +75,12 @@ export async function readHistory(conn: Connection, runId: string, opts: { keys?
   const cnt = concat32(counts, rows);
   const start = new Uint32Array(rows + 1);
   for (let r = 0; r < rows; r++) start[r + 1] = start[r] + cnt[r];
-  return {
+  const h: History = {
     keys, rows, steps: concat64(steps, rows), times: concat64(times, rows), writers: concat32(writers, rows), start,
     keyIds: concat32(ids, pairs), values: concat64(vals, pairs),
   };
+  if (points && !oldDaemon) h.buckets = { min: concat64(mins, pairs), max: concat64(maxs, pairs), stored };
+  return h;
 }
 
 /**

@@ -15,6 +15,7 @@ import { rowFromLive, infoFromRow } from './index-rows.js';
 import { bytesOf, Undecodable } from '../src/wire.js';
 import { toJson } from '../src/json.js';
 import { summaryChunks } from './summary.js';
+import { MetricCollector, bucketPoints } from '../src/downsample.js';
 import type { HistoryBatch } from './store/format.js';
 
 export interface ServerContext {
@@ -183,7 +184,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return { runsKilled: n };
     }),
 
-    readHistory: ((call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number; system: boolean }, HistoryChunkMsg>) => {
+    readHistory: ((call: grpc.ServerWritableStream<HistoryRequest, HistoryChunkMsg>) => {
       if (!tokenOk(call.metadata, ctx.token)) {
         call.emit('error', UNAUTH);
         return;
@@ -226,14 +227,21 @@ function withDamage(reg: Registry, info: RunInfo): RunInfo {
   return { ...info, metadataJson: toJson({ ...meta, damage }) };
 }
 
-async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number; system: boolean }, HistoryChunkMsg>): Promise<void> {
+type HistoryRequest = { runId: string; keys: string[]; tailRows: number; system: boolean; points: number };
+
+async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<HistoryRequest, HistoryChunkMsg>): Promise<void> {
   const id = call.request.runId;
   if (checkRunId(id) !== null || !reg.store.exists(id)) throw notFound(`run ${JSON.stringify(id.slice(0, 80))} does not exist; list runs with \`logd runs\``);
   const wanted = new Set(call.request.keys);
   const chunks: HistoryChunkMsg[] = [];
   let names: string[] = [];
+  // Downsampled (points > 0): the wanted metrics' points are collected as the
+  // log is read, then bucketed; only the buckets travel.
+  const points = call.request.points > 0 ? call.request.points : 0;
+  const collector = points ? new MetricCollector(wanted) : null;
   const onChunk = (b: HistoryBatch, added: string[]) => {
     names = names.concat(added);
+    if (collector) return collector.add(b.rows, b.steps, b.times, b.counts, b.keyIds, b.values, names);
     const f = wanted.size > 0 ? filterKeys(b, names, wanted) : b;
     if (f.rows > 0 || added.length > 0) {
       chunks.push({ keys: added, rows: f.rows, steps: bytesOf(f.steps), times: bytesOf(f.times), counts: bytesOf(f.counts), keyIds: bytesOf(f.keyIds), values: bytesOf(f.values), writer: b.writerIdx });
@@ -242,8 +250,9 @@ async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<{ ru
   if (call.request.system) {
     if (!reg.system) throw failedPrecondition('system metrics are off on this daemon (it was started with --sample-interval 0)');
     reg.system.readForRun(windowOf(reg, id), new Set(), onChunk);
-  } else if (call.request.tailRows > 0) reg.store.readHistoryTail(id, call.request.tailRows, onChunk);
+  } else if (call.request.tailRows > 0 && !points) reg.store.readHistoryTail(id, call.request.tailRows, onChunk);
   else reg.store.readHistory(id, onChunk);
+  if (collector) chunks.push(...downsampledChunks(collector, points));
   for (const c of chunks) {
     if (call.cancelled) return;
     if (!call.write(c)) await new Promise((r) => call.once('drain', r));
@@ -271,6 +280,22 @@ function windowOf(reg: Registry, id: string): RunWindow {
   if (!row) throw notFound(`run ${id} is not in the index`);
   const meta = JSON.parse(row.metadata_json || '{}') as { pid?: number; writers?: Array<{ idx: number; pid: number }> };
   return runWindow({ createdAt: row.created_at, finishedAt: row.finished_at, ownerPid: meta.pid ?? 0, writers: meta.writers ?? [] });
+}
+
+/** One chunk per metric: its buckets as rows of one pair each (the chunk's only key, id i). */
+function downsampledChunks(c: MetricCollector, points: number): HistoryChunkMsg[] {
+  const out: HistoryChunkMsg[] = [];
+  for (const [name, cols] of c.byKey) {
+    if (cols.n === 0) continue;
+    const b = bucketPoints(cols, points);
+    const rows = b.step.length;
+    out.push({
+      keys: [name], rows, steps: bytesOf(b.step), times: bytesOf(b.time), counts: bytesOf(new Uint32Array(rows).fill(1)),
+      keyIds: bytesOf(new Uint32Array(rows).fill(out.length)), values: bytesOf(b.mean), writer: 0,
+      mins: bytesOf(b.min), maxs: bytesOf(b.max), storedPoints: b.stored,
+    });
+  }
+  return out;
 }
 
 /** Only the wanted keys, and only rows that have one of them. */

@@ -94,6 +94,8 @@ export interface WriteResponseMsg {
 export interface HistoryChunkMsg {
   keys: string[]; rows: number; steps: Uint8Array; times: Uint8Array; counts: Uint8Array;
   keyIds: Uint8Array; values: Uint8Array; writer: number;
+  /** A downsampled answer only (ReadHistoryRequest.points > 0). */
+  mins?: Uint8Array; maxs?: Uint8Array; storedPoints?: number;
 }
 
 // ---- Packed little-endian columns ----

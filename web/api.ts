@@ -24,6 +24,8 @@ export async function get<T>(path: string, params: Record<string, string | numbe
     for (const x of Array.isArray(v) ? v : [v]) q.append(k, String(x));
   }
   const qs = q.toString();
+  const embedded = takeEmbedded(path, q);
+  if (embedded !== undefined) return embedded as T;
   let res: Response;
   try {
     res = await fetch(path + (qs ? `?${qs}` : ''), { credentials: 'same-origin', headers: { accept: 'application/json' } });
@@ -33,6 +35,30 @@ export async function get<T>(path: string, params: Record<string, string | numbe
   const body = (await res.json().catch(() => ({ error: `the server answered ${res.status} without JSON` }))) as T & { error?: string };
   if (!res.ok) throw new ApiError(res.status, body.error ?? `HTTP ${res.status}`);
   return body;
+}
+
+/** A query's identity: its non-empty parameters in order, offset 0 being no offset. */
+function normalised(path: string, q: URLSearchParams): string {
+  const kept = [...q].filter(([k, v]) => v !== '' && !(k === 'offset' && v === '0')).sort(([a, x], [b, y]) => (a < b ? -1 : a > b ? 1 : x < y ? -1 : x > y ? 1 : 0));
+  return `${path}?${new URLSearchParams(kept)}`;
+}
+
+/**
+ * An answer the server carried in the page (daemon/ui/pages.ts embeddedAnswer)
+ * for this very query: used once, so later asks (a live reload) fetch anew.
+ */
+function takeEmbedded(path: string, q: URLSearchParams): unknown {
+  for (const el of document.querySelectorAll<HTMLScriptElement>('script.logd-answer')) {
+    const url = new URL(el.dataset.url ?? '', location.origin);
+    if (normalised(url.pathname, url.searchParams) !== normalised(path, q)) continue;
+    el.remove();
+    try {
+      return JSON.parse(el.textContent ?? '');
+    } catch {
+      return undefined;
+    }
+  }
+  return undefined;
 }
 
 export const api = {

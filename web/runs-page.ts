@@ -4,6 +4,7 @@
 import { h, clear, link, stateBadge, ago, debounce } from './dom.js';
 import { api, live, type Run } from './api.js';
 
+/** daemon/ui/server.ts embeds a first page of as many runs (RUNS_PAGE). */
 const PAGE = 100;
 type SortKey = 'createdAt' | 'name' | 'project' | 'state' | 'historyRows';
 

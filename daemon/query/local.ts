@@ -9,6 +9,7 @@ import { findDaemon } from '../../client/discovery.js';
 import { readHistory, readSummary } from '../../client/history.js';
 import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History } from './source.js';
 import { RunNotFound } from './source.js';
+import { downsampleHistory } from './downsampled.js';
 
 const CALL_MS = 30_000;
 /** How long a query keeps looking for a daemon that went away under it (a sidecar leaving, a restart). */
@@ -54,7 +55,11 @@ export class LocalSource implements QuerySource {
   }
 
   history(id: string, q: HistoryQuery = {}): Promise<History> {
-    return this.call((c) => readHistory(c, id, q), id);
+    return this.call(async (c) => {
+      const h = await readHistory(c, id, q);
+      // A daemon older than `points` answers rows: bucket them here.
+      return q.points && q.points > 0 && !h.buckets ? downsampleHistory(h, q.keys ?? [], q.points) : h;
+    }, id);
   }
 
   async keepAlive(): Promise<void> {

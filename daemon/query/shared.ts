@@ -9,6 +9,7 @@ import { decodeFloat8Array, decodeInt4Array } from '../upload/copy.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from '../upload/pg-sink.js';
 import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History } from './source.js';
 import { RunNotFound } from './source.js';
+import { downsampleHistory } from './downsampled.js';
 
 interface RunDbRow {
   id: string; node: string; project: string; name: string; grp: string; job_type: string; tags: string[]; notes: string; mode: string;
@@ -82,6 +83,11 @@ export class SharedSource implements QuerySource {
   }
 
   async history(id: string, hq: HistoryQuery = {}): Promise<History> {
+    if (hq.points && hq.points > 0) {
+      // The wanted metrics' chunks only (steps, times and their values), bucketed here.
+      const whole = await this.history(id, { ...hq, points: 0, tailRows: 0 });
+      return downsampleHistory(whole, hq.keys ?? [], hq.points);
+    }
     await this.getRun(id);
     const stream = hq.system ? STREAM_SYSTEM : STREAM_HISTORY;
     const keyRows = await this.q<{ key_id: number; name: string }>('SELECT key_id, name FROM logd_keys WHERE run_id = $1 AND stream = $2 ORDER BY key_id', [id, stream]);

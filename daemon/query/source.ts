@@ -36,6 +36,14 @@ export interface HistoryQuery {
   tailRows?: number;
   /** The node's system metrics over the run's lifetime instead of its history. */
   system?: boolean;
+  /**
+   * > 0: downsampled where the data is, about this many points per metric
+   * (each bucket keeps the mean, min and max of its points; a metric with no
+   * more points comes back whole). The History then has `buckets`, and its
+   * rows are buckets grouped by metric (see client/history.ts). tailRows is
+   * ignored.
+   */
+  points?: number;
   timeoutMs?: number;
 }
 
@@ -47,7 +55,7 @@ export interface QuerySource {
   listRuns(filter: RunFilter): Promise<RunPage>;
   /** Rejects with RunNotFound when there is no such run. */
   getRun(id: string): Promise<RunInfo>;
-  /** Stored rows in arrival order, columnar. Rejects with RunNotFound when there is no such run. */
+  /** Stored rows in arrival order, columnar (or buckets, with `points`). Rejects with RunNotFound when there is no such run. */
   history(id: string, query?: HistoryQuery): Promise<History>;
   /**
    * The whole summary and stats of a run whose RunInfo carries them capped

@@ -5,6 +5,7 @@ import type { QuerySource, RunInfo } from '../query/index.js';
 import { RunNotFound } from '../query/index.js';
 import { SeriesCache, RunSeries } from './series.js';
 import { metricSeries, acrossRuns, type ChartSeries } from './downsample.js';
+import { FirstLoads } from './first-load.js';
 
 export class HttpError extends Error {
   constructor(readonly status: number, message: string) {
@@ -53,10 +54,13 @@ function keysParam(q: URLSearchParams): string[] {
 
 export class Api {
   readonly cache: SeriesCache;
+  /** Answers read downsampled from the source, for runs the cache does not hold. */
+  readonly firstLoads: FirstLoads;
   private system = new Map<string, { at: number; series: Promise<RunSeries> }>();
 
   constructor(readonly source: QuerySource) {
     this.cache = new SeriesCache(source);
+    this.firstLoads = new FirstLoads(source);
   }
 
   async getRun(id: string): Promise<RunInfo> {
@@ -84,20 +88,28 @@ export class Api {
   /** A run's metric names, filtered by `q` (substring) and paged: a run may have 10 000. */
   async keys(id: string, q: URLSearchParams): Promise<unknown> {
     const r = await this.getRun(id);
-    const s = await this.cache.get(id, Number(r.historyRows));
+    const rows = Number(r.historyRows);
+    const names = this.cache.peek(id, rows)?.keys ?? (await this.firstLoads.keyNames(id, rows)) ?? (await this.cache.get(id, rows)).keys;
     const text = (q.get('q') ?? '').toLowerCase();
-    const all = text ? s.keys.filter((k) => k.toLowerCase().includes(text)) : s.keys;
+    const all = text ? names.filter((k) => k.toLowerCase().includes(text)) : names;
     const sorted = [...all].sort();
     const offset = intParam(q, 'offset', 0, Number.MAX_SAFE_INTEGER), limit = intParam(q, 'limit', 200, 5000); // limit=0: only the counts
-    return { keys: sorted.slice(offset, offset + limit), total: sorted.length, allKeys: s.keys.length, offset, limit };
+    return { keys: sorted.slice(offset, offset + limit), total: sorted.length, allKeys: names.length, offset, limit };
   }
 
   async history(id: string, q: URLSearchParams): Promise<unknown> {
     const r = await this.getRun(id);
-    const s = await this.cache.get(id, Number(r.historyRows));
+    const rows = Number(r.historyRows);
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
     const keys = keysParam(q);
     const series: Record<string, ChartSeries> = {};
+    const s = this.cache.peek(id, rows);
+    if (!s) {
+      // Not held (a first visit): downsampled where the data is, not read whole.
+      const got = await this.firstLoads.series(id, rows, keys, points, r.state !== 'running');
+      for (const [k, v] of got) series[k] = v;
+      return { run: id, state: r.state, rows, series };
+    }
     for (const k of keys.length ? keys : s.keys.slice(0, 100)) {
       const kid = s.keyId(k);
       if (kid !== undefined) series[k] = metricSeries(s, kid, points);

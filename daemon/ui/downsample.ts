@@ -2,6 +2,7 @@
 // mean, min and max so that a spike inside a bucket still shows (as a band).
 // The full data comes back, without min/max, when N covers the series.
 import type { RunSeries } from './series.js';
+import type { History } from '../query/index.js';
 
 /** A chart series: parallel arrays; `min`/`max` only when downsampled. Non-finite values are null. */
 export interface ChartSeries {
@@ -118,6 +119,32 @@ function bucketsInOrder(s: RunSeries, rows: Uint32Array, vals: Float64Array, n: 
     out.value[k] = cnt ? sum / cnt : null;
     out.min![k] = cnt ? mn : null;
     out.max![k] = cnt ? mx : null;
+  }
+  return out;
+}
+
+/** The chart series of a downsampled History (HistoryQuery.points): one per metric, min/max only where it was downsampled. */
+export function seriesFromBuckets(h: History): Map<string, ChartSeries> {
+  const out = new Map<string, ChartSeries>();
+  const b = h.buckets;
+  if (!b) throw new Error('seriesFromBuckets: the history answer is not downsampled (no buckets)');
+  let r = 0;
+  while (r < h.rows) {
+    const k = h.keyIds[h.start[r]];
+    let end = r;
+    while (end < h.rows && h.keyIds[h.start[end]] === k) end++;
+    const n = end - r, stored = b.stored[k] ?? n, banded = stored > n;
+    const s: ChartSeries = { step: new Array(n), time: new Array(n), value: new Array(n), points: stored };
+    if (banded) (s.min = new Array(n), s.max = new Array(n));
+    for (let i = 0; i < n; i++) {
+      const p = h.start[r + i];
+      s.step[i] = h.steps[r + i];
+      s.time[i] = h.times[r + i];
+      s.value[i] = fin(h.values[p]);
+      if (banded) (s.min![i] = fin(b.min[p]), s.max![i] = fin(b.max[p]));
+    }
+    out.set(h.keys[k], s);
+    r = end;
   }
   return out;
 }

@@ -21,6 +21,16 @@ export function shellPage(version: string): string {
   return frame('logd', '<div id="app"><p class="muted">Loading…</p></div>', version);
 }
 
+/**
+ * An API answer the page will ask for first, carried in the HTML as a data
+ * block (never run as script, so the CSP's "no inline script" holds): the
+ * page reads it instead of fetching `apiUrl`. `<` is escaped so no text in the
+ * answer can close the element.
+ */
+export function embeddedAnswer(apiUrl: string, body: unknown): string {
+  return `<script type="application/json" class="logd-answer" data-url="${escapeHtml(apiUrl)}">${JSON.stringify(body).replace(/</g, '\\u003c')}</script>`;
+}
+
 export function unauthorizedPage(): string {
   return frame('logd: access token needed', `<main class="error-page" id="unauthorized">
 <h1>This dashboard needs its access token</h1>

@@ -160,6 +160,14 @@ export class SeriesCache {
    */
   constructor(private source: QuerySource, private maxRuns = 1024, private maxPoints = 20_000_000) {}
 
+  /** The run's series when the cache already holds it up to `historyRows` rows (no read); null otherwise. */
+  peek(id: string, historyRows: number): RunSeries | null {
+    const e = this.entries.get(id);
+    if (!e || e.pending || e.knownRows < historyRows || e.series.rows < historyRows) return null;
+    e.lastUse = Date.now();
+    return e.series;
+  }
+
   async get(id: string, historyRows: number): Promise<RunSeries> {
     let e = this.entries.get(id);
     if (!e) {

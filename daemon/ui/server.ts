@@ -10,7 +10,7 @@ import { sameSecret } from '../../src/token.js';
 import type { QuerySource } from '../query/index.js';
 import { Api, HttpError } from './api.js';
 import { serveLive } from './live.js';
-import { shellPage, unauthorizedPage, notFoundPage } from './pages.js';
+import { shellPage, unauthorizedPage, notFoundPage, embeddedAnswer } from './pages.js';
 
 export interface UiOptions {
   source: QuerySource;
@@ -78,7 +78,7 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
         });
         return void res.end();
       }
-      return page(parts, res);
+      return page(parts, url.searchParams, res);
     }
     const q = url.searchParams;
     const [, what, id, sub] = parts;
@@ -92,15 +92,15 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; the README's Dashboard section lists them`);
   }
 
-  async function page(parts: string[], res: http.ServerResponse): Promise<void> {
+  async function page(parts: string[], params: URLSearchParams, res: http.ServerResponse): Promise<void> {
     const [what, id] = parts;
-    if (what === '' && parts.length === 1) return sendHtml(res, 200, shell);
+    if (what === '' && parts.length === 1) return runsList(params, res);
     if (what === 'compare' && parts.length === 1) return sendHtml(res, 200, shell);
     if (what === 'runs' && id && parts.length === 2) {
       try {
         const r = await api.getRun(id);
-        // The page will ask for this history as soon as its script runs: start reading it now.
-        void api.cache.get(id, Number(r.historyRows)).catch(() => {});
+        // The page will ask for the metric names as soon as its script runs: start reading them now.
+        void api.firstLoads.keyNames(id, Number(r.historyRows)).catch(() => {});
       } catch (e) {
         if (e instanceof HttpError && e.status === 404) return sendHtml(res, 404, notFoundPage('Run', e.message));
         throw e;
@@ -113,6 +113,32 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
       return sendHtml(res, 200, shell);
     }
     return sendHtml(res, 404, notFoundPage('Page', `there is no page at /${parts.join('/')}.`));
+  }
+
+  /**
+   * The runs list with its first page inside: the shell goes out at once (the
+   * browser fetches the bundle meanwhile), the page's first /api/runs answer
+   * follows in the same response, so the bundle finds its data when it runs
+   * rather than asking only then. The query is the one web/runs-page.ts makes
+   * of the same URL.
+   */
+  async function runsList(params: URLSearchParams, res: http.ServerResponse): Promise<void> {
+    const end = shell.lastIndexOf('</body>');
+    res.writeHead(200, HTML_HEADERS);
+    res.write(shell.slice(0, end));
+    const q = new URLSearchParams();
+    for (const k of ['text', 'project', 'state', 'tag']) if (params.get(k)) q.set(k, params.get(k)!);
+    const offset = Number(params.get('offset') ?? 0) || 0;
+    if (offset) q.set('offset', String(offset));
+    q.set('limit', String(RUNS_PAGE));
+    let answer = '';
+    try {
+      answer = embeddedAnswer(`/api/runs?${q}`, await api.runs(q));
+    } catch (e) {
+      // The page asks /api/runs itself and shows what went wrong.
+      if (!(e instanceof HttpError)) log(`ui: the runs list's first page failed: ${(e as Error).message}`);
+    }
+    res.end(answer + shell.slice(end));
   }
 
   await new Promise<void>((resolve, reject) => {
@@ -165,8 +191,12 @@ function sendJson(res: http.ServerResponse, status: number, body: unknown): void
   res.end(text);
 }
 
+const HTML_HEADERS = { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', ...SECURITY_HEADERS };
+/** The runs list's page size: web/runs-page.ts asks for as many. */
+const RUNS_PAGE = 100;
+
 function sendHtml(res: http.ServerResponse, status: number, html: string): void {
-  res.writeHead(status, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', ...SECURITY_HEADERS });
+  res.writeHead(status, HTML_HEADERS);
   res.end(html);
 }
 

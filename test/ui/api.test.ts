@@ -9,12 +9,14 @@ let t: TestEnv;
 let ui: UiProcess;
 let spiky: string;
 let ranks: string[];
+let nasty: string;
 
 beforeAll(async () => {
   t = makeEnv();
   // 10 000 steps of a flat line with one spike at step 5003: downsampled, the spike must survive.
   [spiky] = await logRuns(t, [{ name: 'spiky', steps: 10_000, row: '{ loss: step === 5003 ? 1000 : 1, "a,b": step }' }]);
   ranks = await logRuns(t, [0, 1, 2].map((rank) => ({ name: `r${rank}`, group: 'exp/1', rank, steps: 50, row: '{ x: step + rank }' })));
+  [nasty] = await logRuns(t, [{ name: '</script><script>alert(1)</script>', steps: 1, row: '{ y: 1 }' }]);
   ui = await startUi(t);
 });
 afterAll(async () => {
@@ -126,7 +128,7 @@ describe('logd ui: bad input', () => {
 describe('logd ui: data', () => {
   it('lists runs with filters and paging', async () => {
     const all = await getJson(ui, '/api/runs?limit=2');
-    expect(all.body.total).toBe(4);
+    expect(all.body.total).toBe(5);
     expect(all.body.runs).toHaveLength(2);
     const page2 = await getJson(ui, '/api/runs?limit=2&offset=2');
     expect(page2.body.runs.map((r: { id: string }) => r.id)).not.toContain(all.body.runs[0].id);
@@ -134,6 +136,19 @@ describe('logd ui: data', () => {
     expect(grouped.body.runs.map((r: { rank: number }) => r.rank).sort()).toEqual([0, 1, 2]);
     expect((await getJson(ui, '/api/runs?text=spik')).body.runs.map((r: { id: string }) => r.id)).toEqual([spiky]);
     expect((await getJson(ui, '/api/runs?limit=x')).status).toBe(400);
+  });
+
+  it("carries the runs list's first page inside the page, as data that no run name can break out of", async () => {
+    const page = await getJson(ui, '/?project=ui');
+    expect(page.status).toBe(200);
+    const m = /<script type="application\/json" class="logd-answer" data-url="([^"]*)">([^<]*)<\/script>/.exec(page.body as string);
+    expect(m, 'the embedded answer').not.toBeNull();
+    expect(m![1].replace(/&amp;/g, '&')).toBe('/api/runs?project=ui&limit=100');
+    const embedded = JSON.parse(m![2]);
+    expect(embedded).toEqual((await getJson(ui, '/api/runs?project=ui&limit=100')).body);
+    expect(embedded.runs.map((r: { name: string }) => r.name)).toContain('</script><script>alert(1)</script>');
+    expect(embedded.runs.map((r: { id: string }) => r.id)).toContain(nasty);
+    expect(page.body).not.toContain('<script>alert(1)');
   });
 
   it('downsamples to about N points per series and keeps the spike in its bucket max', async () => {

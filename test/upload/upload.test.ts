@@ -3,10 +3,12 @@
 // `--store` in the same formats as from the local store.
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
-import { cli, cliJson, runScript, script, startDaemon, type TestEnv } from '../helpers.js';
+import path from 'node:path';
+import { cli, cliJson, runScript, script, startDaemon, ROOT, type TestEnv } from '../helpers.js';
 import { byWriterStep, nodeEnv, rawRows, storeJson, waitUploaded } from './helpers.js';
 
 const why = pgUnavailable();
+const QUERY = path.join(ROOT, 'dist', 'daemon', 'query', 'index.js');
 let pgc: PgCluster;
 let t: TestEnv | undefined;
 
@@ -48,6 +50,26 @@ describe.skipIf(why !== null)(`upload to PostgreSQL${why ? ` (skipped: ${why})` 
     expect(one[1]).toMatchObject({ _step: 7, sparse: 7 });
     const tail = await storeJson(t, pgc.url, ['show', id, '--rows', '3']);
     expect(tail.lastRows.map((x: any) => x._step)).toEqual([4997, 4998, 4999]);
+    // Downsampled (HistoryQuery.points): the shared store answers the buckets the daemon answers.
+    const q = script(t, 'downsampled.mjs', `
+      const { openSource } = await import(${JSON.stringify(QUERY)});
+      const out = {};
+      for (const [name, store] of [['local', ''], ['shared', process.argv[3]]]) {
+        const src = await openSource({ store });
+        const h = await src.history(process.argv[2], { keys: ['loss', 'sparse'], points: 100 });
+        out[name] = { keys: h.keys, rows: h.rows, steps: [...h.steps], values: [...h.values], min: [...h.buckets.min], max: [...h.buckets.max], stored: h.buckets.stored };
+        await src.close();
+      }
+      console.log(JSON.stringify(out));
+      process.exit(0);
+    `);
+    const d = await runScript(t, q, [id, pgc.url]);
+    expect(d.exitCode, d.stderr).toBe(0);
+    const both = JSON.parse(d.stdout.trim().split('\n').at(-1)!);
+    expect(both.shared).toEqual(both.local);
+    expect(both.shared).toMatchObject({ keys: ['loss', 'sparse'], rows: 200, stored: [5000, Math.ceil(5000 / 7)] });
+    expect(both.shared.max[0]).toBe(1); // loss at step 0, kept in its bucket's max (rows 0–99 are loss's buckets)
+    expect(both.shared.values[0]).toBeLessThan(0.1); // while the bucket's mean is far below it
     // The node's system metrics over the run's lifetime.
     const sys = await rawRows(t, id, pgc.url, ['--system']);
     expect(sys.length).toBeGreaterThan(0);
