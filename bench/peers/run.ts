@@ -284,13 +284,14 @@ async function sigtermService(notes: string[]): Promise<void> {
       const at = lastLogged(p);
       process.kill(svc, 'SIGTERM');
       const { code } = await p.done;
-      let kept: number[] = [];
+      // A count that fails is said as such, never shown as 0 rows kept.
+      let kept: string;
       try {
-        kept = storedRows(tool, e);
+        kept = storedRows(tool, e).join(', ') || '0';
       } catch (err) {
-        kept = [];
+        kept = `(count failed: ${(err as Error).message.split('\n')[0].slice(0, 120)})`;
       }
-      notes.push(`| ${tool} | exit code ${code} | ${kept.join(', ') || '0'} of 20000 rows kept | service SIGTERMed after ${at} rows |`);
+      notes.push(`| ${tool} | exit code ${code} | ${kept} of 20000 rows kept | service SIGTERMed after ${at} rows |`);
     } finally {
       cleanup(e);
     }
