@@ -31,11 +31,12 @@ async function statusOf(env: TestEnv): Promise<any> {
 }
 
 /** Waits for the uploader to report an error matching `re`; returns the status text and JSON. */
-async function waitForError(env: TestEnv, re: RegExp): Promise<{ text: string; json: any }> {
+/** Waits for the error, and for the backlog to be measured (the first failed connect can come before it). */
+async function waitForError(env: TestEnv, re: RegExp, backlogRuns = 0): Promise<{ text: string; json: any }> {
   let json: any = null;
   await waitUntil(async () => {
     json = await statusOf(env);
-    return json?.state === 'retrying' && re.test(json.lastError ?? '');
+    return json?.state === 'retrying' && re.test(json.lastError ?? '') && (json.backlog?.runs ?? 0) >= backlogRuns;
   }, 60_000, `the upload status to report ${re} (last: ${JSON.stringify(json)})`);
   return { text: (await cli(env, ['status'])).stdout, json };
 }
@@ -72,7 +73,7 @@ describe.skipIf(why !== null)(`a store that cannot be used${why ? ` (skipped: ${
     t = nodeEnv('node-pw', url);
     const d = await startDaemon(t);
     const id = await oneRun(t);
-    const { text, json } = await waitForError(t, /refused the login/);
+    const { text, json } = await waitForError(t, /refused the login/, 1);
     expect(text).toContain(`upload:    postgres://logd:***@127.0.0.1:${pgc.port}/logd as node "node-pw", retrying`);
     expect(json.lastError).toContain('refused the login (password authentication failed for user "logd"); fix the user or password in the upload URL');
     expect(d.stderr()).toMatch(/upload: the shared store at postgres:\/\/logd:\*\*\*@127\.0\.0\.1:\d+\/logd refused the login/);
