@@ -8,7 +8,7 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { clientTunables, rankEnv, resolvePaths, LOGD_VERSION, PROTOCOL_VERSION } from '../src/config.js';
-import { parseServiceAddress, messageType, type ClientInfo, type RunInfo, type ServiceAddress } from '../src/wire.js';
+import { parseServiceAddress, type ClientInfo, type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { toJson } from '../src/json.js';
 import { connectionFor, CallError } from './connection.js';
 import { findDaemon, fromServiceFile, DaemonStartError } from './discovery.js';
@@ -49,7 +49,10 @@ export function clientInfo(): ClientInfo {
  * when the daemon's address is already known, connect in the background so
  * init() finds a warm channel. Unref'd: it never keeps a process alive.
  */
+let reachingAlready = false;
 function preconnect(): void {
+  // init() (or attach, setup) came first and is connecting itself: a Hello beside it would only cost it time.
+  if (reachingAlready) return;
   try {
     const t = clientTunables();
     if (t.mode === 'disabled') return;
@@ -57,11 +60,6 @@ function preconnect(): void {
     // A Hello warms the channel and the call path (and checks the protocol early).
     if (!addr) return;
     void connectionFor(addr).unary('hello', { protocolVersion: PROTOCOL_VERSION, client: clientInfo() }, 2000).catch(() => {});
-    // protobufjs compiles each message's codec on first use: do it now, not inside init().
-    for (const name of ['CreateRunRequest', 'RunInfo', 'WriteRequest', 'WriteResponse', 'FinishRunRequest', 'FinishRunResponse']) {
-      const type = messageType(name);
-      type.decode(type.encode({}).finish());
-    }
   } catch {
     /* init() will say what is wrong */
   }
@@ -70,6 +68,7 @@ setTimeout(preconnect, 0).unref();
 
 /** Makes sure a daemon is reachable and exports LOGD_SERVICE for child processes. */
 export async function setup(): Promise<{ service: string }> {
+  reachingAlready = true;
   const addr = (await checkedDaemon({ timeoutMs: clientTunables().callTimeoutMs }))!;
   return { service: `${addr.target}#${addr.token}` };
 }
@@ -90,6 +89,7 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   const t = clientTunables();
   const mode = t.mode ?? opts.mode ?? 'online';
   if (mode === 'disabled') return new DisabledRun(opts);
+  reachingAlready = true;
   // The id is chosen here and the create carries a key only this call
   // knows: a CreateRun sent again (after a timeout, or to a restarted
   // daemon) gets the same run back instead of leaving a second one behind.
@@ -119,6 +119,7 @@ export function parseHandle(handle: string): RunHandlePayload {
 /** Attaches to a run created elsewhere (its handle came from `run.handle()`). */
 export async function attach(handle: string): Promise<Run> {
   const p = parseHandle(handle);
+  reachingAlready = true;
   const writerId = `w-${randomBytes(6).toString('hex')}`;
   const { value: info, address } = await withDaemon(
     'attach',

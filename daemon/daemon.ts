@@ -6,7 +6,7 @@ import net from 'node:net';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { daemonTunables, resolvePaths, LOGD_VERSION, type LogdPaths } from '../src/config.js';
-import { serviceDefinition } from '../src/wire.js';
+import { serviceDefinition } from '../src/proto.js';
 import { Store } from './store/store.js';
 import { Registry } from './registry.js';
 import { Finaliser } from './finaliser.js';

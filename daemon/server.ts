@@ -12,7 +12,8 @@ import type { Registry } from './registry.js';
 import type { Finaliser } from './finaliser.js';
 import type { LiveRun, Writer, WriteCall } from './run.js';
 import { rowFromLive, infoFromRow } from './index-rows.js';
-import { bytesOf, Undecodable } from '../src/wire.js';
+import { bytesOf } from '../src/wire.js';
+import { Undecodable } from '../src/proto.js';
 import type { HistoryBatch } from './store/format.js';
 
 export interface ServerContext {
