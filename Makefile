@@ -18,8 +18,10 @@ node_modules/.installed: package.json
 
 deps: node_modules/.installed
 
+# tsc, then the client bundled into one file (dist/client/logd.js, what `import 'logd'` loads).
 build: deps
 	npx tsc -p tsconfig.json
+	node scripts/bundle-client.mjs
 
 # Builds native/build/Release/logd_native.node when libtorch is installed;
 # otherwise says what is missing and carries on (the addon is optional).
