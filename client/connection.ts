@@ -22,6 +22,11 @@ export class Connection {
     this.channel = new Channel(address.target, address.token);
   }
 
+  /** Opens the connection now (calls made later find it up); a failure shows in the first call. */
+  connect(): void {
+    if (!this.closed) this.channel.connect();
+  }
+
   unary<Req, Res>(method: string, req: Req, timeoutMs: number): Promise<Res> {
     return new Promise((resolve, reject) => {
       const failed = (err: CallStatusError) => {

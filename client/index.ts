@@ -46,23 +46,27 @@ export function clientInfo(): ClientInfo {
 
 /**
  * Trainers import logd long before init() (models and data load in between):
- * when the daemon's address is already known, connect in the background so
- * init() finds a warm channel. Unref'd: it never keeps a process alive.
+ * when the daemon's address is already known, the connection to it starts
+ * as logd is imported (the socket connects and HTTP/2 settles while the
+ * trainer goes on), and a Hello warms the call path once the importing code
+ * yields, unless init() came first. Neither keeps a process alive.
  */
 let reachingAlready = false;
-function preconnect(): void {
-  // init() (or attach, setup) came first and is connecting itself: a Hello beside it would only cost it time.
-  if (reachingAlready) return;
+function knownDaemon(): ServiceAddress | null {
   try {
     const t = clientTunables();
-    if (t.mode === 'disabled') return;
-    const addr = t.service ? parseServiceAddress(t.service) : fromServiceFile(resolvePaths());
-    // A Hello warms the channel and the call path (and checks the protocol early).
-    if (!addr) return;
-    void connectionFor(addr).unary('hello', { protocolVersion: PROTOCOL_VERSION, client: clientInfo() }, 2000).catch(() => {});
+    if (t.mode === 'disabled') return null;
+    return t.service ? parseServiceAddress(t.service) : fromServiceFile(resolvePaths());
   } catch {
-    /* init() will say what is wrong */
+    return null; // init() will say what is wrong
   }
+}
+const early = knownDaemon();
+if (early) connectionFor(early).connect();
+function preconnect(): void {
+  // init() (or attach, setup) came first and is calling itself: a Hello beside it would only cost it time.
+  if (reachingAlready || !early) return;
+  void connectionFor(early).unary('hello', { protocolVersion: PROTOCOL_VERSION, client: clientInfo() }, 2000).catch(() => {});
 }
 setTimeout(preconnect, 0).unref();
 

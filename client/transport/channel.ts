@@ -191,6 +191,11 @@ export class Channel {
     return s;
   }
 
+  /** Opens the connection ahead of the first call. */
+  connect(): void {
+    if (!this.closed) this.ensureSession();
+  }
+
   /** Starts a call of `method`; `timeoutMs` (unary calls) ends it with DEADLINE_EXCEEDED. */
   start(method: string, timeoutMs?: number): Call {
     const m = METHODS[method];
