@@ -18,7 +18,8 @@ async function main(): Promise<void> {
   const run = await logd.init({ project: 'peers', name: args.get('name') ?? 'peers', group: args.get('group') || undefined });
   out.init_ms = performance.now() - t1;
   out.run_id = run.id;
-  const rows = Array.from({ length: Math.min(steps, 1000) }, (_, i) => metrics(i));
+  // --steps 0 (paced until killed) still needs rows to cycle through.
+  const rows = Array.from({ length: steps > 0 ? Math.min(steps, 1000) : 1000 }, (_, i) => metrics(i));
   if (work === 'steps') {
     for (let i = 0; i < steps; i++) run.log(rows[i % rows.length], { step: i });
   } else if (work === 'logcost') {

@@ -90,7 +90,8 @@ def main():
     t1 = time.perf_counter()
     out["run_id"] = tool.init(a.name, a.group)
     out["init_ms"] = (time.perf_counter() - t1) * 1e3
-    rows = [metrics(i, a.floats) for i in range(min(a.steps, 1000))]
+    # --steps 0 (paced until killed) still needs rows to cycle through.
+    rows = [metrics(i, a.floats) for i in range(min(a.steps, 1000) if a.steps > 0 else 1000)]
     if a.work == "steps":
         for i in range(a.steps):
             tool.log(rows[i % len(rows)], i)
