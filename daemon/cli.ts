@@ -67,9 +67,15 @@ program
   .option('--sample-interval <ms>', 'system-metric sampling interval in ms (0: off; default LOGD_SAMPLE_INTERVAL_MS or 2000)', intArg('--sample-interval'))
   .addOption(new Option('--sidecar', 'exit when idle (used when a client auto-starts the daemon)').hideHelp())
   .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number }) => {
+    // The lock first: a daemon that loses the start race exits before loading the daemon proper.
+    const { acquireLock, refuseSecondDaemon } = await import('./lock.js');
+    const paths = resolvePaths();
+    process.umask(0o077);
+    const lock = await acquireLock(paths.lockName);
+    if (!lock) refuseSecondDaemon(paths, (line) => process.stderr.write(`${new Date().toISOString()} ${line}\n`));
     const { serve } = await import('./daemon.js');
     try {
-      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval });
+      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval }, paths, lock);
     } catch (e) {
       fail((e as Error).message);
     }

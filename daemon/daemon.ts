@@ -17,6 +17,7 @@ import { ingestAllSpool } from './spool.js';
 import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/service-file.js';
 import { raiseHttp2ReceiveWindow } from './http2-window.js';
 import { SystemMetrics } from './system.js';
+import { acquireLock, refuseSecondDaemon, EXIT_ALREADY_RUNNING } from './lock.js';
 
 export interface ServeOptions {
   sidecar: boolean;
@@ -27,21 +28,10 @@ export interface ServeOptions {
   sampleIntervalMs?: number;
 }
 
-export const EXIT_ALREADY_RUNNING = 3;
+export { EXIT_ALREADY_RUNNING };
 
 const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
 
-/** The lock: an abstract-namespace socket, exclusive and released by the kernel when we die. */
-function acquireLock(name: string): Promise<net.Server | null> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', (e: NodeJS.ErrnoException) => (e.code === 'EADDRINUSE' ? resolve(null) : reject(e)));
-    srv.listen({ path: `\0${name}` }, () => {
-      srv.unref();
-      resolve(srv);
-    });
-  });
-}
 
 function bind(server: grpc.Server, address: string): Promise<number> {
   return new Promise((resolve, reject) =>
@@ -49,22 +39,13 @@ function bind(server: grpc.Server, address: string): Promise<number> {
   );
 }
 
-export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths()): Promise<void> {
+/** `heldLock`: the lock, taken already by the caller (`logd serve` takes it before loading this module). */
+export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(), heldLock: net.Server | null = null): Promise<void> {
   process.umask(0o077); // everything the daemon creates is private to the user
   const tunables = daemonTunables();
   const startedAt = Date.now() / 1000;
-  const lock = await acquireLock(paths.lockName);
-  if (!lock) {
-    let where = paths.serviceFile;
-    try {
-      const owner = JSON.parse(fs.readFileSync(paths.ownerFile, 'utf8')) as { pid: number; serviceFile: string };
-      where = `pid ${owner.pid}, service file ${owner.serviceFile}`;
-    } catch {
-      /* it is starting up */
-    }
-    log(`serve: another logd daemon already serves ${paths.dataDir} (${where}); not starting a second one. Use that daemon (same LOGD_RUNTIME_DIR), or give this one another LOGD_DIR`);
-    process.exit(EXIT_ALREADY_RUNNING);
-  }
+  const lock = heldLock ?? (await acquireLock(paths.lockName));
+  if (!lock) refuseSecondDaemon(paths, log);
   if (fs.existsSync(paths.dataDir) && !fs.statSync(paths.dataDir).isDirectory()) {
     throw new Error(`LOGD_DIR ${paths.dataDir} exists and is not a directory; point LOGD_DIR at a directory`);
   }

@@ -10,7 +10,7 @@ import { encode, decode } from './codec.js';
 import { METHODS } from './schema.js';
 
 /** gRPC status codes used here (the numbers are the wire's). */
-export const Status = { OK: 0, CANCELLED: 1, UNKNOWN: 2, DEADLINE_EXCEEDED: 4, RESOURCE_EXHAUSTED: 8, PERMISSION_DENIED: 7, INTERNAL: 13, UNAVAILABLE: 14 } as const;
+export const Status = { OK: 0, CANCELLED: 1, UNKNOWN: 2, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, INTERNAL: 13, UNAVAILABLE: 14 } as const;
 
 /** What a failed call reports: grpc-js's ServiceError shape, so callers read `code` and `details` as before. */
 export interface CallStatusError extends Error { code: number; details: string }
