@@ -43,6 +43,7 @@ export class Call extends EventEmitter {
   private pendingBytes = 0;
   private status: { code: number; details: string } | null = null;
   private done = false;
+  private streamError: string | null = null;
 
   constructor(
     private readonly stream: http2.ClientHttp2Stream,
@@ -56,7 +57,8 @@ export class Call extends EventEmitter {
     stream.on('response', (h) => this.onHeaders(h));
     stream.on('trailers', (h) => this.onHeaders(h));
     stream.on('data', (d: Buffer) => this.onData(d));
-    stream.on('error', () => {}); // the outcome is decided at 'close'
+    // The outcome is decided at 'close'; the error (a failed connect: ENOENT, ECONNREFUSED) says why.
+    stream.on('error', (e: NodeJS.ErrnoException) => (this.streamError ??= e.code && e.code.startsWith('E') && !e.code.startsWith('ERR_') ? `${e.code}: ${e.message}` : e.message));
     stream.on('close', () => this.onStreamClose());
   }
 
@@ -113,7 +115,7 @@ export class Call extends EventEmitter {
       if (rst === NGHTTP2_REFUSED_STREAM) st = { code: Status.UNAVAILABLE, details: 'the daemon refused the stream' };
       else if (rst === NGHTTP2_ENHANCE_YOUR_CALM) st = { code: Status.RESOURCE_EXHAUSTED, details: 'the daemon asked to slow down (ENHANCE_YOUR_CALM)' };
       else {
-        const why = this.connectionError();
+        const why = this.connectionError() ?? this.streamError;
         st = { code: Status.UNAVAILABLE, details: why ? `no connection to the daemon (${why})` : 'the connection to the daemon closed before the call ended' };
       }
     }
