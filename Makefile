@@ -18,12 +18,14 @@ node_modules/.installed: package.json
 
 deps: node_modules/.installed
 
-# The page of `logd ui` (web/) is type-checked and bundled into dist/web.
+# The page of `logd ui` (web/) is type-checked and bundled into dist/web;
+# the client is bundled into one file (dist/client/logd.js, what `import 'logd'` loads).
 build: deps
 	npx tsc -p tsconfig.json
 	@node scripts/build-malloc-trim.mjs
 	npx tsc -p web/tsconfig.json
 	node scripts/build-web.mjs
+	node scripts/bundle-client.mjs
 
 # Builds native/build/Release/logd_native.node when libtorch is installed;
 # otherwise says what is missing and carries on (the addon is optional).

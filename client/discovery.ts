@@ -3,7 +3,7 @@
 // allowed, starting a sidecar daemon and waiting for it with a deadline.
 import fs from 'node:fs';
 import path from 'node:path';
-import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { resolvePaths, clientTunables, type LogdPaths } from '../src/config.js';
 import { parseServiceAddress, formatServiceAddress, type ServiceAddress } from '../src/wire.js';
@@ -64,6 +64,8 @@ export async function startSidecar(paths: LogdPaths, timeoutMs: number): Promise
   const logStart = fs.fstatSync(logFd).size;
   const env: NodeJS.ProcessEnv = { ...process.env, LOGD_DIR: paths.dataDir, LOGD_RUNTIME_DIR: paths.runtimeDir };
   delete env.LOGD_SERVICE;
+  // node:child_process loads only here: most processes find a daemon running.
+  const { spawn } = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process');
   const child = spawn(process.execPath, [cliPath, 'serve', '--sidecar'], { detached: true, stdio: ['ignore', logFd, logFd], env });
   fs.closeSync(logFd);
   child.unref();

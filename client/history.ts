@@ -174,8 +174,8 @@ export function* csvLines(h: History, groups: number[][], withWriter: boolean): 
 
 /** A run's whole summary and per-key stats (RunInfo carries a capped part of them). */
 export async function readSummary(conn: Connection, runId: string, timeoutMs = 300_000): Promise<{ summary: Record<string, unknown>; stats: Record<string, unknown> }> {
-  const client = conn.client as unknown as { readSummary: (r: unknown, md: unknown, o: unknown) => import('@grpc/grpc-js').ClientReadableStream<{ summaryJson: string; statsJson: string }> };
-  const call = client.readSummary({ runId }, conn.metadata(), { deadline: Date.now() + timeoutMs });
+  const call = conn.readSummary({ runId });
+  const timer = setTimeout(() => call.expire(timeoutMs), timeoutMs);
   // The parts' JSON texts are joined and parsed once: assigning a million
   // keys part by part costs seconds. A key in a later part wins, as in a merge.
   const summaryParts: string[] = [];
@@ -186,8 +186,8 @@ export async function readSummary(conn: Connection, runId: string, timeoutMs = 3
       if (c.summaryJson.length > 2) summaryParts.push(body(c.summaryJson));
       if (c.statsJson.length > 2) statsParts.push(body(c.statsJson));
     });
-    call.on('error', (e: Error & { details?: string }) => reject(new Error(`summary of run ${runId}: ${e.details ?? e.message}`)));
+    call.on('error', (e: Error & { details?: string; code?: number }) => reject(Object.assign(new Error(`summary of run ${runId}: ${e.details ?? e.message}`), { code: e.code })));
     call.on('end', () => resolve());
-  });
+  }).finally(() => clearTimeout(timer));
   return { summary: JSON.parse(`{${summaryParts.join(',')}}`), stats: JSON.parse(`{${statsParts.join(',')}}`) };
 }

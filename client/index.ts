@@ -8,7 +8,7 @@
 import os from 'node:os';
 import { randomBytes } from 'node:crypto';
 import { clientTunables, rankEnv, resolvePaths, LOGD_VERSION, PROTOCOL_VERSION } from '../src/config.js';
-import { parseServiceAddress, messageType, type ClientInfo, type RunInfo, type ServiceAddress } from '../src/wire.js';
+import { parseServiceAddress, type ClientInfo, type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { toJson } from '../src/json.js';
 import { connectionFor, CallError } from './connection.js';
 import { findDaemon, fromServiceFile, DaemonStartError } from './discovery.js';
@@ -48,30 +48,41 @@ export function clientInfo(): ClientInfo {
 
 /**
  * Trainers import logd long before init() (models and data load in between):
- * when the daemon's address is already known, connect in the background so
- * init() finds a warm channel. Unref'd: it never keeps a process alive.
+ * when the daemon's address is already known, the connection to it starts
+ * as logd is imported (the socket connects and HTTP/2 settles while the
+ * trainer goes on), and a Hello warms the call path once the importing code
+ * yields, unless init() came first. Neither keeps a process alive.
  */
-function preconnect(): void {
+let reachingAlready = false;
+function knownDaemon(): ServiceAddress | null {
   try {
     const t = clientTunables();
-    if (t.mode === 'disabled') return;
-    const addr = t.service ? parseServiceAddress(t.service) : fromServiceFile(resolvePaths());
-    // A Hello warms the channel and the call path (and checks the protocol early).
-    if (!addr) return;
-    void connectionFor(addr).unary('hello', { protocolVersion: PROTOCOL_VERSION, client: clientInfo() }, 2000).catch(() => {});
-    // protobufjs compiles each message's codec on first use: do it now, not inside init().
-    for (const name of ['CreateRunRequest', 'RunInfo', 'WriteRequest', 'WriteResponse', 'FinishRunRequest', 'FinishRunResponse']) {
-      const type = messageType(name);
-      type.decode(type.encode({}).finish());
-    }
+    if (t.mode === 'disabled') return null;
+    return t.service ? parseServiceAddress(t.service) : fromServiceFile(resolvePaths());
   } catch {
-    /* init() will say what is wrong */
+    return null; // init() will say what is wrong
+  }
+}
+const early = knownDaemon();
+try {
+  if (early) connectionFor(early).connect();
+} catch {
+  /* a daemon that is not this user's (UntrustedDaemonError): init() says so */
+}
+function preconnect(): void {
+  // init() (or attach, setup) came first and is calling itself: a Hello beside it would only cost it time.
+  if (reachingAlready || !early) return;
+  try {
+    void connectionFor(early).unary('hello', { protocolVersion: PROTOCOL_VERSION, client: clientInfo() }, 2000).catch(() => {});
+  } catch {
+    /* an untrusted daemon: init() says so */
   }
 }
 setTimeout(preconnect, 0).unref();
 
 /** Makes sure a daemon is reachable and exports LOGD_SERVICE for child processes. */
 export async function setup(): Promise<{ service: string }> {
+  reachingAlready = true;
   const addr = (await checkedDaemon({ timeoutMs: clientTunables().callTimeoutMs }))!;
   return { service: `${addr.target}#${addr.token}` };
 }
@@ -92,6 +103,7 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   const t = clientTunables();
   const mode = t.mode ?? opts.mode ?? 'online';
   if (mode === 'disabled') return new DisabledRun(opts);
+  reachingAlready = true;
   // The id is chosen here and the create carries a key only this call
   // knows: a CreateRun sent again (after a timeout, or to a restarted
   // daemon) gets the same run back instead of leaving a second one behind.
@@ -121,6 +133,7 @@ export function parseHandle(handle: string): RunHandlePayload {
 /** Attaches to a run created elsewhere (its handle came from `run.handle()`). */
 export async function attach(handle: string): Promise<Run> {
   const p = parseHandle(handle);
+  reachingAlready = true;
   const writerId = `w-${randomBytes(6).toString('hex')}`;
   const { value: info, address } = await withDaemon(
     'attach',

@@ -5,17 +5,15 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
-import type * as grpc from '@grpc/grpc-js';
-import { messageType, type WriteResponseMsg, type ServiceAddress, type ClientInfo } from '../src/wire.js';
+import type { WriteResponseMsg, ServiceAddress, ClientInfo } from '../src/wire.js';
+import { encode, decode } from './transport/codec.js';
 import { encodeFrame } from '../src/frames.js';
 import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../src/spill.js';
 import { checkKey, duplicateKeyMessage, RowKeyCheck } from '../src/names.js';
 import { toJson } from '../src/json.js';
-import { connectionFor, dropConnection, type Connection } from './connection.js';
+import { connectionFor, dropConnection, type Connection, type Call, type CallStatusError } from './connection.js';
 import { Overflow, type Sealed } from './overflow.js';
 import { findDaemon } from './discovery.js';
-
-const WriteRequest = messageType('WriteRequest');
 
 const MAX_ROWS = 8192;
 const MAX_PAIRS = 128 * 1024;
@@ -69,10 +67,11 @@ export class BatchWriter {
   private unacked: Sealed[] = [];
   private unackedBytes = 0;
   private sentIdx = 0; // unacked[0..sentIdx) went out on the current stream
+  private maxSentSeq = 0; // the highest seq any stream carried
   ackedSeq = 0;
   // stream
   private conn: Connection;
-  private call: grpc.ClientDuplexStream<unknown, unknown> | null = null;
+  private call: Call | null = null;
   private opened = false;
   private flushTimer: NodeJS.Timeout | null = null;
   private idleTimer: NodeJS.Timeout | null = null;
@@ -219,14 +218,14 @@ export class BatchWriter {
     const seq = ++this.seq;
     const rows = this.rows;
     const u8 = (a: Float64Array | Uint32Array, n: number) => new Uint8Array(a.buffer, 0, n * a.BYTES_PER_ELEMENT);
-    const bytes = WriteRequest.encode({
+    const bytes = encode('WriteRequest', {
       batch: {
         seq, newKeys: this.keys.slice(this.keysSealed), newKeysFirst: this.keysSealed, rows: this.rows,
         steps: u8(this.steps, this.rows), times: u8(this.times, this.rows), counts: u8(this.counts, this.rows),
         keyIds: u8(this.kid, this.pairs), values: u8(this.vals, this.pairs),
         summaryJson: this.summaryUpdates, configJson: this.configUpdates, droppedRows: this.droppedRows,
       },
-    }).finish();
+    });
     const before = { dropped: this.droppedSealed, keys: this.keysSealed, summary: this.summaryUpdates, config: this.configUpdates };
     this.droppedSealed = this.droppedRows;
     this.keysSealed = this.keys.length;
@@ -282,32 +281,50 @@ export class BatchWriter {
   private pump(): void {
     if (this.runFinal) return;
     if (!this.call) {
-      if (this.unacked.length > 0 && !this.reconnectTimer && !this.connecting) {
-        if (this.needsRediscovery) void this.reconnect();
-        else this.open();
+      if (this.unacked.length === 0 || this.reconnectTimer || this.connecting) return;
+      if (this.needsRediscovery) {
+        void this.reconnect();
+        return;
       }
-      return;
+      this.open();
     }
-    if (!this.opened) return;
+    // Batches no stream has carried yet go out right behind OpenWriter, without
+    // waiting for its answer (a round trip, most of a small run's finish); the
+    // daemon handles a stream's messages in order. Batches an earlier stream
+    // carried wait for `opened`, which says which of them are durable already.
+    if (!this.opened && this.sentIdx < this.unacked.length && this.unacked[this.sentIdx].seq <= this.maxSentSeq) return;
     while (this.sentIdx < this.unacked.length) {
       const s = this.unacked[this.sentIdx++];
-      this.call.write(s.bytes);
+      if (s.seq > this.maxSentSeq) this.maxSentSeq = s.seq;
+      this.call!.write(s.bytes);
     }
     this.armIdle();
   }
 
   private open(): void {
-    const call = this.conn.write();
+    let call: Call;
+    try {
+      call = this.conn.write();
+    } catch (e) {
+      // No stream could start: a closed channel, or a new connection whose
+      // daemon is not this user's (UntrustedDaemonError; nothing was sent).
+      // Look for the daemon again later; the rows stay buffered or spilled.
+      const why = (e as Error).message;
+      if (this.lastProblem !== `reconnect: ${why}`) this.o.warn(`logd: run ${this.o.runId}: ${why}`);
+      this.needsRediscovery = true;
+      this.scheduleReconnect(why);
+      return;
+    }
     this.call = call;
     this.opened = false;
     this.sentIdx = 0;
     call.on('data', (m: WriteResponseMsg) => this.onMessage(call, m));
-    call.on('error', (e: grpc.ServiceError) => this.onBroken(call, e));
+    call.on('error', (e: CallStatusError) => this.onBroken(call, e));
     call.on('end', () => this.onBroken(call, null));
     call.write({ open: { runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, client: this.o.client, keys: this.keys.slice(0, this.keysSealed) } });
   }
 
-  private onMessage(call: grpc.ClientDuplexStream<unknown, unknown>, m: WriteResponseMsg): void {
+  private onMessage(call: Call, m: WriteResponseMsg): void {
     if (call !== this.call) return;
     if (m.opened) {
       this.opened = true;
@@ -385,7 +402,7 @@ export class BatchWriter {
     }
   }
 
-  private onBroken(call: grpc.ClientDuplexStream<unknown, unknown>, e: grpc.ServiceError | null): void {
+  private onBroken(call: Call, e: CallStatusError | null): void {
     if (call !== this.call) return;
     this.call = null;
     this.opened = false;
@@ -513,7 +530,7 @@ export class BatchWriter {
       } catch {
         /* the directory itself is unusable */
       }
-      const rows = pending.reduce((n, s) => n + ((WriteRequest.decode(s.bytes) as unknown as { batch?: { rows?: number } }).batch?.rows ?? 0), 0);
+      const rows = pending.reduce((n, s) => n + ((decode('WriteRequest', s.bytes) as { batch?: { rows?: number } | null }).batch?.rows ?? 0), 0);
       throw new SpillError(`run ${this.o.runId}: ${rows} unsent rows could not be written to ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}) and are lost${this.droppedRows ? `, besides ${this.droppedRows} rows dropped before` : ''}`, rows);
     }
     this.overflow.clear();

@@ -70,9 +70,20 @@ program
   .option('--upload <url>', 'upload every run to the shared PostgreSQL store at this postgres:// URL (default LOGD_UPLOAD_URL)')
   .addOption(new Option('--sidecar', 'exit when idle (used when a client auto-starts the daemon)').hideHelp())
   .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number; upload?: string }) => {
+    // The lock first: a daemon that loses the start race exits before loading the daemon proper.
+    const { acquireLock, refuseSecondDaemon } = await import('./lock.js');
+    const paths = resolvePaths();
+    process.umask(0o077);
+    let lock;
+    try {
+      lock = acquireLock(paths);
+    } catch (e) {
+      fail((e as Error).message);
+    }
+    if (!lock) refuseSecondDaemon(paths, (line) => process.stderr.write(`${new Date().toISOString()} ${line}\n`));
     const { serve } = await import('./daemon.js');
     try {
-      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval, uploadUrl: o.upload });
+      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval, uploadUrl: o.upload }, paths, lock);
     } catch (e) {
       fail((e as Error).message);
     }

@@ -7,7 +7,7 @@ import * as grpc from '@grpc/grpc-js';
 import { daemonTunables, resolvePaths, uploadTunables, LOGD_VERSION, type LogdPaths } from '../src/config.js';
 import { startUploader } from './upload/start.js';
 import { statusFile } from './upload/status.js';
-import { serviceDefinition } from '../src/wire.js';
+import { serviceDefinition } from '../src/proto.js';
 import { Store } from './store/store.js';
 import { Registry } from './registry.js';
 import { Finaliser } from './finaliser.js';
@@ -18,9 +18,10 @@ import { ingestAllSpool } from './spool.js';
 import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/service-file.js';
 import { raiseHttp2ReceiveWindow } from './http2-window.js';
 import { ensurePrivateDir } from '../src/private-dir.js';
-import { DataDirLock } from './data-dir-lock.js';
+import type { DataDirLock } from './data-dir-lock.js';
 import { limitYoungGeneration, releaseMemoryWhenQuiet } from './memory.js';
 import { SystemMetrics } from './system.js';
+import { acquireLock, refuseSecondDaemon, EXIT_ALREADY_RUNNING } from './lock.js';
 
 export interface ServeOptions {
   sidecar: boolean;
@@ -33,7 +34,7 @@ export interface ServeOptions {
   uploadUrl?: string;
 }
 
-export const EXIT_ALREADY_RUNNING = 3;
+export { EXIT_ALREADY_RUNNING };
 
 const log = (line: string) => process.stderr.write(`${new Date().toISOString()} ${line}\n`);
 
@@ -43,28 +44,15 @@ function bind(server: grpc.Server, address: string): Promise<number> {
   );
 }
 
-export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths()): Promise<void> {
+/** `heldLock`: the lock, taken already by the caller (`logd serve` takes it before loading this module). */
+export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(), heldLock: DataDirLock | null = null): Promise<void> {
   limitYoungGeneration();
   process.umask(0o077); // everything the daemon creates is private to the user
   const tunables = daemonTunables();
   const upload = uploadTunables(process.env, opts.uploadUrl);
   const startedAt = Date.now() / 1000;
-  if (fs.existsSync(paths.dataDir) && !fs.statSync(paths.dataDir).isDirectory()) {
-    throw new Error(`LOGD_DIR ${paths.dataDir} exists and is not a directory; point LOGD_DIR at a directory`);
-  }
-  fs.mkdirSync(paths.dataDir, { recursive: true, mode: 0o700 });
-  const lock = DataDirLock.acquire(paths.dataDir);
-  if (!lock) {
-    let where = paths.serviceFile;
-    try {
-      const owner = JSON.parse(fs.readFileSync(paths.ownerFile, 'utf8')) as { pid: number; serviceFile: string };
-      where = `pid ${owner.pid}, service file ${owner.serviceFile}`;
-    } catch {
-      /* it is starting up */
-    }
-    log(`serve: another logd daemon already serves ${paths.dataDir} (${where}); not starting a second one. Use that daemon (same LOGD_RUNTIME_DIR), or give this one another LOGD_DIR`);
-    process.exit(EXIT_ALREADY_RUNNING);
-  }
+  const lock = heldLock ?? acquireLock(paths);
+  if (!lock) refuseSecondDaemon(paths, log);
   // The socket and service file go only into a directory no other user can write (src/private-dir.ts).
   ensurePrivateDir(paths.runtimeDir, paths.runtimeParent);
 

@@ -6,7 +6,8 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { scanFrames } from '../src/frames.js';
 import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../src/spill.js';
-import { messageType, type RecordBatchMsg } from '../src/wire.js';
+import type { RecordBatchMsg } from '../src/wire.js';
+import { messageType } from '../src/proto.js';
 import type { Registry } from './registry.js';
 import type { Finaliser } from './finaliser.js';
 

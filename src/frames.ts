@@ -10,7 +10,12 @@
 // frame (a damaged region, reported). Bytes with no valid frame after them are
 // a torn tail from a crash; the store keeps them aside before cutting them.
 import fs from 'node:fs';
-import { crc32 } from 'node:zlib';
+import { createRequire } from 'node:module';
+
+// node:zlib loads on the first checksum, not with the module: a trainer
+// imports this for its exit-time spill, which most processes never write.
+let zlibCrc32: ((data: Uint8Array, value?: number) => number) | null = null;
+const crc32 = (data: Uint8Array, value?: number): number => (zlibCrc32 ??= (createRequire(import.meta.url)('node:zlib') as typeof import('node:zlib')).crc32)(data, value);
 
 export const FRAME_HEADER_BYTES = 9;
 export const MAX_FRAME_BYTES = 256 * 1024 * 1024;

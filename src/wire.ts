@@ -1,73 +1,8 @@
-// The wire: message types from proto/logd/v1/logd.proto (parsed once with
-// protobufjs, whose generated encoders are as fast as static code) and the
-// gRPC service definition built from them, shared by daemon and client.
-import { existsSync } from 'node:fs';
-import path from 'node:path';
-import { fileURLToPath } from 'node:url';
-import protobuf from 'protobufjs';
-import type * as grpc from '@grpc/grpc-js';
-
-// 64-bit integers decode as JS numbers (sequence numbers stay far below 2^53).
-protobuf.util.Long = undefined as unknown as typeof protobuf.util.Long;
-protobuf.configure();
-
-function findProto(): string {
-  let dir = path.dirname(fileURLToPath(import.meta.url));
-  for (let i = 0; i < 4; i++) {
-    const candidate = path.join(dir, 'proto', 'logd', 'v1', 'logd.proto');
-    if (existsSync(candidate)) return candidate;
-    dir = path.dirname(dir);
-  }
-  throw new Error('wire: proto/logd/v1/logd.proto not found next to the logd package; reinstall logd');
-}
-
-export const root = protobuf.loadSync(findProto());
-export const SERVICE_NAME = 'logd.v1.Logd';
-
-export function messageType(name: string): protobuf.Type {
-  return root.lookupType(`logd.v1.${name}`);
-}
-
-/**
- * A request the daemon could not decode. Handlers answer it with
- * INVALID_ARGUMENT themselves: when grpc-js's own deserializer throws on a
- * message of a stream, the call can be left without any status at all.
- */
-export class Undecodable {
-  constructor(readonly reason: string) {}
-}
-
-/** A grpc-js service definition whose (de)serializers are protobufjs codecs. */
-function buildServiceDefinition(): grpc.ServiceDefinition {
-  const svc = root.lookupService(SERVICE_NAME);
-  const def: Record<string, grpc.MethodDefinition<unknown, unknown>> = {};
-  for (const method of svc.methodsArray) {
-    const req = root.lookupType(method.requestType);
-    const res = root.lookupType(method.responseType);
-    const name = method.name[0].toLowerCase() + method.name.slice(1);
-    def[name] = {
-      path: `/${SERVICE_NAME}/${method.name}`,
-      requestStream: !!method.requestStream,
-      responseStream: !!method.responseStream,
-      // A Uint8Array is a message the caller already encoded (the client keeps
-      // batches encoded until they are acknowledged).
-      requestSerialize: (m: unknown) => (m instanceof Uint8Array ? Buffer.from(m.buffer, m.byteOffset, m.byteLength) : Buffer.from(req.encode(m as protobuf.Message).finish())),
-      requestDeserialize: (b: Buffer) => {
-        try {
-          return req.decode(b);
-        } catch (e) {
-          return new Undecodable(`${method.name}: the message is not a valid ${req.name} (${(e as Error).message})`);
-        }
-      },
-      responseSerialize: (m: unknown) => Buffer.from(res.encode(m as protobuf.Message).finish()),
-      responseDeserialize: (b: Buffer) => res.decode(b),
-      originalName: method.name,
-    };
-  }
-  return def as grpc.ServiceDefinition;
-}
-
-export const serviceDefinition = buildServiceDefinition();
+// The wire's light half: the shapes of the messages of
+// proto/logd/v1/logd.proto as the code reads them, the packed columns and the
+// service address. Loading it costs nothing; the codecs and the gRPC service
+// definition, which parse the .proto with protobufjs, are in proto.ts (the
+// daemon's side; the client has its own in client/transport).
 export const TOKEN_METADATA_KEY = 'x-logd-token';
 
 // ---- Message shapes (what protobufjs produces/accepts) ----

@@ -11,7 +11,8 @@ const metrics = (step: number) => Object.fromEntries(Array.from({ length: floats
 async function main(): Promise<void> {
   const out: Record<string, unknown> = {};
   const t0 = performance.now();
-  const logd = await import('../../client/index.js');
+  // As users load it: `import 'logd'`, the bundled client (dist/client/logd.js).
+  const logd = await import('logd');
   out.import_ms = performance.now() - t0;
   const t1 = performance.now();
   const run = await logd.init({ project: 'peers', name: args.get('name') ?? 'peers', group: args.get('group') || undefined });

@@ -1,10 +1,10 @@
 // The local source: this node's store, read through its daemon (started if
 // none runs, as every query command does).
 import os from 'node:os';
-import * as grpc from '@grpc/grpc-js';
 import { LOGD_VERSION, PROTOCOL_VERSION } from '../../src/config.js';
 import type { ServiceAddress } from '../../src/wire.js';
-import { connectionFor, CallError, type Connection } from '../../client/connection.js';
+// Status codes come from the client's transport: grpc-js would cost every CLI command tens of milliseconds to load.
+import { connectionFor, CallError, Status, type Connection } from '../../client/connection.js';
 import { findDaemon } from '../../client/discovery.js';
 import { readHistory, readSummary } from '../../client/history.js';
 import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History } from './source.js';
@@ -18,7 +18,7 @@ const REDISCOVER_MS = 15_000;
 /** The daemon asked is gone (killed, stopped, a sidecar that left) or was replaced (a restart: a new token). */
 const gone = (e: unknown) => {
   const code = (e as { code?: number }).code;
-  return code === grpc.status.UNAVAILABLE || code === grpc.status.CANCELLED || code === grpc.status.UNAUTHENTICATED;
+  return code === Status.UNAVAILABLE || code === Status.CANCELLED || code === Status.UNAUTHENTICATED;
 };
 
 export class LocalSource implements QuerySource {
@@ -81,7 +81,7 @@ export class LocalSource implements QuerySource {
         return await fn(this.conn);
       } catch (e) {
         const code = (e as { code?: number }).code;
-        if (runId !== undefined && (code === grpc.status.NOT_FOUND || (e instanceof CallError && e.code === grpc.status.NOT_FOUND))) throw new RunNotFound(runId, this.where);
+        if (runId !== undefined && (code === Status.NOT_FOUND || (e instanceof CallError && e.code === Status.NOT_FOUND))) throw new RunNotFound(runId, this.where);
         if (!gone(e) || Date.now() > deadline) throw e;
         if (attempt === 0) this.onReconnect?.(`the daemon went away (${(e as Error).message.split('\n')[0].slice(0, 160)}); reconnecting`);
         await new Promise((r) => setTimeout(r, Math.min(1000, 100 * 2 ** attempt)));

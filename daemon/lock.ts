@@ -1,0 +1,32 @@
+// Taking the one-daemon-per-data-dir lock (daemon/data-dir-lock.ts), kept
+// apart from daemon.ts so that `logd serve` takes it before loading the
+// daemon: when eight ranks start at once, seven sidecars lose the race, and
+// each loser then exits having paid for Node, this file and SQLite, not for
+// grpc-js, the store and the rest of the daemon.
+import fs from 'node:fs';
+import type { LogdPaths } from '../src/config.js';
+import { DataDirLock } from './data-dir-lock.js';
+
+export const EXIT_ALREADY_RUNNING = 3;
+
+/** Creates the data dir when missing and takes its lock; null when another daemon holds it. */
+export function acquireLock(paths: LogdPaths): DataDirLock | null {
+  if (fs.existsSync(paths.dataDir) && !fs.statSync(paths.dataDir).isDirectory()) {
+    throw new Error(`LOGD_DIR ${paths.dataDir} exists and is not a directory; point LOGD_DIR at a directory`);
+  }
+  fs.mkdirSync(paths.dataDir, { recursive: true, mode: 0o700 });
+  return DataDirLock.acquire(paths.dataDir);
+}
+
+/** Another daemon holds the lock: say which, and exit with EXIT_ALREADY_RUNNING (clients read that code). */
+export function refuseSecondDaemon(paths: LogdPaths, log: (line: string) => void): never {
+  let where = paths.serviceFile;
+  try {
+    const owner = JSON.parse(fs.readFileSync(paths.ownerFile, 'utf8')) as { pid: number; serviceFile: string };
+    where = `pid ${owner.pid}, service file ${owner.serviceFile}`;
+  } catch {
+    /* it is starting up */
+  }
+  log(`serve: another logd daemon already serves ${paths.dataDir} (${where}); not starting a second one. Use that daemon (same LOGD_RUNTIME_DIR), or give this one another LOGD_DIR`);
+  process.exit(EXIT_ALREADY_RUNNING);
+}

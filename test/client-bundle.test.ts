@@ -1,0 +1,41 @@
+// `import 'logd'` loads the client bundled into one file (dist/client/logd.js,
+// made by `make build`): it must be the same client as dist/client/index.js,
+// and work end to end in a fresh process against a real daemon.
+import fs from 'node:fs';
+import path from 'node:path';
+import { execa } from 'execa';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ROOT, CLIENT, makeEnv, startDaemon, cliJson, type TestEnv } from './helpers.js';
+
+const BUNDLE = path.join(ROOT, 'dist', 'client', 'logd.js');
+
+let t: TestEnv;
+afterEach(async () => t && (await t.cleanup()));
+
+describe("the client as `import 'logd'` loads it", () => {
+  it('is the bundle, built from the current client and exporting the same names', async () => {
+    expect(fs.existsSync(BUNDLE), `${BUNDLE} is missing: run \`make build\` (tsc, then scripts/bundle-client.mjs)`).toBe(true);
+    expect(fs.statSync(BUNDLE).mtimeMs, `${BUNDLE} is older than ${CLIENT}: run \`make build\``).toBeGreaterThanOrEqual(fs.statSync(CLIENT).mtimeMs - 1000);
+    const names = async (spec: string) => (await execa(process.execPath, ['--input-type=module', '-e', `const m = await import(${JSON.stringify(spec)}); console.log(Object.keys(m).sort().join(','))`], { cwd: ROOT })).stdout;
+    const bundled = await names('logd');
+    expect(bundled).toContain('init');
+    expect(bundled).toBe(await names(CLIENT));
+  });
+
+  it('a fresh process imports it, logs 100 rows and finishes; every row is stored', async () => {
+    t = makeEnv();
+    await startDaemon(t);
+    const body = `
+      const logd = await import('logd');
+      const run = await logd.init({ project: 'bundle', name: 'b' });
+      for (let i = 0; i < 100; i++) run.log({ loss: 1 / (i + 1), acc: i / 100 }, { step: i });
+      const res = await run.finish();
+      console.log(JSON.stringify({ id: run.id, state: res.state }));`;
+    const r = await execa(process.execPath, ['--input-type=module', '-e', body], { cwd: ROOT, env: t.env, reject: false, timeout: 60_000 });
+    expect(r.exitCode, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(out.state).toBe('finished');
+    const runs = await cliJson<Array<{ id: string; state: string; historyRows: number }>>(t, ['runs']);
+    expect(runs.find((x) => x.id === out.id)).toMatchObject({ state: 'finished', historyRows: 100 });
+  });
+});
