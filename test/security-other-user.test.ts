@@ -5,10 +5,10 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
-import { otherUser, asUser, type OtherUser } from './other-user.js';
+import { otherUser, asUser, spawnAs, homeFor, type OtherUser } from './other-user.js';
 import { makeEnv, script, runScript, cliJson, waitUntil, CLI, serviceFile, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
@@ -20,16 +20,7 @@ afterEach(async () => {
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
-/** Starts a process as the attacker; its stdout lines are collected. */
-function asAttacker(u: OtherUser, args: string[], env: NodeJS.ProcessEnv): ChildProcess & { out: () => string } {
-  const p = spawn('setpriv', [...asUser(u), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }) as ChildProcess & { out: () => string };
-  let out = '';
-  p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  p.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  p.out = () => out;
-  attackerProcs.push(p);
-  return p;
-}
+const asAttacker = (u: OtherUser, args: string[], env: NodeJS.ProcessEnv) => spawnAs(u, args, env, attackerProcs);
 
 /** The victim's training script: a run whose config holds a secret, 100 rows, finish. */
 function victimScript(): string {
@@ -46,12 +37,7 @@ function victimScript(): string {
 }
 
 /** A data dir for the attacker's own daemon, owned by the attacker. */
-function attackerHome(u: OtherUser): string {
-  const home = path.join(t.dir, 'attacker');
-  fs.mkdirSync(home, { mode: 0o700 });
-  fs.chownSync(home, u.uid, u.gid);
-  return home;
-}
+const attackerHome = (u: OtherUser) => homeFor(u, t.dir);
 
 const storedRuns = (dataDir: string) => (fs.existsSync(path.join(dataDir, 'runs')) ? fs.readdirSync(path.join(dataDir, 'runs')) : []);
 

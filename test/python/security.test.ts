@@ -7,10 +7,10 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
-import { otherUser, asUser, type OtherUser } from '../other-user.js';
+import { otherUser, asUser, spawnAs, homeFor, type OtherUser } from '../other-user.js';
 import { makeEnv, waitUntil, CLI, serviceFile, type TestEnv } from '../helpers.js';
 import { FIXTURES, pythonMissing, runPython } from './py-helpers.js';
 
@@ -24,22 +24,9 @@ afterEach(async () => {
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
 
-function asAttacker(u: OtherUser, args: string[], env: NodeJS.ProcessEnv): ChildProcess & { out: () => string } {
-  const p = spawn('setpriv', [...asUser(u), ...args], { env, stdio: ['ignore', 'pipe', 'pipe'] }) as ChildProcess & { out: () => string };
-  let out = '';
-  p.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  p.stderr!.on('data', (d: Buffer) => (out += d.toString()));
-  p.out = () => out;
-  attackerProcs.push(p);
-  return p;
-}
+const asAttacker = (u: OtherUser, args: string[], env: NodeJS.ProcessEnv) => spawnAs(u, args, env, attackerProcs);
 
-function attackerHome(u: OtherUser): string {
-  const home = path.join(t.dir, 'attacker');
-  fs.mkdirSync(home, { mode: 0o700 });
-  fs.chownSync(home, u.uid, u.gid);
-  return home;
-}
+const attackerHome = (u: OtherUser) => homeFor(u, t.dir);
 
 const storedRuns = (dataDir: string) => (fs.existsSync(path.join(dataDir, 'runs')) ? fs.readdirSync(path.join(dataDir, 'runs')) : []);
 
