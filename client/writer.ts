@@ -1,22 +1,19 @@
-// The client side of one writer's stream. log() appends to columnar typed
-// arrays and returns; batches are sealed (encoded once) and kept until the
+// The client side of one writer's stream. log() appends to the open batch
+// (client/open-batch.ts) and returns; batches are sealed (encoded once) and kept until the
 // daemon acknowledges them, re-sent after a reconnect (the daemon drops
 // duplicates by seq), and written to a spill file if the process ends first.
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import type { WriteResponseMsg, ServiceAddress, ClientInfo } from '../src/wire.js';
-import { encode, decode } from './transport/codec.js';
+import { decode } from './transport/codec.js';
 import { encodeFrame } from '../src/frames.js';
 import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../src/spill.js';
-import { checkKey, duplicateKeyMessage, RowKeyCheck } from '../src/names.js';
-import { toJson } from '../src/json.js';
+import { OpenBatch, type Unsealed } from './open-batch.js';
 import { connectionFor, dropConnection, type Connection, type Call, type CallStatusError } from './connection.js';
 import { Overflow, type Sealed } from './overflow.js';
 import { findDaemon } from './discovery.js';
 
-const MAX_ROWS = 8192;
-const MAX_PAIRS = 128 * 1024;
 /** A stream with nothing to send closes after this long, so it never keeps the process alive. */
 const STREAM_IDLE_MS = 1000;
 
@@ -46,22 +43,8 @@ export interface WriterOptions {
 }
 
 export class BatchWriter {
-  // dictionary
-  private ids = new Map<string, number>();
-  /** Refuses a row that names one key twice (after flattening). */
-  private readonly rowKeys = new RowKeyCheck();
-  readonly keys: string[] = [];
-  private keysSealed = 0;
-  // the open batch, columnar
-  private steps = new Float64Array(256);
-  private times = new Float64Array(256);
-  private counts = new Uint32Array(256);
-  private kid = new Uint32Array(4096);
-  private vals = new Float64Array(4096);
-  private rows = 0;
-  private pairs = 0;
-  private summaryUpdates: string[] = [];
-  private configUpdates: string[] = [];
+  /** log()'s rows, columnar, until they are sealed into a batch. */
+  private readonly batch = new OpenBatch();
   // sealed, not yet acknowledged
   private seq = 0;
   private unacked: Sealed[] = [];
@@ -120,78 +103,24 @@ export class BatchWriter {
   }
 
   get pendingRows(): number {
-    return this.rows;
-  }
-
-  private intern(k: string): number {
-    const bad = checkKey(k);
-    if (bad) throw new TypeError(`logd: ${bad}`);
-    const id = this.keys.length;
-    this.keys.push(k);
-    this.ids.set(k, id);
-    return id;
-  }
-
-  private growRows(): void {
-    const n = this.steps.length * 2;
-    const g64 = (a: Float64Array) => { const b = new Float64Array(n); b.set(a); return b; };
-    this.steps = g64(this.steps);
-    this.times = g64(this.times);
-    const c = new Uint32Array(n); c.set(this.counts); this.counts = c;
-  }
-
-  private growPairs(): void {
-    const n = this.kid.length * 2;
-    const k = new Uint32Array(n); k.set(this.kid); this.kid = k;
-    const v = new Float64Array(n); v.set(this.vals); this.vals = v;
-  }
-
-  private put(key: string, v: number): void {
-    const id = this.ids.get(key) ?? this.intern(key);
-    if (this.pairs === this.kid.length) this.growPairs();
-    this.kid[this.pairs] = id;
-    this.vals[this.pairs++] = v;
-  }
-
-  private putObject(prefix: string, obj: Record<string, unknown>): void {
-    for (const k in obj) {
-      const v = obj[k];
-      if (typeof v === 'number') this.put(prefix + k, v);
-      else if (typeof v === 'boolean') this.put(prefix + k, v ? 1 : 0);
-      else if (typeof v === 'bigint') this.put(prefix + k, Number(v));
-      else if (v !== null && typeof v === 'object' && !Array.isArray(v)) this.putObject(`${prefix}${k}/`, v as Record<string, unknown>);
-      else if (v === undefined || v === null) continue;
-      else throw new TypeError(`logd: ${JSON.stringify(prefix + k)} is a ${Array.isArray(v) ? 'array' : typeof v}; history holds numbers (put text in run.config or run.summary)`);
-    }
+    return this.batch.rowCount;
   }
 
   /** Appends one row. Synchronous; never touches the network. */
   add(data: Record<string, unknown>, step: number, time: number): void {
     if (this.closed) throw new Error(`logd: run ${this.o.runId} is finished; log() after finish() is not stored`);
-    const start = this.pairs;
-    try {
-      this.putObject('', data);
-      const twice = this.pairs - start > 1 ? this.rowKeys.duplicate(this.kid, start, this.pairs, this.keys.length) : -1;
-      if (twice >= 0) throw new TypeError(`logd: ${duplicateKeyMessage(this.keys[twice])}`);
-    } catch (e) {
-      this.pairs = start; // nothing of a bad row is kept
-      throw e;
-    }
-    if (this.rows === this.steps.length) this.growRows();
-    this.steps[this.rows] = step;
-    this.times[this.rows] = time;
-    this.counts[this.rows++] = this.pairs - start;
-    if (this.rows >= MAX_ROWS || this.pairs >= MAX_PAIRS) this.flush();
+    this.batch.add(data, step, time);
+    if (this.batch.full) this.flush();
     else if (this.flushTimer === null) this.armFlush();
   }
 
   summary(obj: Record<string, unknown>): void {
-    this.summaryUpdates.push(toJson(obj));
+    this.batch.summary(obj);
     if (this.flushTimer === null) this.armFlush();
   }
 
   config(obj: Record<string, unknown>): void {
-    this.configUpdates.push(toJson(obj));
+    this.batch.config(obj);
     if (this.flushTimer === null) this.armFlush();
   }
 
@@ -214,25 +143,11 @@ export class BatchWriter {
   }
 
   private seal(): void {
-    if (this.rows === 0 && this.summaryUpdates.length === 0 && this.configUpdates.length === 0 && this.keysSealed === this.keys.length && this.droppedSealed === this.droppedRows) return;
+    if (!this.batch.hasContent && this.droppedSealed === this.droppedRows) return;
     const seq = ++this.seq;
-    const rows = this.rows;
-    const u8 = (a: Float64Array | Uint32Array, n: number) => new Uint8Array(a.buffer, 0, n * a.BYTES_PER_ELEMENT);
-    const bytes = encode('WriteRequest', {
-      batch: {
-        seq, newKeys: this.keys.slice(this.keysSealed), newKeysFirst: this.keysSealed, rows: this.rows,
-        steps: u8(this.steps, this.rows), times: u8(this.times, this.rows), counts: u8(this.counts, this.rows),
-        keyIds: u8(this.kid, this.pairs), values: u8(this.vals, this.pairs),
-        summaryJson: this.summaryUpdates, configJson: this.configUpdates, droppedRows: this.droppedRows,
-      },
-    });
-    const before = { dropped: this.droppedSealed, keys: this.keysSealed, summary: this.summaryUpdates, config: this.configUpdates };
+    const { bytes, rows, taken } = this.batch.seal(seq, this.droppedRows);
+    const droppedBefore = this.droppedSealed;
     this.droppedSealed = this.droppedRows;
-    this.keysSealed = this.keys.length;
-    this.rows = 0;
-    this.pairs = 0;
-    this.summaryUpdates = [];
-    this.configUpdates = [];
     if (this.overflow.count > 0 || this.unackedBytes + bytes.byteLength > this.o.maxBufferBytes) {
       if (this.overflow.count === 0 && !this.bufferWarned) {
         this.bufferWarned = true;
@@ -240,7 +155,7 @@ export class BatchWriter {
         this.o.warn(`logd: run ${this.o.runId}: ${this.lastProblem}; further records wait on disk until it catches up (the daemon is stopped or slow, or this process has not yielded to its event loop for a while)`);
       }
       const failed = this.overflow.push({ seq, bytes });
-      if (failed) this.drop(seq, rows, before, failed);
+      if (failed) this.drop(seq, rows, taken, droppedBefore, failed);
       return;
     }
     this.unacked.push({ seq, bytes });
@@ -254,12 +169,10 @@ export class BatchWriter {
    * never throws an I/O error into training. The batch's dictionary entries
    * are sealed again with the next batch, so later rows stay readable.
    */
-  private drop(seq: number, rows: number, before: { dropped: number; keys: number; summary: string[]; config: string[] }, why: Error): void {
+  private drop(seq: number, rows: number, taken: Unsealed, droppedBefore: number, why: Error): void {
     this.seq = seq - 1; // the seq is reused: the daemon never sees a gap
-    this.keysSealed = before.keys;
-    this.droppedSealed = before.dropped;
-    this.summaryUpdates = before.summary.concat(this.summaryUpdates); // only rows are dropped
-    this.configUpdates = before.config.concat(this.configUpdates);
+    this.batch.unseal(taken); // only rows are dropped
+    this.droppedSealed = droppedBefore;
     if (rows === 0) return;
     const first = this.droppedRows === 0;
     this.droppedRows += rows;
@@ -321,7 +234,7 @@ export class BatchWriter {
     call.on('data', (m: WriteResponseMsg) => this.onMessage(call, m));
     call.on('error', (e: CallStatusError) => this.onBroken(call, e));
     call.on('end', () => this.onBroken(call, null));
-    call.write({ open: { runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, client: this.o.client, keys: this.keys.slice(0, this.keysSealed) } });
+    call.write({ open: { runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, client: this.o.client, keys: this.batch.sealedKeys() } });
   }
 
   private onMessage(call: Call, m: WriteResponseMsg): void {
@@ -386,7 +299,7 @@ export class BatchWriter {
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => {
       this.idleTimer = null;
-      if (this.call && this.unacked.length === 0 && this.overflow.count === 0 && this.rows === 0) this.closeStream();
+      if (this.call && this.unacked.length === 0 && this.overflow.count === 0 && this.batch.rowCount === 0) this.closeStream();
     }, STREAM_IDLE_MS);
     this.idleTimer.unref();
   }
@@ -417,7 +330,7 @@ export class BatchWriter {
       this.settleWaiters();
       return;
     }
-    if (this.unacked.length === 0 && this.rows === 0) return; // reopened on the next flush
+    if (this.unacked.length === 0 && this.batch.rowCount === 0) return; // reopened on the next flush
     this.scheduleReconnect(e ? e.details || e.message : 'stream closed');
   }
 
@@ -514,7 +427,7 @@ export class BatchWriter {
     const dir = this.o.spoolDir;
     const header: SpillHeader = {
       runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, pid: process.pid, host: os.hostname(),
-      keys: this.keys, exitCode,
+      keys: this.batch.keys, exitCode,
     };
     const frames = [encodeFrame(SPILL_HEADER, [Buffer.from(JSON.stringify(header))])];
     for (const s of pending) frames.push(encodeFrame(SPILL_BATCH, [s.bytes])); // as encoded for the stream

@@ -1,0 +1,149 @@
+// The open batch of one writer: log()'s rows appended to columnar typed
+// arrays, names interned into the writer's dictionary, and sealing, which
+// encodes them once into a RecordBatch. No I/O and no timers: the stream, the
+// acknowledgements and the spill are the writer's (client/writer.ts).
+import { encode } from './transport/codec.js';
+import { checkKey, duplicateKeyMessage, RowKeyCheck } from '../src/names.js';
+import { toJson } from '../src/json.js';
+
+const MAX_ROWS = 8192;
+const MAX_PAIRS = 128 * 1024;
+
+/** What a sealed batch took from the open one, to be put back when the batch is dropped. */
+export interface Unsealed { keys: number; summary: string[]; config: string[] }
+
+export class OpenBatch {
+  // dictionary: key id = index in `keys`; `keysSealed` of them went out in sealed batches
+  private ids = new Map<string, number>();
+  /** Refuses a row that names one key twice (after flattening). */
+  private readonly rowKeys = new RowKeyCheck();
+  readonly keys: string[] = [];
+  private keysSealed = 0;
+  // the rows, columnar
+  private steps = new Float64Array(256);
+  private times = new Float64Array(256);
+  private counts = new Uint32Array(256);
+  private kid = new Uint32Array(4096);
+  private vals = new Float64Array(4096);
+  private rows = 0;
+  private pairs = 0;
+  private summaryUpdates: string[] = [];
+  private configUpdates: string[] = [];
+
+  get rowCount(): number {
+    return this.rows;
+  }
+
+  /** Large enough to seal now, without waiting for the flush timer. */
+  get full(): boolean {
+    return this.rows >= MAX_ROWS || this.pairs >= MAX_PAIRS;
+  }
+
+  /** Something to seal: rows, updates, or names no sealed batch carried yet. */
+  get hasContent(): boolean {
+    return this.rows > 0 || this.summaryUpdates.length > 0 || this.configUpdates.length > 0 || this.keysSealed !== this.keys.length;
+  }
+
+  /** The dictionary as the daemon knows it from sealed batches (what OpenWriter sends). */
+  sealedKeys(): string[] {
+    return this.keys.slice(0, this.keysSealed);
+  }
+
+  /** Appends one row; a bad row throws a TypeError and leaves nothing behind. */
+  add(data: Record<string, unknown>, step: number, time: number): void {
+    const start = this.pairs;
+    try {
+      this.putObject('', data);
+      const twice = this.pairs - start > 1 ? this.rowKeys.duplicate(this.kid, start, this.pairs, this.keys.length) : -1;
+      if (twice >= 0) throw new TypeError(`logd: ${duplicateKeyMessage(this.keys[twice])}`);
+    } catch (e) {
+      this.pairs = start;
+      throw e;
+    }
+    if (this.rows === this.steps.length) this.growRows();
+    this.steps[this.rows] = step;
+    this.times[this.rows] = time;
+    this.counts[this.rows++] = this.pairs - start;
+  }
+
+  summary(obj: Record<string, unknown>): void {
+    this.summaryUpdates.push(toJson(obj));
+  }
+
+  config(obj: Record<string, unknown>): void {
+    this.configUpdates.push(toJson(obj));
+  }
+
+  /** Encodes the open batch as batch `seq` and starts an empty one. */
+  seal(seq: number, droppedRows: number): { bytes: Uint8Array; rows: number; taken: Unsealed } {
+    const u8 = (a: Float64Array | Uint32Array, n: number) => new Uint8Array(a.buffer, 0, n * a.BYTES_PER_ELEMENT);
+    const rows = this.rows;
+    const bytes = encode('WriteRequest', {
+      batch: {
+        seq, newKeys: this.keys.slice(this.keysSealed), newKeysFirst: this.keysSealed, rows,
+        steps: u8(this.steps, rows), times: u8(this.times, rows), counts: u8(this.counts, rows),
+        keyIds: u8(this.kid, this.pairs), values: u8(this.vals, this.pairs),
+        summaryJson: this.summaryUpdates, configJson: this.configUpdates, droppedRows,
+      },
+    });
+    const taken: Unsealed = { keys: this.keysSealed, summary: this.summaryUpdates, config: this.configUpdates };
+    this.keysSealed = this.keys.length;
+    this.rows = 0;
+    this.pairs = 0;
+    this.summaryUpdates = [];
+    this.configUpdates = [];
+    return { bytes, rows, taken };
+  }
+
+  /**
+   * A sealed batch was dropped (memory and disk full): its dictionary entries
+   * and updates go out again with the next batch; only its rows are gone.
+   */
+  unseal(taken: Unsealed): void {
+    this.keysSealed = taken.keys;
+    this.summaryUpdates = taken.summary.concat(this.summaryUpdates);
+    this.configUpdates = taken.config.concat(this.configUpdates);
+  }
+
+  private intern(k: string): number {
+    const bad = checkKey(k);
+    if (bad) throw new TypeError(`logd: ${bad}`);
+    const id = this.keys.length;
+    this.keys.push(k);
+    this.ids.set(k, id);
+    return id;
+  }
+
+  private growRows(): void {
+    const n = this.steps.length * 2;
+    const g64 = (a: Float64Array) => { const b = new Float64Array(n); b.set(a); return b; };
+    this.steps = g64(this.steps);
+    this.times = g64(this.times);
+    const c = new Uint32Array(n); c.set(this.counts); this.counts = c;
+  }
+
+  private growPairs(): void {
+    const n = this.kid.length * 2;
+    const k = new Uint32Array(n); k.set(this.kid); this.kid = k;
+    const v = new Float64Array(n); v.set(this.vals); this.vals = v;
+  }
+
+  private put(key: string, v: number): void {
+    const id = this.ids.get(key) ?? this.intern(key);
+    if (this.pairs === this.kid.length) this.growPairs();
+    this.kid[this.pairs] = id;
+    this.vals[this.pairs++] = v;
+  }
+
+  private putObject(prefix: string, obj: Record<string, unknown>): void {
+    for (const k in obj) {
+      const v = obj[k];
+      if (typeof v === 'number') this.put(prefix + k, v);
+      else if (typeof v === 'boolean') this.put(prefix + k, v ? 1 : 0);
+      else if (typeof v === 'bigint') this.put(prefix + k, Number(v));
+      else if (v !== null && typeof v === 'object' && !Array.isArray(v)) this.putObject(`${prefix}${k}/`, v as Record<string, unknown>);
+      else if (v === undefined || v === null) continue;
+      else throw new TypeError(`logd: ${JSON.stringify(prefix + k)} is a ${Array.isArray(v) ? 'array' : typeof v}; history holds numbers (put text in run.config or run.summary)`);
+    }
+  }
+}
