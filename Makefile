@@ -3,7 +3,7 @@
 SHELL := /bin/bash
 export npm_config_nodedir ?= /usr
 
-.PHONY: all build deps system-deps native python demo test soak bench bench-peers clean
+.PHONY: all build deps system-deps native python demo test check-imports soak bench bench-peers clean
 
 all: build
 
@@ -41,7 +41,11 @@ python:
 demo: build
 	node dist/examples/demo.js
 
-test: system-deps build native python
+# The house rules (docs/ARCHITECTURE.md): no import cycles, no import against the flow.
+check-imports:
+	node scripts/check-imports.mjs
+
+test: check-imports system-deps build native python
 	npx vitest run
 
 # The chaos, fuzz and load tests at soak length (README, Reliability).

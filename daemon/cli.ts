@@ -8,7 +8,7 @@ import { connectionFor } from '../client/connection.js';
 import { checkedDaemon } from '../client/stale-service.js';
 import { mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
 import { openSource, type QuerySource } from './query/index.js';
-import { registerLaunchCommand } from './launch-main.js';
+import { registerLaunchCommand } from '../launcher/main.js';
 import { registerUiCommand } from './cli/ui.js';
 import { registerUploadCommands, uploadStatusLines, daemonUploadStatus } from './cli/upload.js';
 
@@ -71,7 +71,7 @@ program
   .addOption(new Option('--sidecar', 'exit when idle (used when a client auto-starts the daemon)').hideHelp())
   .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number; upload?: string }) => {
     // The lock first: a daemon that loses the start race exits before loading the daemon proper.
-    const { acquireLock, refuseSecondDaemon } = await import('./lock.js');
+    const { acquireLock, refuseSecondDaemon } = await import('./process/lock.js');
     const paths = resolvePaths();
     process.umask(0o077);
     let lock;

@@ -6,22 +6,23 @@ import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { daemonTunables, resolvePaths, uploadTunables, LOGD_VERSION, type LogdPaths } from '../src/config.js';
 import { startUploader } from './upload/start.js';
+import { DaemonRuns } from './upload/local-runs.js';
 import { statusFile } from './upload/status.js';
 import { serviceDefinition } from '../src/proto.js';
 import { Store } from './store/store.js';
-import { Registry } from './registry.js';
-import { Finaliser } from './finaliser.js';
-import { buildService } from './server.js';
-import { LiveRun } from './run.js';
-import { rowFromLive } from './index-rows.js';
-import { ingestAllSpool } from './spool.js';
+import { Registry } from './runs/registry.js';
+import { Finaliser } from './runs/finaliser.js';
+import { buildService } from './grpc/server.js';
+import { LiveRun } from './runs/run.js';
+import { rowFromLive } from './runs/index-rows.js';
+import { ingestAllSpool } from './runs/spool.js';
 import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/service-file.js';
-import { raiseHttp2ReceiveWindow } from './http2-window.js';
+import { raiseHttp2ReceiveWindow } from './grpc/http2-window.js';
 import { ensurePrivateDir } from '../src/private-dir.js';
-import type { DataDirLock } from './data-dir-lock.js';
-import { limitYoungGeneration, releaseMemoryWhenQuiet } from './memory.js';
-import { SystemMetrics } from './system.js';
-import { acquireLock, refuseSecondDaemon, EXIT_ALREADY_RUNNING } from './lock.js';
+import type { DataDirLock } from './process/data-dir-lock.js';
+import { limitYoungGeneration, releaseMemoryWhenQuiet } from './process/memory.js';
+import { SystemMetrics } from './sampler/system-metrics.js';
+import { acquireLock, refuseSecondDaemon, EXIT_ALREADY_RUNNING } from './process/lock.js';
 
 export interface ServeOptions {
   sidecar: boolean;
@@ -62,7 +63,7 @@ export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(
   const finaliser = new Finaliser(registry);
   recover(registry, finaliser);
   // A bad upload URL leaves runs local and says so (log, `logd status`); training goes on.
-  const uploader = upload.url ? startUploader(registry, upload, log) : null;
+  const uploader = upload.url ? startUploader(uploadFeed(registry), upload, log) : null;
   if (!upload.url) fs.rmSync(statusFile(paths.dataDir), { force: true }); // a previous daemon's upload status is not ours
 
   const token = randomBytes(24).toString('hex');
@@ -206,5 +207,21 @@ function recover(registry: Registry, finaliser: Finaliser): void {
       log(`store: could not recover run ${id}: ${(e as Error).message}`);
     }
   }
-  ingestAllSpool(registry, finaliser);
+  ingestAllSpool(registry, finaliser.finaliseRun);
+}
+
+/** The uploader's view of this daemon's runs: open ones through the registry (their durable length moves), the rest through the index. */
+function uploadFeed(reg: Registry): DaemonRuns {
+  return new DaemonRuns(reg.store.runsDir, reg.store.dataDir, reg.store.index, {
+    durableBytes: (id) => {
+      const live = reg.runs.get(id);
+      return live && !live.log.closed ? live.log.durableBytes : null;
+    },
+    historyRows: (id) => reg.runs.get(id)?.summary.rows ?? null,
+    mode: (id) => reg.runs.get(id)?.meta.mode ?? null,
+    row: (id) => {
+      const live = reg.runs.get(id);
+      return live ? rowFromLive(live) : null;
+    },
+  });
 }

@@ -1,4 +1,4 @@
-// Builds dist/daemon/malloc-trim/malloc_trim.node (daemon/malloc-trim/): one
+// Builds dist/addon/malloc_trim.node (addon/): one
 // C file against Node-API, with the system C compiler and Node's headers.
 // Optional: without a compiler, headers or glibc it says why and exits 0; the
 // daemon then runs without trimming (and says so in its log).
@@ -6,8 +6,8 @@ import { existsSync, mkdirSync } from 'node:fs';
 import { spawnSync } from 'node:child_process';
 import path from 'node:path';
 
-const src = 'daemon/malloc-trim/malloc_trim.c';
-const out = 'dist/daemon/malloc-trim/malloc_trim.node';
+const src = 'addon/malloc_trim.c';
+const out = 'dist/addon/malloc_trim.node';
 const cc = process.env.CC || 'cc';
 const nodedir = process.env.npm_config_nodedir || path.resolve(path.dirname(process.execPath), '..');
 const include = [path.join(nodedir, 'include', 'node'), '/usr/include/node'].find((d) => existsSync(path.join(d, 'node_api.h')));

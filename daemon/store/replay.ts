@@ -2,7 +2,7 @@
 // that were open when it stopped, and to rebuild the index.
 import { RecordLog } from './record-log.js';
 import { FrameType, decodeHistory, parseFrameJson, type FinalState, type RunMeta, type WriterMeta } from './format.js';
-import { RunSummary } from '../summary.js';
+import { RunSummary } from './summary.js';
 import { ownRecord } from '../../src/json.js';
 import { scanFrames, type ScanResult } from '../../src/frames.js';
 

@@ -8,7 +8,7 @@ import { replayLog, type ReplayedRun } from './replay.js';
 import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type HistoryBatch } from './format.js';
 import { scanFrames, readFrame, type FrameRef } from '../../src/frames.js';
 import { StoreProblems } from './problems.js';
-import { cappedSummary } from '../summary.js';
+import { cappedSummary } from './summary.js';
 import { toJson } from '../../src/json.js';
 
 export class RunExistsError extends Error {

@@ -6,8 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { RunRow } from '../store/index-db.js';
 import Database from 'better-sqlite3';
-import type { Registry } from '../registry.js';
-import { rowFromLive } from '../index-rows.js';
+import type { IndexDb } from '../store/index-db.js';
 
 /** A file in a run's directory that asks for the run to be uploaded even though it is offline. */
 export const SYNC_REQUEST = 'upload-requested';
@@ -68,20 +67,31 @@ abstract class DirRuns implements LocalRuns {
   abstract row(id: string): RunRow | null;
 }
 
-/** Inside the daemon: live runs through the registry, the rest through the index. */
+/**
+ * What the daemon tells the uploader of its open runs (the composition root
+ * wires it to the run registry; this stage never reaches into it). Each
+ * answers null for a run that is not open.
+ */
+export interface OpenRunsView {
+  /** Bytes of the open run's log that are durable. */
+  durableBytes(id: string): number | null;
+  historyRows(id: string): number | null;
+  mode(id: string): string | null;
+  row(id: string): RunRow | null;
+}
+
+/** Inside the daemon: open runs through the daemon's view of them, the rest through the index. */
 export class DaemonRuns extends DirRuns {
-  constructor(private reg: Registry) {
-    super(reg.store.runsDir, reg.store.dataDir);
+  constructor(runsDir: string, dataDir: string, private index: IndexDb, private open: OpenRunsView) {
+    super(runsDir, dataDir);
   }
 
   override durableBytes(id: string): number {
-    const live = this.reg.runs.get(id);
-    if (live && !live.log.closed) return live.log.durableBytes;
-    return super.durableBytes(id);
+    return this.open.durableBytes(id) ?? super.durableBytes(id);
   }
 
   override historyRows(id: string): number {
-    return this.reg.runs.get(id)?.summary.rows ?? super.historyRows(id);
+    return this.open.historyRows(id) ?? super.historyRows(id);
   }
 
   /** A run's mode never changes: asked every pass for every run not uploaded yet (offline ones for good), it is looked up once. */
@@ -90,15 +100,13 @@ export class DaemonRuns extends DirRuns {
   mode(id: string): string | null {
     const known = this.modes.get(id);
     if (known) return known;
-    const mode = this.reg.runs.get(id)?.meta.mode ?? this.reg.store.index.get(id)?.mode ?? null;
+    const mode = this.open.mode(id) ?? this.index.get(id)?.mode ?? null;
     if (mode) this.modes.set(id, mode);
     return mode;
   }
 
   row(id: string): RunRow | null {
-    const live = this.reg.runs.get(id);
-    if (live) return rowFromLive(live);
-    return this.reg.store.index.get(id) ?? null;
+    return this.open.row(id) ?? this.index.get(id) ?? null;
   }
 }
 

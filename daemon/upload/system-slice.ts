@@ -2,7 +2,7 @@
 // (its owner's process metrics unprefixed, other writers' as writer<idx>/…),
 // gathered from the node's system log into one chunk of the system stream.
 import { FrameType, decodeHistory, parseFrameJson } from '../store/format.js';
-import { SystemMetrics, runWindow } from '../system.js';
+import { SystemMetrics, runWindow } from '../sampler/system-metrics.js';
 import { ChunkBuilder, readFrames, type Chunk } from './slice.js';
 import type { RunRow } from '../store/index-db.js';
 

@@ -27,7 +27,7 @@ class DisabledRun:
         return True
 
     def finish(self, exit_code=None, timeout=None):
-        from .run import FinishResult
+        from .finish_result import FinishResult
 
         return FinishResult("finished", "", False)
 

@@ -29,6 +29,8 @@ import threading
 import time
 from typing import Optional
 
+from .finish_result import FinishResult
+
 
 def _send(f, msg) -> None:
     data = pickle.dumps(msg, protocol=pickle.HIGHEST_PROTOCOL)
@@ -228,8 +230,6 @@ class RelayWriter:
         return bool(ans[1])
 
     def finish(self, exit_code: int, timeout_s: float):
-        from .run import FinishResult
-
         ans = self._ask(("finish", exit_code, timeout_s), timeout_s + 2)
         self.close()
         if ans is None:
@@ -260,53 +260,3 @@ class RelayWriter:
                 p.stdin.close()
             except OSError:
                 pass
-
-
-def main() -> None:
-    """The relay process."""
-    from . import _warn
-    from ._pb import logd_pb2 as pb
-    from .connection import ServiceAddress
-    from .paths import tunables
-    from .run import Run
-    from .writer import Writer
-
-    inp = sys.stdin.buffer
-    out = sys.stdout.buffer
-    first = _recv(inp)
-    if not first or first[0] != "open":
-        sys.exit(2)
-    _, service, run_id, run_token, writer_id, client_bytes, spool_dir = first
-    flush_s = tunables().flush_interval_s
-    client = pb.ClientInfo.FromString(client_bytes)
-    client.pid = os.getpid()  # the daemon watches the process that holds the stream
-
-    def make(addr, wid, relay=False):
-        return Writer(addr, run_id, run_token, wid, client, flush_s, _warn, tunables().max_buffer_bytes, spool_dir or None)
-
-    run = Run(pb.RunInfo(id=run_id), make(ServiceAddress.parse(service), writer_id), run_token, False, _warn, make)
-    w = run._writer
-    w.connect()
-    w.wait_opened(10.0)
-    _remove(relay_marker(run_id, writer_id))
-    while True:
-        msg = _recv(inp)
-        if msg is None:
-            run.finish(timeout=10.0)  # the child is gone: deliver, detach, leave
-            return
-        kind = msg[0]
-        if kind == "rows":
-            for row in msg[1]:
-                w.add(*row)
-            for kind2, text in msg[2]:
-                w.update(kind2, text)
-            w.kick()
-        elif kind == "sync":
-            ok = w.wait_acked(msg[1])
-            _send(out, ("ok", ok, w.last_problem))
-        elif kind == "finish":
-            res = run.finish(exit_code=msg[1], timeout=msg[2])
-            _send(out, ("finished", res.state, res.message, res.timed_out))
-            return
-
-

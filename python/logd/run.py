@@ -11,6 +11,7 @@ from typing import Optional
 
 from . import values
 from .connection import CallError, ServiceAddress, keep_forever
+from .finish_result import FinishResult
 from .relay import wait_for_relays
 from .writer import SpillError, Writer, new_writer_id
 
@@ -44,16 +45,6 @@ class _Updates(dict):
 
     def __setitem__(self, key, value):
         self.update({key: value})
-
-
-class FinishResult:
-    def __init__(self, state: str, message: str, timed_out: bool):
-        self.state = state
-        self.message = message
-        self.timed_out = timed_out
-
-    def __repr__(self):
-        return "FinishResult(state=%r, timed_out=%r, message=%r)" % (self.state, self.timed_out, self.message)
 
 
 class Run:

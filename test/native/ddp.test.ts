@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { launch } from '../../daemon/launch.js';
+import { launch } from '../../launcher/launch.js';
 import { distributedSamplerIndices } from '../../examples/ddp/sampler.js';
 import { isAvailable, loadError } from '../../native/index.js';
 import { distReady, freePort, NOT_BUILT, repoRoot, spawnRanks } from './harness.js';

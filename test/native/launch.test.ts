@@ -4,7 +4,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { launch, type LaunchOptions } from '../../daemon/launch.js';
+import { launch, type LaunchOptions } from '../../launcher/launch.js';
 import { distReady, NOT_BUILT, repoRoot } from './harness.js';
 
 const fixture = join(repoRoot, 'test', 'native', 'fixtures', 'rank.mjs');
@@ -82,10 +82,10 @@ describe('launch', () => {
     expect(o.out.lines).toHaveLength(0);
   });
 
-  describe.skipIf(!distReady)(`as a process (launch-main)${distReady ? '' : ` — skipped: ${NOT_BUILT}`}`, () => {
+  describe.skipIf(!distReady)(`as a process (launcher/main)${distReady ? '' : ` — skipped: ${NOT_BUILT}`}`, () => {
     for (const [sig, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) {
       it(`forwards ${sig} to every rank and exits ${code}`, async () => {
-        const child = spawn(process.execPath, [join(repoRoot, 'dist', 'daemon', 'launch-main.js'), '--nproc-per-node', '2', '--grace-ms', '2000', fixture, 'signal'], {
+        const child = spawn(process.execPath, [join(repoRoot, 'dist', 'launcher', 'main.js'), '--nproc-per-node', '2', '--grace-ms', '2000', fixture, 'signal'], {
           stdio: ['ignore', 'pipe', 'pipe'],
         });
         let out = '';

@@ -1,4 +1,4 @@
-// `logd launch` as a standalone entry: node dist/daemon/launch-main.js
+// `logd launch` as a standalone entry: node dist/launcher/main.js
 //   --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P --grace-ms G] script [args...]
 // The main CLI can mount the same command with registerLaunchCommand(program).
 import { Command, InvalidArgumentError } from 'commander';

@@ -3,12 +3,12 @@
 // everything acknowledged to be durable, then writes the final summary and
 // state. Final writes go through one queue in the order runs became ready.
 // Nothing here waits without a deadline.
-import { FrameType, jsonFrame, type FinalStateName } from './store/format.js';
+import { FrameType, jsonFrame, type FinalStateName } from '../store/format.js';
 import { rowFromLive } from './index-rows.js';
 import type { LiveRun, Writer } from './run.js';
 import type { Registry } from './registry.js';
 import { isAlive } from './liveness.js';
-import { ingestSpool, ingestRunSpool } from './spool.js';
+import { ingestSpool, ingestRunSpool, type FinaliseRun } from './spool.js';
 
 export interface FinishOutcome {
   run: LiveRun;
@@ -25,7 +25,7 @@ export class Finaliser {
     // idle (so it can exit) and still be attached.
     this.liveness = setInterval(() => {
       this.checkWriters();
-      reg.system?.reconcile(reg.runs.values());
+      reg.system?.reconcile(reg.localWriterPids());
     }, 500);
     this.liveness.unref();
   }
@@ -69,7 +69,7 @@ export class Finaliser {
     }
     // Whatever any writer of this run spilled (one that exited before its
     // stream opened, one the daemon never heard of) goes in before the end.
-    ingestRunSpool(reg, this, run.id);
+    ingestRunSpool(reg, this.finaliseRun, run.id);
     const state: FinalStateName = exitCode === 0 ? 'finished' : 'crashed';
     await this.finalise(run, state, exitCode === 0 ? '' : `owner finished with exit code ${exitCode}`, exitCode,
       // With a full disk the final state cannot be durable now: do not wait past the finish's deadline for it.
@@ -84,6 +84,9 @@ export class Finaliser {
    * the run's other pending frames, and the run stays in memory until then.
    * `resumable`: a daemon stop, which the run's owner may come back from.
    */
+  /** finalise() as the spool's callback: a run its owner's spill file ends. */
+  readonly finaliseRun: FinaliseRun = (run, state, reason, exitCode) => void this.finalise(run, state, reason, exitCode);
+
   finalise(run: LiveRun, state: FinalStateName, reason: string, exitCode: number, opts: { resumable?: boolean; flushMs?: number } = {}): Promise<void> {
     const resumable = opts.resumable ?? false;
     const flushMs = opts.flushMs ?? this.reg.tunables.shutdownTimeoutMs;
@@ -166,7 +169,7 @@ export class Finaliser {
   writerGone(run: LiveRun, w: Writer, why: string): void {
     if (w.detached && w.meta.writerId !== run.meta.ownerWriterId) return;
     w.detached = true;
-    const spilled = ingestSpool(this.reg, this, run.id, w.meta.writerId);
+    const spilled = ingestSpool(this.reg, this.finaliseRun, run.id, w.meta.writerId);
     this.reg.notify();
     if (run.final || spilled.finished) return;
     if (w.meta.writerId !== run.meta.ownerWriterId || run.state !== 'running') return;
@@ -206,7 +209,7 @@ export class Finaliser {
       run.crashTimer = null;
       const owner = run.writers.get(run.meta.ownerWriterId);
       if (run.state === 'running' && (!owner || owner.detached)) {
-        const spilled = owner ? ingestSpool(this.reg, this, run.id, owner.meta.writerId) : { finished: false };
+        const spilled = owner ? ingestSpool(this.reg, this.finaliseRun, run.id, owner.meta.writerId) : { finished: false };
         if (!spilled.finished && !run.final) void this.finalise(run, 'crashed', `the daemon restarted and the owner did not re-attach within ${this.reg.tunables.recoveryGraceMs} ms`, -1);
       }
     }, this.reg.tunables.recoveryGraceMs);

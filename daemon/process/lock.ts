@@ -1,10 +1,10 @@
-// Taking the one-daemon-per-data-dir lock (daemon/data-dir-lock.ts), kept
+// Taking the one-daemon-per-data-dir lock (daemon/process/data-dir-lock.ts), kept
 // apart from daemon.ts so that `logd serve` takes it before loading the
 // daemon: when eight ranks start at once, seven sidecars lose the race, and
 // each loser then exits having paid for Node, this file and SQLite, not for
 // grpc-js, the store and the rest of the daemon.
 import fs from 'node:fs';
-import type { LogdPaths } from '../src/config.js';
+import type { LogdPaths } from '../../src/config.js';
 import { DataDirLock } from './data-dir-lock.js';
 
 export const EXIT_ALREADY_RUNNING = 3;

@@ -1,7 +1,7 @@
 // Handler bookkeeping that must not block: per-key last/min/max/count over a
 // run's history, kept in typed arrays indexed by run-global key id.
-import type { HistoryBatch } from './store/format.js';
-import { jsonNumber, ownRecord } from '../src/json.js';
+import type { HistoryBatch } from './format.js';
+import { jsonNumber, ownRecord } from '../../src/json.js';
 
 export class RunSummary {
   private last = new Float64Array(16);

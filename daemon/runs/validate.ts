@@ -1,8 +1,8 @@
 // Validation of a record batch from the wire, before anything is stored. A bad
 // batch is refused as a whole with a message that says what is wrong; nothing
 // of it reaches the log.
-import { f64, u32, type RecordBatchMsg } from '../src/wire.js';
-import { checkKey, duplicateKeyMessage } from '../src/names.js';
+import { f64, u32, type RecordBatchMsg } from '../../src/wire.js';
+import { checkKey, duplicateKeyMessage } from '../../src/names.js';
 
 export interface CheckedBatch {
   rows: number;

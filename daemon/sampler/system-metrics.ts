@@ -9,12 +9,11 @@
 // as `writer<idx>/proc.cpu.percent`; other processes' keys are left out.
 import fs from 'node:fs';
 import path from 'node:path';
-import { RecordLog } from './store/record-log.js';
-import { FrameType, encodeHistory, decodeHistory, jsonFrame, parseFrameJson, type HistoryBatch } from './store/format.js';
-import { scanFrames } from '../src/frames.js';
-import { bytesOf } from '../src/wire.js';
-import { SystemSampler, type SystemSample, type GpuStaticInfo } from './sampler/sampler.js';
-import type { LiveRun } from './run.js';
+import { RecordLog } from '../store/record-log.js';
+import { FrameType, encodeHistory, decodeHistory, jsonFrame, parseFrameJson, type HistoryBatch } from '../store/format.js';
+import { scanFrames } from '../../src/frames.js';
+import { bytesOf } from '../../src/wire.js';
+import { SystemSampler, type SystemSample, type GpuStaticInfo } from './sampler.js';
 
 export interface RunWindow { from: number; to: number; ownerPid: number; writerPids: Map<number, number> }
 
@@ -101,15 +100,11 @@ export class SystemMetrics {
     return this.sampler?.gpus() ?? this.lastGpus;
   }
 
-  /** Watches exactly the local processes that write to open runs. */
-  reconcile(runs: Iterable<LiveRun>): void {
+  /** Watches exactly these local processes (the writers of open runs). */
+  reconcile(pids: Iterable<number>): void {
     const s = this.sampler;
     if (!s) return;
-    const want = new Set<number>();
-    for (const run of runs) {
-      if (run.final) continue;
-      for (const w of run.writers.values()) if (!w.detached && w.local && w.meta.pid > 0) want.add(w.meta.pid);
-    }
+    const want = new Set(pids);
     for (const pid of want) if (!this.watched.has(pid)) (s.watch(pid), this.watched.add(pid));
     for (const pid of this.watched) if (!want.has(pid)) (s.unwatch(pid), this.watched.delete(pid));
   }
@@ -210,12 +205,10 @@ export class SystemMetrics {
   }
 }
 
-export function runWindow(run: LiveRun | { createdAt: number; finishedAt: number; ownerPid: number; writers: Array<{ idx: number; pid: number }> }): RunWindow {
-  if ('meta' in run) {
-    const writerPids = new Map<number, number>();
-    for (const w of run.writerList) if (w && w.meta.pid !== run.meta.pid) writerPids.set(w.meta.pid, w.meta.idx);
-    return { from: run.meta.createdAt - 1, to: run.finishedAt || Infinity, ownerPid: run.meta.pid, writerPids };
-  }
+/** What a run's view of the node's samples depends on: its lifetime and the pids of its writers. */
+export interface RunSpan { createdAt: number; finishedAt: number; ownerPid: number; writers: Array<{ idx: number; pid: number }> }
+
+export function runWindow(run: RunSpan): RunWindow {
   const writerPids = new Map<number, number>();
   for (const w of run.writers) if (w.pid !== run.ownerPid) writerPids.set(w.pid, w.idx);
   return { from: run.createdAt - 1, to: run.finishedAt || Infinity, ownerPid: run.ownerPid, writerPids };

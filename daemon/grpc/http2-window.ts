@@ -4,7 +4,7 @@
 // the window for the daemon's own server: http2 servers created after this
 // call advertise a larger per-stream window and grow each session's window.
 //
-// The windows are also what a paused stream (daemon/backpressure.ts) may still
+// The windows are also what a paused stream (daemon/runs/backpressure.ts) may still
 // hold in the daemon: up to STREAM_WINDOW_BYTES per stream and
 // SESSION_WINDOW_BYTES per client connection, whatever the client sends.
 import http2 from 'node:http2';

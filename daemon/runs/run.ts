@@ -2,14 +2,14 @@
 // States: running -> finishing -> finished | crashed | killed.
 import os from 'node:os';
 import type * as grpc from '@grpc/grpc-js';
-import type { RecordLog } from './store/record-log.js';
-import { FrameType, encodeHistory, jsonFrame, FINAL_STATES, type RunMeta, type RunStateName, type WriterMeta, type RankMeta } from './store/format.js';
-import { RunSummary, cappedSummary } from './summary.js';
-import { bytesOf, type WriteRequestMsg, type WriteResponseMsg, type RunInfo } from '../src/wire.js';
+import type { RecordLog } from '../store/record-log.js';
+import { FrameType, encodeHistory, jsonFrame, FINAL_STATES, type RunMeta, type RunStateName, type WriterMeta, type RankMeta } from '../store/format.js';
+import { RunSummary, cappedSummary } from '../store/summary.js';
+import { bytesOf, type WriteRequestMsg, type WriteResponseMsg, type RunInfo } from '../../src/wire.js';
 import type { CheckedBatch } from './validate.js';
 import { processStartTime } from './liveness.js';
-import { toJson } from '../src/json.js';
-import { runWindow, type SystemMetrics } from './system.js';
+import { toJson } from '../../src/json.js';
+import { runWindow, type RunSpan, type SystemMetrics } from '../sampler/system-metrics.js';
 
 export type WriteCall = grpc.ServerDuplexStream<WriteRequestMsg, WriteResponseMsg>;
 
@@ -19,7 +19,7 @@ export class Writer {
   stream: WriteCall | null = null;
   appendedSeq: number;
   durableSeq: number;
-  /** Bytes of this writer's batches appended and not yet durable (daemon/backpressure.ts). */
+  /** Bytes of this writer's batches appended and not yet durable (daemon/runs/backpressure.ts). */
   pendingBytes = 0;
   /** The writer said finish (or its process is gone): it no longer counts as attached. */
   detached = false;
@@ -157,6 +157,12 @@ export class LiveRun {
     this.log.append(FrameType.WRITER, jsonFrame(w.meta));
   }
 
+  /** The run's lifetime and writer pids, as the node's system metrics see it. */
+  span(): RunSpan {
+    const writers = this.writerList.filter(Boolean).map((w) => ({ idx: w.meta.idx, pid: w.meta.pid }));
+    return { createdAt: this.meta.createdAt, finishedAt: this.finishedAt, ownerPid: this.meta.pid, writers };
+  }
+
   attachedWriters(): Writer[] {
     return [...this.writers.values()].filter((w) => !w.detached);
   }
@@ -177,7 +183,7 @@ export class LiveRun {
       stepsBackwards: this.summary.stepsBackwards,
       droppedRows: this.writerList.reduce((n, w) => n + (w?.meta.droppedRows ?? 0), 0),
       lastStep: this.summary.lastStep,
-      system: this.system ? { gpus: this.system.gpus(), last: this.system.lastForRun(runWindow(this)) } : null,
+      system: this.system ? { gpus: this.system.gpus(), last: this.system.lastForRun(runWindow(this.span())) } : null,
     };
   }
 

@@ -4,19 +4,22 @@
 // stores each record once.
 import fs from 'node:fs';
 import path from 'node:path';
-import { scanFrames } from '../src/frames.js';
-import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../src/spill.js';
-import type { RecordBatchMsg } from '../src/wire.js';
-import { messageType } from '../src/proto.js';
+import { scanFrames } from '../../src/frames.js';
+import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../../src/spill.js';
+import type { RecordBatchMsg } from '../../src/wire.js';
+import { messageType } from '../../src/proto.js';
 import type { Registry } from './registry.js';
-import type { Finaliser } from './finaliser.js';
+import type { LiveRun } from './run.js';
+
+/** Ends a run whose owner's spill file says it exited (the finaliser's finalise, passed in). */
+export type FinaliseRun = (run: LiveRun, state: 'finished' | 'crashed', reason: string, exitCode: number) => void;
 
 const WriteRequest = messageType('WriteRequest');
 
-export function ingestSpool(reg: Registry, fin: Finaliser, runId: string, writerId: string): { batches: number; finished: boolean } {
+export function ingestSpool(reg: Registry, finalise: FinaliseRun, runId: string, writerId: string): { batches: number; finished: boolean } {
   const file = path.join(reg.store.dataDir, 'spool', spillFileName(runId, writerId));
   if (!fs.existsSync(file)) return { batches: 0, finished: false };
-  return ingestFile(reg, fin, file);
+  return ingestFile(reg, finalise, file);
 }
 
 /**
@@ -24,7 +27,7 @@ export function ingestSpool(reg: Registry, fin: Finaliser, runId: string, writer
  * finish, before the final state: a writer may have spilled without the
  * daemon ever hearing of it).
  */
-export function ingestRunSpool(reg: Registry, fin: Finaliser, runId: string): number {
+export function ingestRunSpool(reg: Registry, finalise: FinaliseRun, runId: string): number {
   const dir = path.join(reg.store.dataDir, 'spool');
   let names: string[] = [];
   try {
@@ -33,12 +36,12 @@ export function ingestRunSpool(reg: Registry, fin: Finaliser, runId: string): nu
     return 0;
   }
   let batches = 0;
-  for (const n of names) batches += ingestFile(reg, fin, path.join(dir, n)).batches;
+  for (const n of names) batches += ingestFile(reg, finalise, path.join(dir, n)).batches;
   return batches;
 }
 
 /** Ingests every spill file (at daemon start). */
-export function ingestAllSpool(reg: Registry, fin: Finaliser): void {
+export function ingestAllSpool(reg: Registry, finalise: FinaliseRun): void {
   const dir = path.join(reg.store.dataDir, 'spool');
   let names: string[] = [];
   try {
@@ -46,10 +49,10 @@ export function ingestAllSpool(reg: Registry, fin: Finaliser): void {
   } catch {
     return;
   }
-  for (const n of names) ingestFile(reg, fin, path.join(dir, n));
+  for (const n of names) ingestFile(reg, finalise, path.join(dir, n));
 }
 
-function ingestFile(reg: Registry, fin: Finaliser, file: string): { batches: number; finished: boolean } {
+function ingestFile(reg: Registry, finalise: FinaliseRun, file: string): { batches: number; finished: boolean } {
   let header: SpillHeader | null = null;
   const batches: RecordBatchMsg[] = [];
   try {
@@ -103,7 +106,7 @@ function ingestFile(reg: Registry, fin: Finaliser, file: string): { batches: num
   if (h.exitCode !== null && h.writerId === run.meta.ownerWriterId && run.state === 'running') {
     finished = true;
     const code = h.exitCode;
-    void fin.finalise(run, code === 0 ? 'finished' : 'crashed', code === 0 ? 'process exited without finish; finished for it' : `process exited with code ${code} without finish`, code);
+    finalise(run, code === 0 ? 'finished' : 'crashed', code === 0 ? 'process exited without finish; finished for it' : `process exited with code ${code} without finish`, code);
   } else if (h.exitCode !== null) {
     w.detached = true;
   }

@@ -4,19 +4,25 @@
 // finish, its spill file) and the run's owner still lives, the run is open
 // again on this daemon and ends in the state its owner gives it. A run whose
 // owner is gone stays `killed`.
+//
+// This file reopens the run from its log; the registry (its only caller)
+// takes the reopened run in.
 import os from 'node:os';
-import { FrameType, jsonFrame } from './store/format.js';
+import { FrameType, jsonFrame } from '../store/format.js';
 import { LiveRun } from './run.js';
-import { rowFromLive } from './index-rows.js';
 import { isAlive } from './liveness.js';
-import { sameSecret } from '../src/token.js';
-import type { Registry } from './registry.js';
+import { sameSecret } from '../../src/token.js';
+import type { Store } from '../store/store.js';
 
-/** Reopens run `id` when it was killed by a daemon stop and `writerId` (or its live local owner) may resume it; null otherwise. */
-export function resumeKilledRun(reg: Registry, id: string, runToken: string, writerId: string): LiveRun | null {
-  const row = reg.store.index.get(id);
+/**
+ * Reopens run `id` from its log when it was killed by a daemon stop and
+ * `writerId` (or its live local owner) may resume it; null otherwise. `why`
+ * says who came back, for the daemon's log.
+ */
+export function reopenKilledRun(store: Store, id: string, runToken: string, writerId: string): { run: LiveRun; why: string } | null {
+  const row = store.index.get(id);
   if (!row || row.state !== 'killed') return null;
-  const { run: r, log } = reg.store.replay(id, true);
+  const { run: r, log } = store.replay(id, true);
   const byOwner = writerId !== '' && writerId === r.meta.ownerWriterId;
   const ownerLives = r.meta.host === os.hostname() && isAlive(r.meta.pid, null);
   if (!r.final?.resumable || !sameSecret(runToken, r.meta.runToken) || !(byOwner || ownerLives)) {
@@ -31,10 +37,5 @@ export function resumeKilledRun(reg: Registry, id: string, runToken: string, wri
     if (restored.local && isAlive(w.pid, restored.startTime)) restored.detached = false;
   }
   run.log.append(FrameType.STATE, jsonFrame({ state: 'running', reason: `resumed after ${r.final.reason}`, exitCode: 0, finishedAt: 0 }));
-  reg.runs.set(id, run);
-  reg.adopt(run);
-  reg.store.index.upsert(rowFromLive(run));
-  reg.scheduleCommit();
-  reg.log(`finaliser: run ${id} resumed (it was killed by ${r.final.reason}; ${byOwner ? 'its owner' : `its owner pid ${r.meta.pid}`} is back)`);
-  return run;
+  return { run, why: `it was killed by ${r.final.reason}; ${byOwner ? 'its owner' : `its owner pid ${r.meta.pid}`} is back` };
 }

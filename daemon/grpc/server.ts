@@ -2,22 +2,22 @@
 // every message. A bad message gets a clear status; no handler throws past here.
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
-import { sameSecret } from '../src/token.js';
-import { TOKEN_METADATA_KEY, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../src/wire.js';
-import { LogdError, invalid, notFound, failedPrecondition, unavailable } from '../src/errors.js';
-import { runWindow, type RunWindow } from './system.js';
-import { LOGD_VERSION, PROTOCOL_VERSION } from '../src/config.js';
-import { checkRunId } from '../src/names.js';
-import type { Registry } from './registry.js';
-import type { Finaliser } from './finaliser.js';
-import type { LiveRun, Writer, WriteCall } from './run.js';
-import { rowFromLive, infoFromRow } from './index-rows.js';
-import { bytesOf } from '../src/wire.js';
-import { Undecodable } from '../src/proto.js';
-import { toJson } from '../src/json.js';
-import { summaryChunks } from './summary.js';
-import { MetricCollector, bucketPoints } from '../src/downsample.js';
-import type { HistoryBatch } from './store/format.js';
+import { sameSecret } from '../../src/token.js';
+import { TOKEN_METADATA_KEY, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../../src/wire.js';
+import { LogdError, invalid, notFound, failedPrecondition, unavailable } from '../../src/errors.js';
+import { runWindow, type RunWindow } from '../sampler/system-metrics.js';
+import { LOGD_VERSION, PROTOCOL_VERSION } from '../../src/config.js';
+import { checkRunId } from '../../src/names.js';
+import type { Registry } from '../runs/registry.js';
+import type { Finaliser } from '../runs/finaliser.js';
+import type { LiveRun, Writer, WriteCall } from '../runs/run.js';
+import { rowFromLive, infoFromRow } from '../runs/index-rows.js';
+import { bytesOf } from '../../src/wire.js';
+import { Undecodable } from '../../src/proto.js';
+import { toJson } from '../../src/json.js';
+import { summaryChunks } from '../store/summary.js';
+import { MetricCollector, bucketPoints } from '../../src/downsample.js';
+import type { HistoryBatch } from '../store/format.js';
 
 export interface ServerContext {
   registry: Registry;
@@ -276,7 +276,7 @@ async function streamSummary(reg: Registry, call: grpc.ServerWritableStream<{ ru
 /** A run's lifetime and processes, live or from the index. */
 function windowOf(reg: Registry, id: string): RunWindow {
   const live = reg.runs.get(id);
-  if (live) return runWindow(live);
+  if (live) return runWindow(live.span());
   const row = reg.store.index.get(id);
   if (!row) throw notFound(`run ${id} is not in the index`);
   const meta = JSON.parse(row.metadata_json || '{}') as { pid?: number; writers?: Array<{ idx: number; pid: number }> };

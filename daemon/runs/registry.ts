@@ -3,21 +3,21 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
-import type { Store } from './store/store.js';
-import { RunExistsError } from './store/store.js';
-import { FINAL_STATES, type RunMeta, type RankMeta } from './store/format.js';
+import type { Store } from '../store/store.js';
+import { RunExistsError } from '../store/store.js';
+import { FINAL_STATES, type RunMeta, type RankMeta } from '../store/format.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
 import { checkBatch } from './validate.js';
-import { invalid, notFound, denied, failedPrecondition, alreadyExists, unavailable } from '../src/errors.js';
-import { resumeKilledRun } from './resume.js';
-import { checkRunId, checkLabel, checkKey } from '../src/names.js';
-import { parseJsonObject, ownRecord } from '../src/json.js';
-import { sameSecret } from '../src/token.js';
-import type { ClientInfo, OpenWriterMsg, RecordBatchMsg } from '../src/wire.js';
-import type { DaemonTunables } from '../src/config.js';
-import { RunSummary } from './summary.js';
+import { invalid, notFound, denied, failedPrecondition, alreadyExists, unavailable } from '../../src/errors.js';
+import { reopenKilledRun } from './resume.js';
+import { checkRunId, checkLabel, checkKey } from '../../src/names.js';
+import { parseJsonObject, ownRecord } from '../../src/json.js';
+import { sameSecret } from '../../src/token.js';
+import type { ClientInfo, OpenWriterMsg, RecordBatchMsg } from '../../src/wire.js';
+import type { DaemonTunables } from '../../src/config.js';
+import { RunSummary } from '../store/summary.js';
 import { rowFromLive } from './index-rows.js';
-import type { SystemMetrics } from './system.js';
+import type { SystemMetrics } from '../sampler/system-metrics.js';
 import { Backpressure } from './backpressure.js';
 
 /** What a run's log is told for each appended batch: that writer's seq is durable with these frames. */
@@ -111,7 +111,7 @@ export class Registry {
     run.log.close();
     fs.rmSync(path.dirname(this.store.logPath(run.id)), { recursive: true, force: true });
     this.store.index.remove(run.id);
-    this.system?.reconcile(this.runs.values());
+    this.system?.reconcile(this.localWriterPids());
     this.log(`server: run ${run.id} removed: its creator gave up (CreateRun cancelled) before it was told of the run`);
   }
 
@@ -126,7 +126,7 @@ export class Registry {
   authorizedRun(runId: string, runToken: string, writerId = ''): LiveRun {
     this.refuseWhileStopping();
     let run = this.runs.get(runId);
-    if (!run && checkRunId(runId) === null && this.store.exists(runId)) run = resumeKilledRun(this, runId, runToken, writerId) ?? undefined;
+    if (!run && checkRunId(runId) === null && this.store.exists(runId)) run = this.resumeKilled(runId, runToken, writerId) ?? undefined;
     if (!run) {
       if (checkRunId(runId) === null && this.store.exists(runId)) {
         const row = this.store.index.get(runId);
@@ -180,7 +180,7 @@ export class Registry {
     w.detached = false;
     w.lastSeen = Date.now();
     w.keyMap = run.intern(open.keys);
-    this.system?.reconcile(this.runs.values());
+    this.system?.reconcile(this.localWriterPids());
     if (run.crashTimer && w.meta.writerId === run.meta.ownerWriterId) {
       clearTimeout(run.crashTimer);
       run.crashTimer = null;
@@ -370,11 +370,34 @@ export class Registry {
     run.sampleIntervalMs = sampleIntervalMs;
     const asked = this.openRuns().map((r) => r.sampleIntervalMs).filter((ms) => ms > 0);
     this.system.ensureRunning(Math.min(this.system.defaultIntervalMs, ...asked));
-    this.system.reconcile(this.runs.values());
+    this.system.reconcile(this.localWriterPids());
   }
 
   touch(): void {
     this.lastActivity = Date.now();
+  }
+
+  /** A run a daemon stop left `killed`, reopened and taken in again when its owner is back (runs/resume.ts). */
+  private resumeKilled(id: string, runToken: string, writerId: string): LiveRun | null {
+    const reopened = reopenKilledRun(this.store, id, runToken, writerId);
+    if (!reopened) return null;
+    const { run, why } = reopened;
+    this.runs.set(id, run);
+    this.adopt(run);
+    this.store.index.upsert(rowFromLive(run));
+    this.scheduleCommit();
+    this.log(`finaliser: run ${id} resumed (${why})`);
+    return run;
+  }
+
+  /** The local processes that write to open runs: the ones the sampler watches. */
+  localWriterPids(): Set<number> {
+    const pids = new Set<number>();
+    for (const run of this.runs.values()) {
+      if (run.final) continue;
+      for (const w of run.writers.values()) if (!w.detached && w.local && w.meta.pid > 0) pids.add(w.meta.pid);
+    }
+    return pids;
   }
 
   openRuns(): LiveRun[] {

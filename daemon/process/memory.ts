@@ -1,5 +1,5 @@
 // Memory hygiene of the long-lived daemon. Bounded buffering is
-// daemon/backpressure.ts; this file is about giving memory back afterwards.
+// daemon/runs/backpressure.ts; this file is about giving memory back afterwards.
 //
 // - The young generation is capped at a 2 MB semi-space (V8's default on
 //   64-bit is 16 MB). Record batches make many short-lived buffers; a smaller
@@ -11,12 +11,12 @@
 //   room (an idle process may never collect). `gc` is not exposed by default;
 //   the flag can be turned on at run time and the function taken from a
 //   fresh context.
-// - Freed memory goes back to the system with malloc_trim (daemon/malloc-trim/):
+// - Freed memory goes back to the system with malloc_trim (addon/):
 //   every TRIM_EVERY_TICKS seconds while busy, which keeps the peak down, and
 //   after the full collection when quiet.
 import v8 from 'node:v8';
 import vm from 'node:vm';
-import { mallocTrim, mallocTrimUnavailable } from './malloc-trim/index.js';
+import { mallocTrim, mallocTrimUnavailable } from '../../addon/index.js';
 
 const SEMI_SPACE_MB = 2;
 /** Seconds without activity before the collections (the second catches a straggling finish). */

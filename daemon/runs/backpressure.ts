@@ -7,7 +7,7 @@
 // waiting for the disk, or any stream that sends while the whole daemon has
 // more than DAEMON_PENDING_BYTES waiting, is paused: grpc-js then stops reading
 // it, and HTTP/2 flow control stops the client once the stream's receive window
-// (daemon/http2-window.ts) is full. The client keeps its batches (in memory,
+// (daemon/grpc/http2-window.ts) is full. The client keeps its batches (in memory,
 // then in its overflow file); nothing is dropped. Paused streams resume after
 // the commit round that makes their bytes durable.
 import type { Writer, WriteCall } from './run.js';

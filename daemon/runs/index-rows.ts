@@ -1,8 +1,8 @@
 // Index rows from live runs (the replayed-log variant lives in store/store.ts).
-import type { RunRow } from './store/index-db.js';
+import type { RunRow } from '../store/index-db.js';
 import type { LiveRun } from './run.js';
-import { toJson } from '../src/json.js';
-import type { RunInfo } from '../src/wire.js';
+import { toJson } from '../../src/json.js';
+import type { RunInfo } from '../../src/wire.js';
 
 export function rowFromLive(run: LiveRun): RunRow {
   const i = run.info();
