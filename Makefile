@@ -22,7 +22,7 @@ deps: node_modules/.installed
 # the client is bundled into one file (dist/client/logd.js, what `import 'logd'` loads).
 build: deps
 	npx tsc -p tsconfig.json
-	@node scripts/build-malloc-trim.mjs
+	@node scripts/build-addon.mjs
 	npx tsc -p web/tsconfig.json
 	node scripts/build-web.mjs
 	node scripts/bundle-client.mjs

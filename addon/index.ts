@@ -1,23 +1,34 @@
-// Giving freed memory back to the system (glibc's malloc_trim). After a
-// flood, most of what the daemon allocated is free again but stays in its
-// RSS: glibc returns only the top of its heap, and the short-lived record
-// buffers of many streams leave the free space scattered below live blocks
-// (measured: 112 MB RSS fell to 79 MB with one malloc_trim(0)). Node has no
-// API for it, so this folder holds a one-function C addon, built by
-// `make build` (scripts/build-malloc-trim.mjs) with the C compiler that
-// better-sqlite3 already needs. It is optional: without it (no compiler, not
-// glibc), `mallocTrim()` does nothing and says so once.
+// The one module that loads logd's small C addon (addon/logd_addon.c), built
+// by `make build` (scripts/build-addon.mjs) with the C compiler that
+// better-sqlite3 already needs. Everything in it is optional: without it,
+// `mallocTrim()` does nothing and the client runs without its crash journal,
+// and each says so once.
+//
+// - Giving freed memory back to the system (glibc's malloc_trim). After a
+//   flood, most of what the daemon allocated is free again but stays in its
+//   RSS: glibc returns only the top of its heap, and the short-lived record
+//   buffers of many streams leave the free space scattered below live blocks
+//   (measured: 112 MB RSS fell to 79 MB with one malloc_trim(0)).
+// - Mapping a file into memory (MAP_SHARED), for the client's crash journal
+//   (docs/journal.md): Node has no mmap.
 import { createRequire } from 'node:module';
 
 const require = createRequire(import.meta.url);
 
-let binding: { mallocTrim: () => boolean } | null | undefined;
+interface Binding {
+  mallocTrim: () => boolean;
+  mapFile: (fd: number, length: number) => ArrayBuffer;
+  unmap: (buffer: ArrayBuffer) => void;
+}
+
+let binding: Binding | null | undefined;
 let why = '';
 
-function load(): { mallocTrim: () => boolean } | null {
+function load(): Binding | null {
   if (binding !== undefined) return binding;
+  // '../addon/…' resolves to dist/addon/ from dist/addon/index.js and from the client's bundle in dist/client/.
   try {
-    binding = require('./malloc_trim.node') as { mallocTrim: () => boolean };
+    binding = require('../addon/logd_addon.node') as Binding;
   } catch (e) {
     binding = null;
     why = (e as Error).message.split('\n')[0];
@@ -25,12 +36,28 @@ function load(): { mallocTrim: () => boolean } | null {
   return binding;
 }
 
+/** Why the addon is unavailable, or null when it works here. */
+export function addonUnavailable(): string | null {
+  return load() ? null : `logd's C addon is not built (${why}); run \`make build\` with a C compiler`;
+}
+
 /** Why trimming is unavailable, or null when it works here. */
 export function mallocTrimUnavailable(): string | null {
-  return load() ? null : `the malloc-trim addon is not built (${why}); run \`make build\``;
+  return addonUnavailable();
 }
 
 /** Releases free heap pages to the system; false when nothing could be released or trimming is unavailable. */
 export function mallocTrim(): boolean {
   return load()?.mallocTrim() ?? false;
+}
+
+/** A MAP_SHARED, read-write mapping of the first `length` bytes of `fd`; null when the addon is unavailable. Throws on mmap errors. */
+export function mapFile(fd: number, length: number): ArrayBuffer | null {
+  const b = load();
+  return b ? b.mapFile(fd, length) : null;
+}
+
+/** Unmaps a buffer from mapFile() now (its typed arrays become empty). */
+export function unmap(buffer: ArrayBuffer): void {
+  load()?.unmap(buffer);
 }

@@ -91,7 +91,7 @@ function makeWriter(addr: ServiceAddress, info: RunInfo, runToken: string, write
   const t = clientTunables();
   // An older daemon does not say where its spool is: this process's own is the best guess then.
   const spoolDir = info.spoolDir || resolvePaths().spoolDir;
-  return new BatchWriter({ address: addr, runId: info.id, runToken, writerId, client: clientInfo(), flushIntervalMs: t.flushIntervalMs, maxBufferBytes: t.maxBufferBytes, warn, spoolDir });
+  return new BatchWriter({ address: addr, runId: info.id, runToken, writerId, client: clientInfo(), flushIntervalMs: t.flushIntervalMs, maxBufferBytes: t.maxBufferBytes, journalMb: t.journalMb, warn, spoolDir });
 }
 
 /** A fresh run id: 12 characters of a-z 0-9 (about 60 random bits). */

@@ -5,6 +5,8 @@
 import { encode } from './transport/codec.js';
 import { checkKey, duplicateKeyMessage, RowKeyCheck } from '../src/names.js';
 import { toJson } from '../src/json.js';
+import type { Journal } from './journal.js';
+import { UPDATE_CONFIG, UPDATE_SUMMARY } from '../src/journal.js';
 
 const MAX_ROWS = 8192;
 const MAX_PAIRS = 128 * 1024;
@@ -29,6 +31,8 @@ export class OpenBatch {
   private pairs = 0;
   private summaryUpdates: string[] = [];
   private configUpdates: string[] = [];
+  /** The writer's crash journal: every accepted row and update also goes there (client/journal.ts). */
+  journal: Journal | null = null;
 
   get rowCount(): number {
     return this.rows;
@@ -64,14 +68,19 @@ export class OpenBatch {
     this.steps[this.rows] = step;
     this.times[this.rows] = time;
     this.counts[this.rows++] = this.pairs - start;
+    if (this.journal !== null) this.journal.row(step, time, this.kid, this.vals, start, this.pairs);
   }
 
   summary(obj: Record<string, unknown>): void {
-    this.summaryUpdates.push(toJson(obj));
+    const json = toJson(obj);
+    this.summaryUpdates.push(json);
+    this.journal?.update(UPDATE_SUMMARY, json);
   }
 
   config(obj: Record<string, unknown>): void {
-    this.configUpdates.push(toJson(obj));
+    const json = toJson(obj);
+    this.configUpdates.push(json);
+    this.journal?.update(UPDATE_CONFIG, json);
   }
 
   /** Encodes the open batch as batch `seq` and starts an empty one. */
@@ -111,6 +120,7 @@ export class OpenBatch {
     const id = this.keys.length;
     this.keys.push(k);
     this.ids.set(k, id);
+    this.journal?.key(id, k);
     return id;
   }
 

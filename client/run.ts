@@ -106,7 +106,7 @@ export class Run {
    * dropped; the count then stays here (and in the run's metadata).
    */
   get problem(): string | null {
-    return this.writer.lastProblem ?? this.writer.dropNote;
+    return this.writer.lastProblem ?? this.writer.dropNote ?? this.writer.journalNote;
   }
 
   /** A string another process can pass to `attach()` to log into this run. */

@@ -13,6 +13,7 @@ import { OpenBatch, type Unsealed } from './open-batch.js';
 import { connectionFor, dropConnection, type Connection, type Call, type CallStatusError } from './connection.js';
 import { Overflow, type Sealed } from './overflow.js';
 import { findDaemon } from './discovery.js';
+import { Journal } from './journal.js';
 
 /** A stream with nothing to send closes after this long, so it never keeps the process alive. */
 const STREAM_IDLE_MS = 1000;
@@ -40,6 +41,8 @@ export interface WriterOptions {
    * another HOME or a scrubbed environment makes a different place).
    */
   spoolDir: string;
+  /** The crash journal's size (LOGD_JOURNAL_MB); 0: none. */
+  journalMb?: number;
 }
 
 export class BatchWriter {
@@ -78,11 +81,24 @@ export class BatchWriter {
 
   private overflow: Overflow;
   private readonly overflowFile: string;
+  /** Every row not yet acknowledged, in a mapped file that outlives this process (client/journal.ts). */
+  private readonly journal: Journal | null;
+  /** Why there is no journal, or what it could not hold (run.problem falls back to it). */
+  journalNote: string | null = null;
 
   constructor(private o: WriterOptions) {
     this.conn = connectionFor(o.address);
     this.overflowFile = path.join(o.spoolDir, `${o.runId}--${o.writerId}.overflow`);
     this.overflow = new Overflow(this.overflowFile);
+    const j = Journal.open(o.spoolDir, { runId: o.runId, runToken: o.runToken, writerId: o.writerId }, o.journalMb ?? 0);
+    this.journal = j.journal;
+    this.journalNote = j.problem;
+    this.batch.journal = j.journal;
+  }
+
+  /** Rows log() accepted that did not fit the journal (the daemon was away long enough to fill it). */
+  get notJournaled(): number {
+    return this.journal?.notJournaled ?? 0;
   }
 
   get writerId(): string {
@@ -155,11 +171,22 @@ export class BatchWriter {
         this.o.warn(`logd: run ${this.o.runId}: ${this.lastProblem}; further records wait on disk until it catches up (the daemon is stopped or slow, or this process has not yielded to its event loop for a while)`);
       }
       const failed = this.overflow.push({ seq, bytes });
+      this.journal?.seal(seq, failed !== null);
       if (failed) this.drop(seq, rows, taken, droppedBefore, failed);
+      else this.noteJournalFull();
       return;
     }
+    this.journal?.seal(seq);
     this.unacked.push({ seq, bytes });
     this.unackedBytes += bytes.byteLength;
+  }
+
+  /** Says once that rows outgrew the journal: they are safe from a daemon restart, not from a kill of this process. */
+  private noteJournalFull(): void {
+    const n = this.notJournaled;
+    if (n === 0 || this.journalNote !== null) return;
+    this.journalNote = `crash journal full (LOGD_JOURNAL_MB): ${n}+ rows wait for the daemon only in this process's memory and spool, and are lost if it is killed before the daemon takes them`;
+    this.o.warn(`logd: run ${this.o.runId}: ${this.journalNote}`);
   }
 
   /**
@@ -273,6 +300,7 @@ export class BatchWriter {
       this.unackedBytes -= this.unacked[n].bytes.byteLength;
       n++;
     }
+    this.journal?.acked(this.ackedSeq);
     if (n > 0) {
       this.unacked.splice(0, n);
       this.sentIdx = Math.max(0, this.sentIdx - n);
@@ -292,6 +320,7 @@ export class BatchWriter {
       if (i < this.sentIdx) this.sentIdx--;
     }
     if (seq > this.ackedSeq && this.unacked.every((s) => s.seq > seq)) this.ackedSeq = seq;
+    this.journal?.acked(this.ackedSeq);
     this.settleWaiters();
   }
 
@@ -410,7 +439,10 @@ export class BatchWriter {
 
   close(): void {
     this.closed = true;
+    const delivered = this.unacked.length === 0 && this.overflow.count === 0 && this.batch.rowCount === 0;
     if (this.unacked.length === 0) this.overflow.clear();
+    // Everything acknowledged: the journal goes. Otherwise it stays for the daemon, which reads it once this process is gone.
+    if (delivered) this.journal?.close(true);
     for (const t of [this.flushTimer, this.idleTimer, this.reconnectTimer]) if (t) clearTimeout(t);
     this.flushTimer = this.idleTimer = this.reconnectTimer = null;
     this.closeStream();
@@ -423,7 +455,10 @@ export class BatchWriter {
   spill(exitCode: number | null): string | null {
     this.seal();
     const pending = this.unacked.concat(this.overflow.all());
-    if (pending.length === 0 && exitCode === null) return null;
+    if (pending.length === 0 && exitCode === null) {
+      this.journal?.close(true); // everything was acknowledged
+      return null;
+    }
     const dir = this.o.spoolDir;
     const header: SpillHeader = {
       runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, pid: process.pid, host: os.hostname(),
@@ -447,6 +482,7 @@ export class BatchWriter {
       throw new SpillError(`run ${this.o.runId}: ${rows} unsent rows could not be written to ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}) and are lost${this.droppedRows ? `, besides ${this.droppedRows} rows dropped before` : ''}`, rows);
     }
     this.overflow.clear();
+    this.journal?.close(true); // the spill file holds all of it now
     return file;
   }
 }

@@ -16,9 +16,10 @@ import { buildService } from './grpc/server.js';
 import { LiveRun } from './runs/run.js';
 import { rowFromLive } from './runs/index-rows.js';
 import { ingestAllSpool } from './runs/spool.js';
+import { ingestAllJournals } from './runs/journal.js';
 import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/service-file.js';
 import { raiseHttp2ReceiveWindow } from './grpc/http2-window.js';
-import { ensurePrivateDir } from '../src/private-dir.js';
+import { privateRuntime } from '../src/runtime-dir.js';
 import type { DataDirLock } from './process/data-dir-lock.js';
 import { limitYoungGeneration, releaseMemoryWhenQuiet } from './process/memory.js';
 import { SystemMetrics } from './sampler/system-metrics.js';
@@ -46,18 +47,21 @@ function bind(server: grpc.Server, address: string): Promise<number> {
 }
 
 /** `heldLock`: the lock, taken already by the caller (`logd serve` takes it before loading this module). */
-export async function serve(opts: ServeOptions, paths: LogdPaths = resolvePaths(), heldLock: DataDirLock | null = null): Promise<void> {
+export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(), heldLock: DataDirLock | null = null): Promise<void> {
   limitYoungGeneration();
   process.umask(0o077); // everything the daemon creates is private to the user
   const tunables = daemonTunables();
   const upload = uploadTunables(process.env, opts.uploadUrl);
   const startedAt = Date.now() / 1000;
-  const lock = heldLock ?? acquireLock(paths);
-  if (!lock) refuseSecondDaemon(paths, log);
-  // The socket and service file go only into a directory no other user can write (src/private-dir.ts).
-  ensurePrivateDir(paths.runtimeDir, paths.runtimeParent);
+  const lock = heldLock ?? acquireLock(given);
+  if (!lock) refuseSecondDaemon(given, log);
+  // The socket and service file go only into a directory no other user can write (src/private-dir.ts),
+  // moved to the user's state dir when another user took the default one (src/runtime-dir.ts).
+  const paths = privateRuntime(given, true);
 
   const store = Store.open(paths.dataDir, log);
+  // Writers' spill files and crash journals go here; it exists before any writer looks for it.
+  fs.mkdirSync(paths.spoolDir, { recursive: true, mode: 0o700 });
   const registry = new Registry(store, tunables, log);
   if (opts.sampleIntervalMs !== 0) registry.system = new SystemMetrics(paths.dataDir, opts.sampleIntervalMs ?? tunables.sampleIntervalMs, log);
   const finaliser = new Finaliser(registry);
@@ -208,6 +212,7 @@ function recover(registry: Registry, finaliser: Finaliser): void {
     }
   }
   ingestAllSpool(registry, finaliser.finaliseRun);
+  ingestAllJournals(registry); // writers that died with the last daemon: every row their log() accepted
 }
 
 /** The uploader's view of this daemon's runs: open ones through the registry (their durable length moves), the rest through the index. */

@@ -90,6 +90,8 @@ export interface ClientTunables {
   flushIntervalMs: number;
   /** Unacknowledged data kept in memory before spilling to disk. */
   maxBufferBytes: number;
+  /** Size of each writer's crash journal (docs/journal.md); 0 turns it off. */
+  journalMb: number;
   /** How long a client waits for an auto-started daemon. */
   startTimeoutMs: number;
   /** Deadline of unary calls. */
@@ -108,6 +110,7 @@ export function clientTunables(env: NodeJS.ProcessEnv = process.env): ClientTuna
     mode,
     flushIntervalMs: envInt(env, 'LOGD_FLUSH_INTERVAL_MS', 200),
     maxBufferBytes: envInt(env, 'LOGD_MAX_BUFFER_MB', 64) * 1024 * 1024,
+    journalMb: envInt(env, 'LOGD_JOURNAL_MB', 64),
     startTimeoutMs: envInt(env, 'LOGD_START_TIMEOUT_MS', 10_000),
     callTimeoutMs: envInt(env, 'LOGD_CALL_TIMEOUT_MS', 10_000),
     autoStart: env.LOGD_NO_AUTOSTART !== '1',

@@ -54,8 +54,9 @@ describe.each(['standalone', 'sidecar'] as const)('kill -9 of a %s daemon while 
     for (const [rank, w] of workers.entries()) {
       expect(w.lines.find((l) => l.startsWith('finished'))).toMatch(/^finished finished/);
       const stats = JSON.parse(w.lines.find((l) => l.startsWith('logged '))!.slice(7));
-      // log() never waited on the dead daemon (the chunk bound is loose for a loaded 2-core box).
-      expect(stats.worstLog).toBeLessThan(250);
+      // log() never waited on the dead daemon: a wait would last as long as finding a new one
+      // (seconds); scheduling on a loaded 2-core box stays well under a second.
+      expect(stats.worstLog).toBeLessThan(1000);
       expect(stats.worstChunk).toBeLessThan(1500);
       await expectExactlyOnce(t, runIdOf(w.lines)!, rank, STEPS);
     }

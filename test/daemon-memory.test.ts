@@ -25,8 +25,8 @@ const AFTER_GROWTH_MB = 80;
 
 describe('daemon memory', () => {
   it(`issue 13 case 3: ${PROCS * STREAMS_PER_PROC} flooding streams x ${BATCHES} batches: bounded RSS under load, most of it returned within a minute`, async () => {
-    const trim = path.join(ROOT, 'dist', 'addon', 'malloc_trim.node');
-    expect(fs.existsSync(trim), `${trim} is missing: build it with \`make build\` (scripts/build-malloc-trim.mjs needs cc)`).toBe(true);
+    const trim = path.join(ROOT, 'dist', 'addon', 'logd_addon.node');
+    expect(fs.existsSync(trim), `${trim} is missing: build it with \`make build\` (scripts/build-addon.mjs needs cc)`).toBe(true);
     t = makeEnv({ LOGD_SAMPLE_INTERVAL_MS: '0' });
     const d = await startDaemon(t);
     const svc = serviceFile(t.runtimeDir)!;

@@ -9,6 +9,7 @@ import type { LiveRun, Writer } from './run.js';
 import type { Registry } from './registry.js';
 import { isAlive } from './liveness.js';
 import { ingestSpool, ingestRunSpool, type FinaliseRun } from './spool.js';
+import { ingestRunJournals, ingestWriterJournal } from './journal.js';
 
 export interface FinishOutcome {
   run: LiveRun;
@@ -70,6 +71,7 @@ export class Finaliser {
     // Whatever any writer of this run spilled (one that exited before its
     // stream opened, one the daemon never heard of) goes in before the end.
     ingestRunSpool(reg, this.finaliseRun, run.id);
+    ingestRunJournals(reg, run.id); // writers that died before they finished: what their log() accepted
     const state: FinalStateName = exitCode === 0 ? 'finished' : 'crashed';
     await this.finalise(run, state, exitCode === 0 ? '' : `owner finished with exit code ${exitCode}`, exitCode,
       // With a full disk the final state cannot be durable now: do not wait past the finish's deadline for it.
@@ -170,6 +172,7 @@ export class Finaliser {
     if (w.detached && w.meta.writerId !== run.meta.ownerWriterId) return;
     w.detached = true;
     const spilled = ingestSpool(this.reg, this.finaliseRun, run.id, w.meta.writerId);
+    if (!run.final) ingestWriterJournal(this.reg, run.id, w.meta.writerId);
     this.reg.notify();
     if (run.final || spilled.finished) return;
     if (w.meta.writerId !== run.meta.ownerWriterId || run.state !== 'running') return;
@@ -210,6 +213,7 @@ export class Finaliser {
       const owner = run.writers.get(run.meta.ownerWriterId);
       if (run.state === 'running' && (!owner || owner.detached)) {
         const spilled = owner ? ingestSpool(this.reg, this.finaliseRun, run.id, owner.meta.writerId) : { finished: false };
+        if (!run.final) ingestRunJournals(this.reg, run.id);
         if (!spilled.finished && !run.final) void this.finalise(run, 'crashed', `the daemon restarted and the owner did not re-attach within ${this.reg.tunables.recoveryGraceMs} ms`, -1);
       }
     }, this.reg.tunables.recoveryGraceMs);

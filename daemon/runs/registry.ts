@@ -377,6 +377,13 @@ export class Registry {
     this.lastActivity = Date.now();
   }
 
+  /** A crash journal that was refused, damaged or not deliverable: logged, kept for `logd status`, and in the run's metadata. */
+  reportJournalProblem(line: string, run?: LiveRun): void {
+    this.log(line);
+    this.store.problems.noteJournal(line);
+    if (run) run.journalProblems.push(line);
+  }
+
   /** A run a daemon stop left `killed`, reopened and taken in again when its owner is back (runs/resume.ts). */
   private resumeKilled(id: string, runToken: string, writerId: string): LiveRun | null {
     const reopened = reopenKilledRun(this.store, id, runToken, writerId);

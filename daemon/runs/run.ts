@@ -47,6 +47,9 @@ export class LiveRun {
   readonly writerList: Writer[] = [];
   crashTimer: NodeJS.Timeout | null = null;
   finishArrivedAt = 0;
+  /** Rows recovered from writers' crash journals (runs/journal.ts), and what could not be. */
+  journalRecoveredRows = 0;
+  readonly journalProblems: string[] = [];
   /** The node's sampler, for this run's view of system metrics. */
   system: SystemMetrics | null = null;
   /** Finalised while its log could not be written (a full disk): kept here until the final state is durable. */
@@ -183,6 +186,7 @@ export class LiveRun {
       stepsBackwards: this.summary.stepsBackwards,
       droppedRows: this.writerList.reduce((n, w) => n + (w?.meta.droppedRows ?? 0), 0),
       lastStep: this.summary.lastStep,
+      ...(this.journalRecoveredRows || this.journalProblems.length ? { journal: { recoveredRows: this.journalRecoveredRows, problems: this.journalProblems.slice(-20) } } : {}),
       system: this.system ? { gpus: this.system.gpus(), last: this.system.lastForRun(runWindow(this.span())) } : null,
     };
   }

@@ -17,6 +17,9 @@ export interface RunDamage {
 
 const DAMAGE = 'damage:';
 const UNREADABLE = 'unreadable:';
+const JOURNAL = 'journal:';
+/** Journal problems kept for `logd status` (the newest). */
+const JOURNAL_KEPT = 50;
 
 export class StoreProblems {
   constructor(private index: IndexDb, private log: (line: string) => void) {}
@@ -52,6 +55,13 @@ export class StoreProblems {
     this.index.metaSet(UNREADABLE + id, why);
   }
 
+  /** A crash journal that was refused, damaged or could not be delivered (daemon/runs/journal.ts). */
+  noteJournal(line: string): void {
+    const keys = this.index.metaWithPrefix(JOURNAL).map((e) => e.k).sort();
+    for (const k of keys.slice(0, Math.max(0, keys.length - JOURNAL_KEPT + 1))) this.index.metaDelete(k);
+    this.index.metaSet(`${JOURNAL}${Date.now().toString().padStart(15, '0')}-${Math.random().toString(36).slice(2, 8)}`, line);
+  }
+
   /** One line per problem, for `logd status`. */
   lines(): string[] {
     const out: string[] = [];
@@ -60,6 +70,7 @@ export class StoreProblems {
       out.push(`run ${k.slice(DAMAGE.length)}: ${describeDamage(d)}`);
     }
     for (const { k, v } of this.index.metaWithPrefix(UNREADABLE)) out.push(`run ${k.slice(UNREADABLE.length)}: cannot be read, left out of \`logd runs\`: ${v}`);
+    for (const e of this.index.metaWithPrefix(JOURNAL).sort((a, b) => (a.k < b.k ? -1 : 1))) out.push(e.v);
     return out;
   }
 }

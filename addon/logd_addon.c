@@ -1,0 +1,141 @@
+/*
+ * logd's small optional C addon (see index.ts in this folder), built with a
+ * plain C compiler against Node-API (ABI-stable, so one build serves every
+ * Node the package supports):
+ *
+ * - mallocTrim(): glibc keeps freed memory inside its heap and only gives back
+ *   what lies at the top; malloc_trim(0) also releases the free pages in
+ *   between (the daemon, when it goes quiet).
+ * - mapFile(fd, length): a MAP_SHARED mapping of a file as an ArrayBuffer, for
+ *   the client's crash journal. Stores into it are plain memory writes; the
+ *   kernel keeps the pages when the process dies, however it dies.
+ * - unmap(buffer): detaches the ArrayBuffer and unmaps it at once (otherwise
+ *   the garbage collector's finaliser does).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <node_api.h>
+
+typedef struct mapping {
+  void *addr;
+  size_t length;
+  struct mapping *next;
+} mapping;
+
+/* Live mappings, so that unmap() can tell the finaliser the pages are gone
+   (worker threads load this addon too: one list, one lock). */
+static mapping *live = NULL;
+static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static napi_value Trim(napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value out;
+  napi_get_boolean(env, malloc_trim(0) != 0, &out);
+  return out;
+}
+
+/* Unmaps and forgets the mapping at addr (if still live); the record itself stays until its finaliser. */
+static void release_addr(void *addr) {
+  pthread_mutex_lock(&live_lock);
+  for (mapping *m = live; m != NULL; m = m->next) {
+    if (m->addr == addr) {
+      munmap(m->addr, m->length);
+      m->addr = NULL;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&live_lock);
+}
+
+static void finalize_mapping(napi_env env, void *data, void *hint) {
+  (void)env;
+  (void)data;
+  mapping *m = (mapping *)hint;
+  pthread_mutex_lock(&live_lock);
+  for (mapping **p = &live; *p != NULL; p = &(*p)->next) {
+    if (*p == m) {
+      *p = m->next;
+      break;
+    }
+  }
+  pthread_mutex_unlock(&live_lock);
+  if (m->addr != NULL) munmap(m->addr, m->length);
+  free(m);
+}
+
+static napi_value MapFile(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  int32_t fd = -1;
+  int64_t length = 0;
+  if (argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || napi_get_value_int64(env, argv[1], &length) != napi_ok || fd < 0 || length <= 0) {
+    napi_throw_type_error(env, NULL, "mapFile(fd, length): fd must be an open file descriptor and length a positive byte count");
+    return NULL;
+  }
+  void *addr = mmap(NULL, (size_t)length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (addr == MAP_FAILED) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "mmap of %lld bytes failed: %s", (long long)length, strerror(errno));
+    napi_throw_error(env, "EMMAP", msg);
+    return NULL;
+  }
+  mapping *m = (mapping *)malloc(sizeof(mapping));
+  if (m == NULL) {
+    munmap(addr, (size_t)length);
+    napi_throw_error(env, "ENOMEM", "mapFile: out of memory");
+    return NULL;
+  }
+  m->addr = addr;
+  m->length = (size_t)length;
+  napi_value ab;
+  if (napi_create_external_arraybuffer(env, addr, (size_t)length, finalize_mapping, m, &ab) != napi_ok) {
+    munmap(addr, (size_t)length);
+    free(m);
+    napi_throw_error(env, "EMMAP", "mapFile: this Node cannot wrap external memory in an ArrayBuffer");
+    return NULL;
+  }
+  pthread_mutex_lock(&live_lock);
+  m->next = live;
+  live = m;
+  pthread_mutex_unlock(&live_lock);
+  return ab;
+}
+
+static napi_value Unmap(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  void *data = NULL;
+  size_t length = 0;
+  bool is_ab = false;
+  if (argc < 1 || napi_is_arraybuffer(env, argv[0], &is_ab) != napi_ok || !is_ab) {
+    napi_throw_type_error(env, NULL, "unmap(buffer): buffer must be an ArrayBuffer from mapFile()");
+    return NULL;
+  }
+  napi_get_arraybuffer_info(env, argv[0], &data, &length);
+  (void)length;
+  /* Detach first, so no typed array can reach the pages after munmap. The
+     finaliser still runs later and frees the record; addr NULL tells it the
+     pages are gone already. */
+  if (data != NULL && napi_detach_arraybuffer(env, argv[0]) == napi_ok) release_addr(data);
+  napi_value out;
+  napi_get_undefined(env, &out);
+  return out;
+}
+
+NAPI_MODULE_INIT() {
+  napi_property_descriptor props[] = {
+      {"mallocTrim", NULL, Trim, NULL, NULL, NULL, napi_default, NULL},
+      {"mapFile", NULL, MapFile, NULL, NULL, NULL, napi_default, NULL},
+      {"unmap", NULL, Unmap, NULL, NULL, NULL, napi_default, NULL},
+  };
+  napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
+  return exports;
+}

@@ -1,0 +1,293 @@
+// The writer's crash journal (docs/journal.md): every row log() accepted, in a
+// file this process maps into memory, until the daemon acknowledges the batch
+// that carried it. log() writes the row with plain stores into the mapping
+// (no syscall); the kernel keeps the pages when the process dies, however it
+// dies, and the daemon ingests them. Needs logd's C addon for mmap; without
+// it there is no journal and `problem` says what that costs.
+import fs from 'node:fs';
+import path from 'node:path';
+import os from 'node:os';
+import { mapFile, unmap, addonUnavailable } from '../addon/index.js';
+import {
+  JOURNAL_MAGIC, JOURNAL_VERSION, H, HEADER_BYTES, CHECK_FNV_WORDS, RecordType, SEAL_DROPPED, MAX_IDENTITY_BYTES,
+  journalFileName, journalLayout, fnvWords, pad8, type JournalIdentity,
+} from '../src/journal.js';
+
+/** Room kept free behind every record: a SEAL (and the PAD it may need) must always fit. */
+const SEAL_RESERVE = 64;
+/**
+ * While the daemon keeps up, the ring wraps back to its start once the tail
+ * passed this far: the pages in use stay a few MiB, not the whole journal.
+ * Only with a small backlog (a quarter of this): until the head follows into
+ * the new lap, the new lap may only grow up to where the head was, and that
+ * must leave room for several whole batches.
+ */
+const SOFT_WRAP_BYTES = 8 * 1024 * 1024;
+
+const encoder = new TextEncoder();
+
+function startTime(pid: number): number {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) || 0;
+  } catch {
+    return 0;
+  }
+}
+
+export interface JournalOpen {
+  journal: Journal | null;
+  /** Why there is no journal (null when there is one, or when none was asked for). */
+  problem: string | null;
+}
+
+export class Journal {
+  private readonly u8: Uint8Array;
+  private readonly u32: Uint32Array;
+  private readonly f64: Float64Array;
+  private readonly keysEnd: number; // absolute byte offset
+  private keysTail: number; // absolute byte offset of the next KEY record
+  private readonly ringOff: number;
+  private readonly ringBytes: number;
+  /** Logical ring positions (only grow): the next record, and the first one not freed. */
+  private tail = 0;
+  private head = 0;
+  /** tail % ringBytes, kept so the hot path never divides. */
+  private tailRel = 0;
+  /** The end position of every SEAL not yet acknowledged, in seq order. */
+  private seals: Array<{ seq: number; end: number }> = [];
+  private ackedSeq = 0;
+  /** A key could not be journaled: rows naming it could not be read back, so no row is journaled any more. */
+  private degraded = false;
+  notJournaled = 0;
+  closed = false;
+
+  private constructor(private readonly buffer: ArrayBuffer, readonly file: string, size: number) {
+    this.u8 = new Uint8Array(buffer);
+    this.u32 = new Uint32Array(buffer);
+    this.f64 = new Float64Array(buffer);
+    const l = journalLayout(size);
+    this.keysTail = l.keysOffset;
+    this.keysEnd = l.keysOffset + l.keysBytes;
+    this.ringOff = l.ringOffset;
+    this.ringBytes = l.ringBytes;
+  }
+
+  /**
+   * Creates and maps the journal of one writer in `spoolDir` (the owning
+   * daemon's spool). Never throws: `problem` says why there is none.
+   */
+  static open(spoolDir: string, id: Omit<JournalIdentity, 'pid' | 'host' | 'startTime' | 'client'>, megabytes: number): JournalOpen {
+    if (megabytes <= 0) return { journal: null, problem: null };
+    const missing = addonUnavailable();
+    if (missing) return { journal: null, problem: `no crash journal: ${missing}; rows logged in the last flush interval are lost if this process is killed` };
+    const size = Math.max(64 * 1024, Math.floor((megabytes * 1024 * 1024) / 8) * 8);
+    const file = path.join(spoolDir, journalFileName(id.runId, id.writerId));
+    let fd = -1;
+    try {
+      fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o600);
+      fs.ftruncateSync(fd, size);
+      const buffer = mapFile(fd, size)!;
+      const j = new Journal(buffer, file, size);
+      j.writeHeader({ ...id, pid: process.pid, host: os.hostname(), startTime: startTime(process.pid), client: 'ts' }, size);
+      return { journal: j, problem: null };
+    } catch (e) {
+      const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;
+      if (fd >= 0) {
+        try {
+          fs.rmSync(file, { force: true }); // only ours: O_EXCL made it
+        } catch {
+          /* the directory went away */
+        }
+      }
+      return { journal: null, problem: `no crash journal in ${spoolDir} (${why}); rows logged in the last flush interval are lost if this process is killed` };
+    } finally {
+      if (fd >= 0) fs.closeSync(fd); // the mapping keeps the pages
+    }
+  }
+
+  private writeHeader(id: JournalIdentity, size: number): void {
+    const l = journalLayout(size);
+    const identity = Buffer.from(JSON.stringify(id));
+    if (identity.byteLength > MAX_IDENTITY_BYTES) throw new Error('journal identity too long');
+    this.u8.set(identity, H.identity);
+    this.u32[H.version >> 2] = JOURNAL_VERSION;
+    this.u32[H.checkKind >> 2] = CHECK_FNV_WORDS;
+    this.f64[H.head >> 3] = 0;
+    this.f64[H.ackedSeq >> 3] = 0;
+    this.u32[H.keysOffset >> 2] = l.keysOffset;
+    this.u32[H.keysBytes >> 2] = l.keysBytes;
+    this.u32[H.ringOffset >> 2] = l.ringOffset;
+    this.u32[H.ringBytes >> 2] = l.ringBytes;
+    this.u32[H.identityLength >> 2] = identity.byteLength;
+    this.u32[H.identityCrc >> 2] = crc32(identity);
+    this.u8.set(Buffer.from(JOURNAL_MAGIC, 'latin1'), H.magic); // last: a header without magic is not a journal yet
+  }
+
+  /** Defines key `id` (the writer's dictionary id). False when the key region is full. */
+  key(id: number, name: string): boolean {
+    if (this.closed || this.degraded) return false;
+    const max = name.length * 3;
+    const len = 24 + pad8(max);
+    if (this.keysTail + len + 8 > this.keysEnd) return this.degrade();
+    const w = this.keysTail >> 2;
+    const written = encoder.encodeInto(name, this.u8.subarray(this.keysTail + 24, this.keysTail + 24 + max)).written;
+    const real = 24 + pad8(written);
+    this.u8.fill(0, this.keysTail + 24 + written, this.keysTail + real);
+    this.u32[w + 2] = RecordType.KEY;
+    this.u32[w + 3] = id;
+    this.u32[w + 4] = written;
+    this.u32[w + 5] = 0;
+    this.commit(w, real, this.keysTail + real < this.keysEnd);
+    this.keysTail += real;
+    return true;
+  }
+
+  private degrade(): false {
+    this.degraded = true;
+    return false;
+  }
+
+  /** Journals one row: the pairs `kid/vals[from, to)`. Counted in notJournaled when it does not fit. */
+  row(step: number, time: number, kid: Uint32Array, vals: Float64Array, from: number, to: number): void {
+    const n = to - from;
+    const idWords = (n + 1) & ~1;
+    const len = 32 + idWords * 4 + n * 8;
+    const at = this.place(len, SEAL_RESERVE);
+    if (at < 0) {
+      this.notJournaled++;
+      if (!this.closed && this.f64.length) this.f64[H.notJournaled >> 3] = this.notJournaled;
+      return;
+    }
+    const w = at >> 2;
+    const u32 = this.u32;
+    const f64 = this.f64;
+    u32[w + 2] = RecordType.ROW;
+    u32[w + 3] = n;
+    f64[(w >> 1) + 2] = step;
+    f64[(w >> 1) + 3] = time;
+    for (let i = 0; i < n; i++) u32[w + 8 + i] = kid[from + i];
+    if (n & 1) u32[w + 8 + n] = 0;
+    const v = (w + 8 + idWords) >> 1;
+    for (let i = 0; i < n; i++) f64[v + i] = vals[from + i];
+    this.commitRing(w, len);
+  }
+
+  /** A summary (kind 1) or config (kind 2) update, as JSON. */
+  update(kind: number, json: string): void {
+    const bytes = Buffer.from(json);
+    const len = 24 + pad8(bytes.byteLength);
+    const at = this.place(len, SEAL_RESERVE);
+    if (at < 0) return; // kept in memory as before; only rows are counted
+    const w = at >> 2;
+    this.u32[w + 2] = RecordType.UPDATE;
+    this.u32[w + 3] = kind;
+    this.u32[w + 4] = bytes.byteLength;
+    this.u32[w + 5] = 0;
+    this.u8.set(bytes, at + 24);
+    this.u8.fill(0, at + 24 + bytes.byteLength, at + len);
+    this.commitRing(w, len);
+  }
+
+  /** Closes the records since the last SEAL as batch `seq` (`dropped`: the client dropped that batch). */
+  seal(seq: number, dropped = false): void {
+    if (this.closed) return;
+    const at = this.place(16, 0);
+    if (at < 0) {
+      this.degrade(); // cannot happen while rows keep SEAL_RESERVE free; never mislabel rows if it does
+      return;
+    }
+    const w = at >> 2;
+    this.u32[w + 2] = RecordType.SEAL | ((dropped ? SEAL_DROPPED : 0) << 16);
+    this.u32[w + 3] = seq;
+    this.commitRing(w, 16);
+    this.seals.push({ seq, end: this.tail });
+  }
+
+  /** The daemon acknowledged every batch up to `seq`: their records are free. */
+  acked(seq: number): void {
+    if (this.closed || seq <= this.ackedSeq) return;
+    let end = -1;
+    let n = 0;
+    while (n < this.seals.length && this.seals[n].seq <= seq) end = this.seals[n++].end;
+    this.ackedSeq = seq;
+    this.f64[H.ackedSeq >> 3] = seq; // first: a reader that sees it with the old head re-reads, never mislabels
+    if (n > 0) {
+      this.seals.splice(0, n);
+      this.head = end;
+      this.f64[H.head >> 3] = end;
+    }
+  }
+
+  /**
+   * Where a record of `len` bytes goes (absolute offset), wrapping with a PAD
+   * when it does not fit before the ring's end; -1 when the ring is full.
+   */
+  private place(len: number, reserve: number): number {
+    if (this.closed || this.degraded) return -1;
+    const ring = this.ringBytes;
+    let rel = this.tailRel;
+    let padLen = 0;
+    if (rel + len + 16 > ring) padLen = ring - rel;
+    else if (rel >= SOFT_WRAP_BYTES) {
+      // Early wrap: the daemon keeps up, so the ring's start is long free again; the pages in use stay few.
+      if (this.tail - this.head <= SOFT_WRAP_BYTES / 4) padLen = ring - rel;
+    }
+    if (this.tail + padLen + len + 16 + reserve - this.head > ring) return -1;
+    if (padLen > 0) {
+      const w = (this.ringOff + rel) >> 2;
+      this.u32[w + 1] = 0;
+      this.u32[w + 2] = RecordType.PAD;
+      this.u32[w + 3] = 0;
+      this.u32[this.ringOff >> 2] = 0; // terminator at the ring's start, before the PAD exists
+      this.u32[w] = padLen;
+      this.tail += padLen;
+      this.tailRel = rel = 0;
+    }
+    return this.ringOff + rel;
+  }
+
+  /** Checksum, terminator, then the length: the record exists from that last store on. */
+  private commitRing(w: number, len: number): void {
+    this.commit(w, len, this.tailRel + len < this.ringBytes);
+    this.tail += len;
+    this.tailRel += len;
+  }
+
+  private commit(w: number, len: number, terminate: boolean): void {
+    const words = len >> 2;
+    this.u32[w + 1] = fnvWords(this.u32, w + 2, w + words);
+    if (terminate) this.u32[w + words] = 0;
+    this.u32[w] = len;
+  }
+
+  /** Unmaps the journal; `remove` deletes the file (everything in it is acknowledged, or delivered otherwise). */
+  close(remove: boolean): void {
+    if (this.closed) return;
+    this.closed = true;
+    if (remove) {
+      try {
+        fs.rmSync(this.file, { force: true });
+      } catch {
+        /* the spool went away; nothing to keep */
+      }
+    }
+    unmap(this.buffer);
+  }
+}
+
+let crcTable: Int32Array | null = null;
+/** CRC-32 (zlib's) of the identity, written once per journal: a table, not node:zlib, which the client loads lazily. */
+function crc32(b: Uint8Array): number {
+  if (!crcTable) {
+    crcTable = new Int32Array(256);
+    for (let i = 0; i < 256; i++) {
+      let c = i;
+      for (let k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+      crcTable[i] = c;
+    }
+  }
+  let c = -1;
+  for (let i = 0; i < b.length; i++) c = crcTable[(c ^ b[i]) & 0xff] ^ (c >>> 8);
+  return (c ^ -1) >>> 0;
+}

@@ -1,0 +1,75 @@
+// The crash journal's format (docs/journal.md), shared by the TypeScript
+// writer (client/journal.ts) and the daemon's reader (daemon/runs/journal.ts).
+// The Python writer (python/logd/journal.py) writes the same bytes.
+
+export const JOURNAL_MAGIC = 'LOGDJRN1';
+export const JOURNAL_VERSION = 1;
+export const HEADER_BYTES = 4096;
+export const RECORD_HEADER_BYTES = 16;
+
+/** Header page offsets. */
+export const H = {
+  magic: 0,
+  version: 8,
+  checkKind: 12,
+  head: 16,
+  ackedSeq: 24,
+  keysOffset: 32,
+  keysBytes: 36,
+  ringOffset: 40,
+  ringBytes: 44,
+  identityLength: 48,
+  identityCrc: 52,
+  identity: 56,
+  notJournaled: 3584,
+} as const;
+export const MAX_IDENTITY_BYTES = 3000;
+
+export const enum RecordType {
+  ROW = 1,
+  KEY = 2,
+  UPDATE = 3,
+  SEAL = 4,
+  PAD = 5,
+}
+
+export const CHECK_FNV_WORDS = 1;
+export const CHECK_CRC32 = 2;
+
+export const SEAL_DROPPED = 1;
+export const UPDATE_SUMMARY = 1;
+export const UPDATE_CONFIG = 2;
+
+/** A journal larger than this is refused by the reader (a hostile sparse file, say). */
+export const MAX_JOURNAL_BYTES = 1024 * 1024 * 1024;
+
+export interface JournalIdentity {
+  runId: string;
+  runToken: string;
+  writerId: string;
+  pid: number;
+  host: string;
+  /** Field 22 of /proc/<pid>/stat when the journal was made (0 when unknown). */
+  startTime: number;
+  client: 'ts' | 'py' | string;
+}
+
+export function journalFileName(runId: string, writerId: string): string {
+  return `${runId}--${writerId}.journal`;
+}
+
+/** The region layout of a journal of `size` bytes (size a multiple of 8, at least 64 KiB). */
+export function journalLayout(size: number): { keysOffset: number; keysBytes: number; ringOffset: number; ringBytes: number } {
+  const keysBytes = Math.floor(size / 8 / 8) * 8;
+  const ringOffset = HEADER_BYTES + keysBytes;
+  return { keysOffset: HEADER_BYTES, keysBytes, ringOffset, ringBytes: size - ringOffset };
+}
+
+/** Checksum kind 1: FNV-1a over the little-endian u32 words `u32[from, to)`. */
+export function fnvWords(u32: Uint32Array, from: number, to: number): number {
+  let h = 0x811c9dc5;
+  for (let i = from; i < to; i++) h = Math.imul(h ^ u32[i], 0x01000193);
+  return h >>> 0;
+}
+
+export const pad8 = (n: number): number => (n + 7) & ~7;
