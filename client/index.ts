@@ -20,6 +20,8 @@ import { BatchWriter } from './writer.js';
 import { Run, liveRuns, type RunHandlePayload } from './run.js';
 import { DisabledRun } from './disabled.js';
 import { installExitHooks } from './exit-hooks.js';
+import { raiseOnError, deferredSpool, deferredInfo, deferredCreate, retryCreate, type OnError } from './deferred.js';
+import { checkRunId } from '../src/names.js';
 
 export { Run, DisabledRun, CallError, DaemonStartError, DaemonUnavailableError, UntrustedDirError, UntrustedDaemonError };
 export type { FinishOptions, FinishResult, LogOptions, RunState } from './run.js';
@@ -38,6 +40,12 @@ export interface InitOptions {
   mode?: 'online' | 'offline' | 'disabled';
   /** Sample system metrics at least this often while the run is open (default: the daemon's interval). */
   sampleIntervalMs?: number;
+  /**
+   * When no daemon can be used at start: 'defer' (default) goes on with a
+   * deferred run (client/deferred.ts) and says why in `run.problem`; 'raise'
+   * throws, as LOGD_ON_ERROR=raise does for every init().
+   */
+  onError?: OnError;
 }
 
 const warn = (m: string) => process.stderr.write(m.endsWith('\n') ? m : m + '\n');
@@ -112,10 +120,43 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
     configJson: toJson(opts.config ?? {}), tags: opts.tags ?? [], id: opts.id ?? newRunId(), mode, notes: opts.notes ?? '',
     sampleIntervalMs: opts.sampleIntervalMs ?? 0, createKey: randomBytes(18).toString('base64url'),
   };
-  const { value: info, address } = await withDaemon('init', (c, ms) => c.unary<unknown, RunInfo>('createRun', request, ms));
+  const badId = checkRunId(request.id);
+  if (badId) throw new TypeError(`logd: ${badId}`);
+  const create = () => withDaemon('init', (c, ms) => c.unary<unknown, RunInfo>('createRun', request, ms));
+  let created: { value: RunInfo; address: ServiceAddress };
+  try {
+    created = await create();
+  } catch (e) {
+    if (raiseOnError(opts.onError, e)) throw e;
+    return deferredRun(request, e, create);
+  }
+  const { value: info, address } = created;
   const writer = makeWriter(address, info, info.runToken, info.ownerWriterId);
   installExitHooks();
   return new Run(info, writer, info.runToken, true, warn);
+}
+
+/** init() could not use a daemon: the run goes on deferred, and a daemon gets it later (client/deferred.ts). */
+function deferredRun(request: Parameters<typeof deferredInfo>[0] & Record<string, any>, e: unknown, create: () => Promise<{ value: RunInfo; address: ServiceAddress }>): Run {
+  const reason = (e as Error)?.message ?? String(e);
+  const spoolDir = deferredSpool();
+  const info = deferredInfo(request, spoolDir);
+  const t = clientTunables();
+  const writer = new BatchWriter({
+    address: { target: 'unix:/nonexistent', token: '' }, runId: info.id, runToken: info.runToken, writerId: info.ownerWriterId, client: clientInfo(),
+    flushIntervalMs: t.flushIntervalMs, maxBufferBytes: t.maxBufferBytes, journalMb: t.journalMb, warn, spoolDir,
+    deferred: deferredCreate(request as any, reason),
+  });
+  const problem = `deferred: ${reason}. Training goes on and its rows are kept; logd keeps trying to reach a daemon, and if none answers before this process ends they are written to ${spoolDir}, which the daemon of this data dir stores at its next start (or: logd sync --ingest FILE)`;
+  writer.lastProblem = problem;
+  warn(`logd: run ${info.id}: ${problem}`);
+  installExitHooks();
+  const run = new Run(info, writer, info.runToken, true, warn);
+  retryCreate(writer, create, (real) => {
+    run.adoptToken(real.runToken);
+    warn(`logd: run ${info.id}: a daemon answered; the deferred run is created and its rows are being delivered`);
+  });
+  return run;
 }
 
 export function parseHandle(handle: string): RunHandlePayload {

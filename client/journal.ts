@@ -9,18 +9,17 @@ import path from 'node:path';
 import os from 'node:os';
 import { mapFile, unmap, addonUnavailable } from '../addon/index.js';
 import {
-  JOURNAL_MAGIC, JOURNAL_VERSION, H, HEADER_BYTES, CHECK_FNV_WORDS, RecordType, SEAL_DROPPED, MAX_IDENTITY_BYTES,
-  journalFileName, journalLayout, fnvWords, pad8, type JournalIdentity,
+  JOURNAL_MAGIC, JOURNAL_VERSION, H, HEADER_BYTES, CHECK_SUM32, RecordType, SEAL_DROPPED, MAX_IDENTITY_BYTES,
+  journalFileName, journalLayout, sum32Words, SUM32_SEED, pad8, type JournalIdentity,
 } from '../src/journal.js';
 
 /** Room kept free behind every record: a SEAL (and the PAD it may need) must always fit. */
 const SEAL_RESERVE = 64;
 /**
  * While the daemon keeps up, the ring wraps back to its start once the tail
- * passed this far: the pages in use stay a few MiB, not the whole journal.
- * Only with a small backlog (a quarter of this): until the head follows into
- * the new lap, the new lap may only grow up to where the head was, and that
- * must leave room for several whole batches.
+ * passed this far (and the backlog is under a third of the lap): the pages
+ * in use stay near this many, not the whole journal, and are rewritten hot
+ * instead of faulted in fresh.
  */
 const SOFT_WRAP_BYTES = 8 * 1024 * 1024;
 
@@ -112,7 +111,7 @@ export class Journal {
     if (identity.byteLength > MAX_IDENTITY_BYTES) throw new Error('journal identity too long');
     this.u8.set(identity, H.identity);
     this.u32[H.version >> 2] = JOURNAL_VERSION;
-    this.u32[H.checkKind >> 2] = CHECK_FNV_WORDS;
+    this.u32[H.checkKind >> 2] = CHECK_SUM32;
     this.f64[H.head >> 3] = 0;
     this.f64[H.ackedSeq >> 3] = 0;
     this.u32[H.keysOffset >> 2] = l.keysOffset;
@@ -162,15 +161,29 @@ export class Journal {
     const w = at >> 2;
     const u32 = this.u32;
     const f64 = this.f64;
+    // The checksum (sum32Words) is summed while the words are written: one pass.
     u32[w + 2] = RecordType.ROW;
     u32[w + 3] = n;
     f64[(w >> 1) + 2] = step;
     f64[(w >> 1) + 3] = time;
-    for (let i = 0; i < n; i++) u32[w + 8 + i] = kid[from + i];
+    let sum = (RecordType.ROW + n + u32[w + 4] + u32[w + 5] + u32[w + 6] + u32[w + 7]) | 0;
+    for (let i = 0; i < n; i++) {
+      const k = kid[from + i];
+      u32[w + 8 + i] = k;
+      sum = (sum + k) | 0;
+    }
     if (n & 1) u32[w + 8 + n] = 0;
     const v = (w + 8 + idWords) >> 1;
-    for (let i = 0; i < n; i++) f64[v + i] = vals[from + i];
-    this.commitRing(w, len);
+    for (let i = 0; i < n; i++) {
+      f64[v + i] = vals[from + i];
+      sum = (sum + u32[(v + i) << 1] + u32[((v + i) << 1) + 1]) | 0;
+    }
+    const words = len >> 2;
+    u32[w + 1] = (sum ^ SUM32_SEED) >>> 0;
+    if (this.tailRel + len < this.ringBytes) u32[w + words] = 0;
+    u32[w] = len; // last: the record exists from this store on
+    this.tail += len;
+    this.tailRel += len;
   }
 
   /** A summary (kind 1) or config (kind 2) update, as JSON. */
@@ -227,13 +240,16 @@ export class Journal {
     if (this.closed || this.degraded) return -1;
     const ring = this.ringBytes;
     let rel = this.tailRel;
+    const fits = (pad: number) => this.tail + pad + len + 16 + reserve - this.head <= ring;
     let padLen = 0;
     if (rel + len + 16 > ring) padLen = ring - rel;
-    else if (rel >= SOFT_WRAP_BYTES) {
-      // Early wrap: the daemon keeps up, so the ring's start is long free again; the pages in use stay few.
-      if (this.tail - this.head <= SOFT_WRAP_BYTES / 4) padLen = ring - rel;
+    else if (rel >= SOFT_WRAP_BYTES && this.tail - this.head <= rel / 3 && fits(ring - rel)) {
+      // Early wrap: the daemon keeps up, so the ring's start is long free again and the pages in use stay few.
+      // Until the head follows into the new lap, the new lap can grow only up to where the head is (at least
+      // 2/3 of this lap): twice the backlog, room for the batches in flight.
+      padLen = ring - rel;
     }
-    if (this.tail + padLen + len + 16 + reserve - this.head > ring) return -1;
+    if (!fits(padLen)) return -1;
     if (padLen > 0) {
       const w = (this.ringOff + rel) >> 2;
       this.u32[w + 1] = 0;
@@ -256,7 +272,7 @@ export class Journal {
 
   private commit(w: number, len: number, terminate: boolean): void {
     const words = len >> 2;
-    this.u32[w + 1] = fnvWords(this.u32, w + 2, w + words);
+    this.u32[w + 1] = sum32Words(this.u32, w + 2, w + words);
     if (terminate) this.u32[w + words] = 0;
     this.u32[w] = len;
   }

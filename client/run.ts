@@ -117,6 +117,11 @@ export class Run {
   }
 
   /** Sends what is buffered and waits (up to timeoutMs) until the daemon has it durably. */
+  /** A deferred run was created by a daemon, which chose its token. */
+  adoptToken(token: string): void {
+    this.runToken = token;
+  }
+
   async flush(timeoutMs = 10_000): Promise<boolean> {
     return this.writer.waitAcked(timeoutMs);
   }
@@ -141,6 +146,14 @@ export class Run {
   }
 
   private async finishWithin(exitCode: number, timeoutMs: number): Promise<FinishResult> {
+    if (this.writer.deferred) {
+      // No daemon ever created the run: its rows go where a daemon will find them. Nothing to wait for.
+      const spilled = this.spillAndSay(this.isOwner ? exitCode : null, 'from which the daemon of this data dir creates and stores the run at its next start (or: logd sync --ingest FILE)');
+      this.writer.close();
+      live.delete(this);
+      const message = `finish: the run is deferred (${this.writer.lastProblem ?? 'no daemon'}); ${spilled}`;
+      return { state: 'finishing', message, timedOut: false };
+    }
     const deadline = Date.now() + timeoutMs;
     // A little of the deadline is kept for FinishRun in case not everything is
     // acknowledged: a daemon that received everything but cannot write it

@@ -8,7 +8,7 @@ import os from 'node:os';
 import type { WriteResponseMsg, ServiceAddress, ClientInfo } from '../src/wire.js';
 import { decode } from './transport/codec.js';
 import { encodeFrame } from '../src/frames.js';
-import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../src/spill.js';
+import { SPILL_BATCH, SPILL_HEADER, spillFileName, deferredSpillFileName, type SpillHeader, type DeferredCreate } from '../src/spill.js';
 import { OpenBatch, type Unsealed } from './open-batch.js';
 import { connectionFor, dropConnection, type Connection, type Call, type CallStatusError } from './connection.js';
 import { Overflow, type Sealed } from './overflow.js';
@@ -43,6 +43,12 @@ export interface WriterOptions {
   spoolDir: string;
   /** The crash journal's size (LOGD_JOURNAL_MB); 0: none. */
   journalMb?: number;
+  /**
+   * A deferred run (no usable daemon at init()): nothing is sent until
+   * undefer() names the daemon that created it; a spill carries this
+   * request, so the daemon that ingests it creates the run.
+   */
+  deferred?: DeferredCreate | null;
 }
 
 export class BatchWriter {
@@ -82,18 +88,46 @@ export class BatchWriter {
   private overflow: Overflow;
   private readonly overflowFile: string;
   /** Every row not yet acknowledged, in a mapped file that outlives this process (client/journal.ts). */
-  private readonly journal: Journal | null;
+  private journal: Journal | null;
   /** Why there is no journal, or what it could not hold (run.problem falls back to it). */
   journalNote: string | null = null;
 
   constructor(private o: WriterOptions) {
-    this.conn = connectionFor(o.address);
+    // A deferred run has no daemon to connect to yet (undefer() makes the connection).
+    this.conn = o.deferred ? (null as unknown as Connection) : connectionFor(o.address);
     this.overflowFile = path.join(o.spoolDir, `${o.runId}--${o.writerId}.overflow`);
     this.overflow = new Overflow(this.overflowFile);
-    const j = Journal.open(o.spoolDir, { runId: o.runId, runToken: o.runToken, writerId: o.writerId }, o.journalMb ?? 0);
+    this.journal = null;
+    if (!o.deferred) this.openJournal();
+  }
+
+  private openJournal(): void {
+    const j = Journal.open(this.o.spoolDir, { runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId }, this.o.journalMb ?? 0);
     this.journal = j.journal;
     this.journalNote = j.problem;
     this.batch.journal = j.journal;
+  }
+
+  /** Still waiting for a daemon to create the run (deferred)? */
+  get deferred(): boolean {
+    return !!this.o.deferred;
+  }
+
+  /**
+   * A daemon created the deferred run: from now on this writer is its owner
+   * there, and what waited goes out. The journal starts now (rows kept
+   * before stay in memory or the overflow file until acknowledged).
+   */
+  undefer(address: ServiceAddress, runToken: string, writerId: string, spoolDir: string): void {
+    if (!this.o.deferred) return;
+    this.o.deferred = null;
+    this.o.runToken = runToken;
+    this.o.writerId = writerId;
+    this.o.spoolDir = spoolDir;
+    this.conn = connectionFor(address);
+    this.openJournal();
+    this.lastProblem = null;
+    this.flush();
   }
 
   /** Rows log() accepted that did not fit the journal (the daemon was away long enough to fill it). */
@@ -111,7 +145,7 @@ export class BatchWriter {
   }
 
   get address(): ServiceAddress {
-    return this.conn.address;
+    return this.conn ? this.conn.address : this.o.address;
   }
 
   get lastSeq(): number {
@@ -219,7 +253,7 @@ export class BatchWriter {
   // ---- the stream ----
 
   private pump(): void {
-    if (this.runFinal) return;
+    if (this.runFinal || this.o.deferred) return;
     if (!this.call) {
       if (this.unacked.length === 0 || this.reconnectTimer || this.connecting) return;
       if (this.needsRediscovery) {
@@ -394,6 +428,7 @@ export class BatchWriter {
    * found: the old address is kept and the caller tries again later.
    */
   async rediscover(): Promise<boolean> {
+    if (!this.conn) return false; // deferred: retryCreate() brings the daemon
     try {
       const addr = await findDaemon({ ignoreEnv: true });
       if (addr.target !== this.conn.address.target || addr.token !== this.conn.address.token) {
@@ -417,6 +452,7 @@ export class BatchWriter {
   /** Resolves true once everything sealed so far is acknowledged, false at the deadline. */
   async waitAcked(timeoutMs: number): Promise<boolean> {
     this.flush();
+    if (this.o.deferred) return false; // no daemon created the run yet: nothing can be acknowledged
     const target = this.seq;
     const deadline = Date.now() + timeoutMs;
     while (this.ackedSeq < target && !this.runFinal) {
@@ -462,11 +498,11 @@ export class BatchWriter {
     const dir = this.o.spoolDir;
     const header: SpillHeader = {
       runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, pid: process.pid, host: os.hostname(),
-      keys: this.batch.keys, exitCode,
+      keys: this.batch.keys, exitCode, ...(this.o.deferred ? { create: this.o.deferred } : {}),
     };
     const frames = [encodeFrame(SPILL_HEADER, [Buffer.from(JSON.stringify(header))])];
     for (const s of pending) frames.push(encodeFrame(SPILL_BATCH, [s.bytes])); // as encoded for the stream
-    const file = path.join(dir, spillFileName(this.o.runId, this.o.writerId));
+    const file = path.join(dir, (this.o.deferred ? deferredSpillFileName : spillFileName)(this.o.runId, this.o.writerId));
     const tmp = `${file}.${process.pid}.tmp`;
     try {
       fs.mkdirSync(dir, { recursive: true, mode: 0o700 });

@@ -33,7 +33,7 @@ export const enum RecordType {
   PAD = 5,
 }
 
-export const CHECK_FNV_WORDS = 1;
+export const CHECK_SUM32 = 1;
 export const CHECK_CRC32 = 2;
 
 export const SEAL_DROPPED = 1;
@@ -65,11 +65,25 @@ export function journalLayout(size: number): { keysOffset: number; keysBytes: nu
   return { keysOffset: HEADER_BYTES, keysBytes, ringOffset, ringBytes: size - ringOffset };
 }
 
-/** Checksum kind 1: FNV-1a over the little-endian u32 words `u32[from, to)`. */
-export function fnvWords(u32: Uint32Array, from: number, to: number): number {
-  let h = 0x811c9dc5;
-  for (let i = from; i < to; i++) h = Math.imul(h ^ u32[i], 0x01000193);
-  return h >>> 0;
+/**
+ * Checksum kind 1: the wrapping 32-bit sum of the little-endian u32 words
+ * `u32[from, to)`, xor SUM32_SEED (so a zeroed record never passes). It
+ * catches every flipped bit and nearly every damaged byte, costs one add per
+ * word (log() pays it for every row), and is not meant against forgery:
+ * whoever can write the journal can write any checksum, which is why the
+ * daemon checks the run's token instead.
+ */
+export const SUM32_SEED = 0x5bd1e995;
+export function sum32Words(u32: Uint32Array, from: number, to: number): number {
+  let a = 0;
+  let b = 0;
+  let i = from;
+  for (; i + 1 < to; i += 2) {
+    a = (a + u32[i]) | 0;
+    b = (b + u32[i + 1]) | 0;
+  }
+  if (i < to) a = (a + u32[i]) | 0;
+  return ((a + b) ^ SUM32_SEED) >>> 0;
 }
 
 export const pad8 = (n: number): number => (n + 7) & ~7;

@@ -16,8 +16,28 @@ export interface SpillHeader {
   keys: string[];
   /** Set when the process was exiting: the run's owner finishes with this code. */
   exitCode: number | null;
+  /**
+   * A deferred run (init() found no usable daemon): the daemon that ingests
+   * this file creates the run with this request, this id, `runToken` and
+   * `writerId` as its owner. Absent for runs a daemon created.
+   */
+  create?: DeferredCreate | null;
+}
+
+/** What CreateRun would have carried, for a run created later from its spill file. */
+export interface DeferredCreate {
+  project: string; name: string; group: string; jobType: string; configJson: string; tags: string[]; notes: string; mode: string;
+  client: { pid: number; host: string; rank?: unknown; clientVersion: string } | null;
+  createKey: string;
+  /** Why init() could not reach a daemon. */
+  reason: string;
 }
 
 export function spillFileName(runId: string, writerId: string): string {
   return `${runId}--${writerId}.spill`;
+}
+
+/** A deferred run's spill file: also picked up by a running daemon's periodic scan (`logd sync --ingest` puts files there). */
+export function deferredSpillFileName(runId: string, writerId: string): string {
+  return `${runId}--${writerId}.deferred.spill`;
 }

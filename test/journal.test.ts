@@ -100,7 +100,7 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
     expect(recovered, 'rows came back from journals').toBeGreaterThan(0);
     const spool = path.join(t.dataDir, 'spool');
     await waitUntil(() => fs.readdirSync(spool).filter((n) => n.endsWith('.journal')).length === 0, 10_000, 'every journal to be ingested and removed');
-  });
+  }, 900_000); // 25 rounds of 8 processes logging at full speed on 2 cores: minutes, not seconds
 
   for (const how of ['abort', 'segv'] as const) {
     it(`a trainer that dies by ${how === 'abort' ? 'abort()' : 'a segfault'} keeps every row`, async () => {

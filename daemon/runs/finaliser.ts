@@ -8,7 +8,7 @@ import { rowFromLive } from './index-rows.js';
 import type { LiveRun, Writer } from './run.js';
 import type { Registry } from './registry.js';
 import { isAlive } from './liveness.js';
-import { ingestSpool, ingestRunSpool, type FinaliseRun } from './spool.js';
+import { ingestSpool, ingestRunSpool, ingestDeferredSpool, type FinaliseRun } from './spool.js';
 import { ingestRunJournals, ingestWriterJournal } from './journal.js';
 
 export interface FinishOutcome {
@@ -24,9 +24,12 @@ export class Finaliser {
   constructor(private reg: Registry) {
     // Local writers are watched by pid: a process can close its stream while
     // idle (so it can exit) and still be attached.
+    let ticks = 0;
     this.liveness = setInterval(() => {
       this.checkWriters();
       reg.system?.reconcile(reg.localWriterPids());
+      // Deferred runs handed over while the daemon runs (`logd sync --ingest`), every 2 s.
+      if (++ticks % 4 === 0) ingestDeferredSpool(reg, this.finaliseRun);
     }, 500);
     this.liveness.unref();
   }

@@ -14,8 +14,8 @@ import os from 'node:os';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import {
-  JOURNAL_MAGIC, JOURNAL_VERSION, H, HEADER_BYTES, RECORD_HEADER_BYTES, RecordType, CHECK_FNV_WORDS, CHECK_CRC32, SEAL_DROPPED,
-  UPDATE_SUMMARY, UPDATE_CONFIG, MAX_JOURNAL_BYTES, MAX_IDENTITY_BYTES, fnvWords, pad8, type JournalIdentity,
+  JOURNAL_MAGIC, JOURNAL_VERSION, H, HEADER_BYTES, RECORD_HEADER_BYTES, RecordType, CHECK_SUM32, CHECK_CRC32, SEAL_DROPPED,
+  UPDATE_SUMMARY, UPDATE_CONFIG, MAX_JOURNAL_BYTES, MAX_IDENTITY_BYTES, sum32Words, pad8, type JournalIdentity,
 } from '../../src/journal.js';
 import { bytesOf, type RecordBatchMsg } from '../../src/wire.js';
 import { sameSecret } from '../../src/token.js';
@@ -108,7 +108,7 @@ export function readJournal(file: string): JournalContents | string {
     const version = head.readUInt32LE(H.version);
     if (version !== JOURNAL_VERSION) return `it is journal format ${version}; this logd reads format ${JOURNAL_VERSION}`;
     const kind = head.readUInt32LE(H.checkKind);
-    if (kind !== CHECK_FNV_WORDS && kind !== CHECK_CRC32) return `unknown checksum kind ${kind}`;
+    if (kind !== CHECK_SUM32 && kind !== CHECK_CRC32) return `unknown checksum kind ${kind}`;
     const keysOffset = head.readUInt32LE(H.keysOffset);
     const keysBytes = head.readUInt32LE(H.keysBytes);
     const ringOffset = head.readUInt32LE(H.ringOffset);
@@ -133,7 +133,7 @@ export function readJournal(file: string): JournalContents | string {
       const stored = b.readUInt32LE(4);
       if (kind === CHECK_CRC32) return zlib.crc32(b.subarray(8, len)) >>> 0 === stored;
       const u32 = new Uint32Array(b.buffer, b.byteOffset, len >> 2);
-      return fnvWords(u32, 2, len >> 2) === stored;
+      return sum32Words(u32, 2, len >> 2) === stored;
     };
 
     // The key region: KEY records with ids 0, 1, 2, … up to the terminator.

@@ -58,7 +58,11 @@ export class Registry {
 
   // ---- runs ----
 
-  createRun(req: CreateRunInput): LiveRun {
+  /**
+   * `given`: the token and owner a deferred run's client chose (its spill
+   * file says so; runs/spool.ts), instead of fresh ones.
+   */
+  createRun(req: CreateRunInput, given?: { runToken: string; ownerWriterId: string }): LiveRun {
     this.refuseWhileStopping();
     const id = req.id || newId();
     const bad = checkRunId(id)
@@ -78,7 +82,7 @@ export class Registry {
     const meta: RunMeta = {
       id, project: req.project || 'default', name: req.name || id, group: req.group, jobType: req.jobType,
       tags: req.tags, notes: req.notes, mode: req.mode || 'online', createdAt: Date.now() / 1000,
-      runToken: randomBytes(18).toString('base64url'), ownerWriterId: `w-${newId()}`,
+      runToken: given?.runToken ?? randomBytes(18).toString('base64url'), ownerWriterId: given?.ownerWriterId ?? `w-${newId()}`,
       host: req.client?.host ?? '', pid: req.client?.pid ?? 0, rank: rankOf(req.client), config,
       ...(req.createKey ? { createKey: req.createKey } : {}),
     };

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { scanFrames } from '../../src/frames.js';
 import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../../src/spill.js';
 import type { RecordBatchMsg } from '../../src/wire.js';
+import { deferredFallbackDir } from '../../src/deferred.js';
 import { messageType } from '../../src/proto.js';
 import type { Registry } from './registry.js';
 import type { LiveRun } from './run.js';
@@ -15,6 +16,8 @@ import type { LiveRun } from './run.js';
 export type FinaliseRun = (run: LiveRun, state: 'finished' | 'crashed', reason: string, exitCode: number) => void;
 
 const WriteRequest = messageType('WriteRequest');
+/** Files read and waiting for their rows to be durable before they are removed: not read twice meanwhile. */
+const ingesting = new Set<string>();
 
 export function ingestSpool(reg: Registry, finalise: FinaliseRun, runId: string, writerId: string): { batches: number; finished: boolean } {
   const file = path.join(reg.store.dataDir, 'spool', spillFileName(runId, writerId));
@@ -40,19 +43,49 @@ export function ingestRunSpool(reg: Registry, finalise: FinaliseRun, runId: stri
   return batches;
 }
 
-/** Ingests every spill file (at daemon start). */
+/**
+ * Ingests every spill file (at daemon start), and the deferred runs that
+ * waited in the user's fallback dir because this data dir took no files.
+ */
 export function ingestAllSpool(reg: Registry, finalise: FinaliseRun): void {
-  const dir = path.join(reg.store.dataDir, 'spool');
-  let names: string[] = [];
-  try {
-    names = fs.readdirSync(dir).filter((n) => n.endsWith('.spill'));
-  } catch {
-    return;
+  for (const dir of [path.join(reg.store.dataDir, 'spool'), deferredFallbackDir(reg.store.dataDir)]) {
+    for (const n of spillNames(dir, '.spill')) ingestFile(reg, finalise, path.join(dir, n));
   }
-  for (const n of names) ingestFile(reg, finalise, path.join(dir, n));
+}
+
+/** Deferred runs' spill files that arrived while the daemon runs (`logd sync --ingest`): checked every few seconds. */
+export function ingestDeferredSpool(reg: Registry, finalise: FinaliseRun): void {
+  for (const dir of [path.join(reg.store.dataDir, 'spool'), deferredFallbackDir(reg.store.dataDir)]) {
+    for (const n of spillNames(dir, '.deferred.spill')) ingestFile(reg, finalise, path.join(dir, n));
+  }
+}
+
+function spillNames(dir: string, suffix: string): string[] {
+  try {
+    return fs.readdirSync(dir).filter((n) => n.endsWith(suffix));
+  } catch {
+    return [];
+  }
+}
+
+/** A deferred run (its client found no daemon at init()) is created from its spill file, with the token and owner the client chose. */
+function createDeferred(reg: Registry, h: SpillHeader, file: string): LiveRun | null {
+  const c = h.create!;
+  try {
+    const run = reg.createRun({
+      id: h.runId, project: c.project, name: c.name, group: c.group, jobType: c.jobType, configJson: c.configJson, tags: c.tags, notes: c.notes,
+      mode: c.mode, client: (c.client ?? { pid: h.pid, host: h.host, clientVersion: '' }) as never, createKey: c.createKey, sampleIntervalMs: 0,
+    }, { runToken: h.runToken, ownerWriterId: h.writerId });
+    reg.log(`spool: run ${run.id} created from ${path.basename(file)}: its client deferred it (${c.reason})`);
+    return run;
+  } catch (e) {
+    reg.log(`spool: ${path.basename(file)}: the deferred run ${h.runId} cannot be created: ${(e as Error).message}`);
+    return null;
+  }
 }
 
 function ingestFile(reg: Registry, finalise: FinaliseRun, file: string): { batches: number; finished: boolean } {
+  if (ingesting.has(file)) return { batches: 0, finished: false };
   let header: SpillHeader | null = null;
   const batches: RecordBatchMsg[] = [];
   try {
@@ -79,9 +112,10 @@ function ingestFile(reg: Registry, finalise: FinaliseRun, file: string): { batch
     try {
       run = reg.authorizedRun(h.runId, h.runToken, h.writerId); // resumes a run a daemon stop killed
     } catch {
-      /* not open here: moved aside below */
+      /* not open here: created below when deferred, else moved aside */
     }
   }
+  if (!run && h.create && !reg.store.exists(h.runId)) run = createDeferred(reg, h, file) ?? undefined;
   if (!run || run.final) {
     reg.log(`spool: ${path.basename(file)} belongs to run ${h.runId}, which is not open here; moved aside`);
     fs.renameSync(file, `${file}.orphan`);
@@ -98,8 +132,10 @@ function ingestFile(reg: Registry, finalise: FinaliseRun, file: string): { batch
     else if (w.appendedSeq > before) stored++;
   }
   // The file goes only once what it held is durable in the run's log.
+  ingesting.add(file);
   void reg.flushAll(reg.tunables.shutdownTimeoutMs).then((durable) => {
     if (durable) fs.rmSync(file, { force: true });
+    ingesting.delete(file);
   });
   reg.log(`spool: run ${run.id}: ingested ${stored} batch(es) from writer ${h.writerId}`);
   let finished = false;

@@ -1,0 +1,102 @@
+// The crash journal's cost (issue 22), with and without it in one run:
+// alternates LOGD_JOURNAL_MB=0 (no journal) and the default (64) round by
+// round, and prints medians. Asserts nothing.
+//
+//   node dist/bench/journal.js [--rounds N]
+//
+// - client CPU per log() of 10 metrics (bench/core.ts's log-cost role: 300 k rows);
+// - durable ingest from 8 writer processes × 200 k rows (core.ts's ingest role);
+// - the journal's footprint per writer at steady state: a writer logging
+//   10 k rows/s for 10 s; the journal file's allocated bytes (its pages in the
+//   page cache and on disk) and the writer's RSS, sampled every second.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const self = fileURLToPath(import.meta.url);
+const here = path.dirname(self);
+const core = path.join(here, 'core.js');
+const roundsArg = process.argv.indexOf('--rounds');
+const rounds = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : 3;
+
+if (process.argv[2] === '--role') {
+  // steady-state writer for the footprint figure
+  const logd = await import('../client/index.js');
+  const run = await logd.init({ project: 'bench', name: 'journal-footprint' });
+  const spool = path.join(process.env.LOGD_DIR!, 'spool');
+  const samples: Array<{ blocksMb: number; rssMb: number }> = [];
+  const row = { loss: 0.5, acc: 0.9, lr: 0.001, m3: 3, m4: 4, m5: 5, m6: 6, m7: 7, m8: 8, m9: 9 };
+  const t0 = Date.now();
+  let i = 0;
+  let nextSample = t0 + 1000;
+  while (Date.now() - t0 < 10_000) {
+    for (let k = 0; k < 100; k++) run.log(row, { step: i++ });
+    await new Promise((r) => setTimeout(r, 10)); // about 10 k rows/s
+    if (Date.now() >= nextSample) {
+      nextSample += 1000;
+      const f = fs.readdirSync(spool).find((n) => n.endsWith('.journal'));
+      const blocks = f ? fs.statSync(path.join(spool, f)).blocks * 512 : 0;
+      const rss = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))![1]) * 1024;
+      samples.push({ blocksMb: blocks / 1048576, rssMb: rss / 1048576 });
+    }
+  }
+  await run.finish();
+  console.log(JSON.stringify({ rows: i, samples }));
+  process.exit(0);
+}
+
+function env(base: string, journalMb: number): NodeJS.ProcessEnv {
+  const e: NodeJS.ProcessEnv = { ...process.env, LOGD_DIR: path.join(base, 'data'), LOGD_RUNTIME_DIR: path.join(base, 'rt'), LOGD_IDLE_TIMEOUT_MS: '60000', LOGD_JOURNAL_MB: String(journalMb) };
+  delete e.LOGD_SERVICE;
+  return e;
+}
+
+function run(file: string, args: string[], e: NodeJS.ProcessEnv, onLine?: (l: string) => void): Promise<any> {
+  return new Promise((resolve, reject) => {
+    const p = spawn(process.execPath, [file, ...args], { env: e, stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    p.stdout.on('data', (d) => {
+      out += d;
+      if (onLine) for (const l of String(d).split('\n')) if (l) onLine(l.trim());
+    });
+    p.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`${path.basename(file)} ${args.join(' ')} exited with ${code}`))));
+  });
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+async function ingest(base: string, journalMb: number, per: number): Promise<number> {
+  const e = env(base, journalMb);
+  const go = path.join(base, `go-${journalMb}-${Date.now()}`);
+  let ready = 0;
+  const ends = Array.from({ length: 8 }, (_, r) => run(core, ['--role', 'ingest', String(per)], { ...e, RANK: String(r), WORLD_SIZE: '8', BENCH_GO: go }, (l) => {
+    if (l === 'ready') ready++;
+  }));
+  const t = Date.now();
+  while (ready < 8 && Date.now() - t < 60_000) await new Promise((r) => setTimeout(r, 10));
+  fs.writeFileSync(go, '');
+  const spans = await Promise.all(ends);
+  const secs = (Math.max(...spans.map((s) => s.end)) - Math.min(...spans.map((s) => s.start))) / 1000;
+  return (8 * per * 10) / secs / 1e6;
+}
+
+const base = fs.mkdtempSync(path.join(os.tmpdir(), 'ldjournal-'));
+const cost: Record<string, number[]> = { off: [], on: [] };
+const rate: Record<string, number[]> = { off: [], on: [] };
+console.log(`bench/journal: ${rounds} rounds, journal off (LOGD_JOURNAL_MB=0) and on (64) alternated; load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
+for (let r = 0; r < rounds; r++) {
+  for (const [name, mb] of (r % 2 ? [['on', 64], ['off', 0]] : [['off', 0], ['on', 64]]) as Array<[string, number]>) {
+    const lc = await run(core, ['--role', 'log-cost', '300000'], env(base, mb));
+    cost[name].push(lc.cpuUsPerLog);
+    rate[name].push(await ingest(base, mb, 200_000));
+    console.log(`  round ${r + 1}, journal ${name}: log() ${lc.cpuUsPerLog.toFixed(3)} µs CPU, ingest ${rate[name][rate[name].length - 1].toFixed(2)} M points/s`);
+  }
+}
+const fp = await run(self, ['--role', 'footprint'], env(base, 64));
+const steady = fp.samples.slice(2);
+console.log(`client CPU per log() of 10 metrics: journal off ${median(cost.off).toFixed(3)} µs, on ${median(cost.on).toFixed(3)} µs (medians of ${rounds})`);
+console.log(`durable ingest, 8 writers x 200 k rows x 10 metrics: journal off ${median(rate.off).toFixed(2)}, on ${median(rate.on).toFixed(2)} M points/s (${((median(rate.on) / median(rate.off) - 1) * 100).toFixed(1)} %)`);
+console.log(`journal footprint at 10 k rows/s (${fp.rows} rows in 10 s): file pages ${Math.max(...steady.map((s: any) => s.blocksMb)).toFixed(2)} MiB at most of a 64 MiB journal; writer RSS ${median(steady.map((s: any) => s.rssMb)).toFixed(1)} MiB`);
+fs.rmSync(base, { recursive: true, force: true });
