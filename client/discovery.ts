@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { resolvePaths, clientTunables, type LogdPaths } from '../src/config.js';
 import { parseServiceAddress, formatServiceAddress, type ServiceAddress } from '../src/wire.js';
 import { readServiceFile, pidAlive } from '../src/service-file.js';
-import { trustedRuntimeDir, ensurePrivateDir } from '../src/private-dir.js';
+import { privateRuntime } from '../src/runtime-dir.js';
 
 export class DaemonStartError extends Error {
   override name = 'DaemonStartError';
@@ -21,10 +21,13 @@ export class DaemonStartError extends Error {
 const EXIT_ALREADY_RUNNING = 3;
 const cliPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'daemon', 'cli.js');
 
-/** The daemon named by this data dir's service file; throws UntrustedDirError when the runtime dir is not private to the user. */
+/**
+ * The daemon named by this data dir's service file, in the runtime dir
+ * privateRuntime() picks (the fallback when another user took the default);
+ * throws UntrustedDirError when no runtime dir is private to the user.
+ */
 export function fromServiceFile(paths: LogdPaths): ServiceAddress | null {
-  trustedRuntimeDir(paths.runtimeDir, paths.runtimeParent);
-  const s = readServiceFile(paths.serviceFile);
+  const s = readServiceFile(privateRuntime(paths, false).serviceFile);
   if (!s || !pidAlive(s.pid)) return null;
   return { target: s.socket, token: s.token };
 }
@@ -58,8 +61,9 @@ function tail(file: string, bytes = 2000): string {
 }
 
 /** Starts a detached daemon (its own session) and waits for its service file. */
-export async function startSidecar(paths: LogdPaths, timeoutMs: number): Promise<ServiceAddress> {
-  ensurePrivateDir(paths.runtimeDir, paths.runtimeParent);
+export async function startSidecar(given: LogdPaths, timeoutMs: number): Promise<ServiceAddress> {
+  // The sidecar gets the runtime dir chosen here (LOGD_RUNTIME_DIR), so it never chooses another.
+  const paths = privateRuntime(given, true);
   const logFd = fs.openSync(paths.daemonLog, 'a', 0o600);
   const logStart = fs.fstatSync(logFd).size;
   const env: NodeJS.ProcessEnv = { ...process.env, LOGD_DIR: paths.dataDir, LOGD_RUNTIME_DIR: paths.runtimeDir };

@@ -14,6 +14,11 @@ export interface LogdPaths {
   daemonLog: string;
   /** The per-user parent of a default runtime dir (tightened to 0700); null when LOGD_RUNTIME_DIR is set. */
   runtimeParent: string | null;
+  /**
+   * Where the runtime dir goes instead when another user holds the default one
+   * (src/runtime-dir.ts): under the user's own state dir, one per host; null when LOGD_RUNTIME_DIR is set.
+   */
+  runtimeFallback: string | null;
   /** Where the daemon that holds the lock says which runtime dir it serves on. */
   ownerFile: string;
   spoolDir: string;
@@ -44,13 +49,35 @@ export function resolvePaths(env: NodeJS.ProcessEnv = process.env): LogdPaths {
   return {
     dataDir,
     runtimeDir,
+    ...runtimeFiles(runtimeDir),
+    spoolDir: path.join(dataDir, 'spool'),
+    runtimeParent,
+    runtimeFallback: env.LOGD_RUNTIME_DIR ? null : fallbackRuntimeDir(env, home, key),
+    ownerFile: path.join(dataDir, 'daemon.json'),
+  };
+}
+
+/** What lives in a runtime dir. */
+export function runtimeFiles(runtimeDir: string): Pick<LogdPaths, 'socketPath' | 'serviceFile' | 'daemonLog'> {
+  return {
     socketPath: path.join(runtimeDir, 'logd.sock'),
     serviceFile: path.join(runtimeDir, 'service.json'),
     daemonLog: path.join(runtimeDir, 'daemon.log'),
-    spoolDir: path.join(dataDir, 'spool'),
-    runtimeParent,
-    ownerFile: path.join(dataDir, 'daemon.json'),
   };
+}
+
+/**
+ * `$XDG_STATE_HOME/logd/run-<host>/<key>` (else `~/.local/state/…`): no other
+ * user can create it, and every process of this user on this host computes
+ * the same one. The host keeps nodes that share a home apart; it becomes a
+ * hash when the socket path would pass the 107 bytes a Unix socket allows.
+ */
+function fallbackRuntimeDir(env: NodeJS.ProcessEnv, home: string, key: string): string {
+  const stateHome = env.XDG_STATE_HOME && path.isAbsolute(env.XDG_STATE_HOME) ? env.XDG_STATE_HOME : path.join(home, '.local', 'state');
+  const host = os.hostname();
+  const dir = path.resolve(stateHome, 'logd', `run-${host}`, key);
+  if (Buffer.byteLength(path.join(dir, 'logd.sock')) <= 107) return dir;
+  return path.resolve(stateHome, 'logd', `run-${createHash('sha256').update(host).digest('hex').slice(0, 12)}`, key);
 }
 
 export interface DaemonTunables {

@@ -13,6 +13,10 @@ import path from 'node:path';
 
 export class UntrustedDirError extends Error {
   override name = 'UntrustedDirError';
+  /** `dir`: the directory refused; `reason`: why, in words (the message says it too, with what to do). */
+  constructor(message: string, readonly dir = '', readonly reason = '') {
+    super(message);
+  }
 }
 
 const myUid = (): number => (typeof process.getuid === 'function' ? process.getuid() : 0);
@@ -83,7 +87,7 @@ export function ensurePrivateDir(dir: string, parent: string | null = null): voi
     }
     tightenOwn(d, uid);
     const why = untrustedDirReason(d, uid);
-    if (why) throw new UntrustedDirError(untrustedDirMessage(`to use ${d} as the runtime dir`, why));
+    if (why) throw new UntrustedDirError(untrustedDirMessage(`to use ${d} as the runtime dir`, why), d, why);
   };
   if (parent) {
     fs.mkdirSync(path.dirname(parent), { recursive: true, mode: 0o700 });
@@ -99,6 +103,6 @@ export function trustedRuntimeDir(dir: string, parent: string | null = null): vo
   for (const d of parent ? [parent, dir] : [dir]) {
     tightenOwn(d, myUid());
     const why = untrustedDirReason(d);
-    if (why) throw new UntrustedDirError(untrustedDirMessage(`to use ${d} as the runtime dir`, why));
+    if (why) throw new UntrustedDirError(untrustedDirMessage(`to use ${d} as the runtime dir`, why), d, why);
   }
 }

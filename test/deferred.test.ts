@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, script, runScript, spawnScript, cliJson, exportJsonl, startDaemon, waitUntil, type TestEnv } from './helpers.js';
+import { makeEnv, script, runScript, spawnScript, cli, cliJson, exportJsonl, startDaemon, waitUntil, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
 let mounted: string | null = null;
@@ -74,6 +74,33 @@ describe('init() with no usable daemon goes on deferred', () => {
     fs.rmSync(t.dataDir);
     await startDaemon(t);
     await expectStored(t, id);
+  });
+
+  it('`logd sync --ingest FILE` stores a deferred run whose spill file was moved elsewhere, once, even when given twice', async () => {
+    t = makeEnv();
+    fs.mkdirSync(t.dir, { recursive: true });
+    fs.writeFileSync(t.dataDir, 'not a directory');
+    t.env.XDG_STATE_HOME = path.join(t.dir, 'state');
+    const r = await runScript(t, trainer(t));
+    expect(r.exitCode, r.stderr).toBe(0);
+    const id = runIdOf(r.stdout);
+    const fallback = path.join(t.dir, 'state', 'logd', 'deferred');
+    const rel = (fs.readdirSync(fallback, { recursive: true }) as string[]).find((f) => f.endsWith('.deferred.spill'))!;
+    const moved = path.join(t.dir, 'kept.spill');
+    fs.renameSync(path.join(fallback, rel), moved); // a copy the daemon would never find by itself
+    fs.rmSync(t.dataDir);
+    await startDaemon(t);
+    const first = await cli(t, ['sync', '--ingest', moved]);
+    expect(first.stdout).toMatch(new RegExp(`stored in run ${id}`));
+    await expectStored(t, id);
+    const again = await cli(t, ['sync', '--ingest', moved], { reject: false });
+    expect(again.exitCode).toBe(0);
+    expect((await cliJson(t, ['show', id])).historyRows).toBe(1000);
+    const bad = path.join(t.dir, 'not-a-spill');
+    fs.writeFileSync(bad, 'hello');
+    const refused = await cli(t, ['sync', '--ingest', bad], { reject: false });
+    expect(refused.exitCode).toBe(2);
+    expect(refused.stderr).toMatch(/not a logd spill file/);
   });
 
   it.skipIf(!root)('a read-only LOGD_DIR (a read-only tmpfs): same, once it is writable again', async () => {

@@ -1,14 +1,17 @@
-// Another local user as an attacker (issue 13 cases 1 and 2), with real
-// processes: the attacker is a second account (`logd-other`) and every one of
-// its processes runs under setpriv. The victim is the user running the tests.
+// Another local user as an attacker (issue 13 cases 1 and 2, issue 24 item 2),
+// with real processes: the attacker is a second account (`logd-other`) and
+// every one of its processes runs under setpriv, from a copy of the built
+// daemon it can read (test/other-user.ts: the checkout may be private). The
+// victim is the user running the tests.
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
-import type { ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { execa } from 'execa';
-import { afterEach, describe, expect, it } from 'vitest';
-import { otherUser, asUser, spawnAs, homeFor, type OtherUser } from './other-user.js';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { otherUser, asUser, spawnAs, homeFor, stageFor, unstage, type OtherUser } from './other-user.js';
 import { makeEnv, script, runScript, cliJson, waitUntil, CLI, serviceFile, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
@@ -17,8 +20,10 @@ afterEach(async () => {
   for (const p of attackerProcs.splice(0)) if (p.exitCode === null) p.kill('SIGKILL');
   if (t) await t.cleanup();
 });
+afterAll(unstage);
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const asAttacker = (u: OtherUser, args: string[], env: NodeJS.ProcessEnv) => spawnAs(u, args, env, attackerProcs);
 
@@ -42,45 +47,70 @@ const attackerHome = (u: OtherUser) => homeFor(u, t.dir);
 const storedRuns = (dataDir: string) => (fs.existsSync(path.join(dataDir, 'runs')) ? fs.readdirSync(path.join(dataDir, 'runs')) : []);
 
 describe('another local user', () => {
-  it('issue 13 case 1: a daemon another user runs in a pre-created /tmp/logd-<uid>/<hash> never receives the victim\'s run', async (ctx) => {
-    const u = await otherUser();
-    if (typeof u === 'string') return ctx.skip(`another local user: ${u}`);
-    t = makeEnv();
-    // The victim has no XDG_RUNTIME_DIR: the runtime dir falls back to the temp dir, here a /tmp of the test's own.
-    fs.chmodSync(t.dir, 0o755);
-    const tmp = path.join(t.dir, 'tmp');
-    fs.mkdirSync(tmp);
-    fs.chmodSync(tmp, 0o1777);
-    const victimEnv: NodeJS.ProcessEnv = { ...t.env, TMPDIR: tmp };
-    delete victimEnv.LOGD_RUNTIME_DIR;
-    delete victimEnv.XDG_RUNTIME_DIR;
-    const victimUid = process.getuid!();
-    const hijacked = path.join(tmp, `logd-${victimUid}`, sha(t.dataDir).slice(0, 12));
+  for (const form of ['directory', 'symlink'] as const) {
+    it(`issue 24 item 2: /tmp/logd-<uid> taken by another user (a ${form}, with that user's daemon serving behind it): the victim's run goes to its own daemon in a private fallback, the attacker gets nothing`, async (ctx) => {
+      const u = await otherUser();
+      if (typeof u === 'string') return ctx.skip(`another local user: ${u}`);
+      const { node, cli } = stageFor(u);
+      t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+      // The victim has no XDG_RUNTIME_DIR: the runtime dir falls back to the temp dir, here a /tmp of the test's own.
+      fs.chmodSync(t.dir, 0o755);
+      const tmp = path.join(t.dir, 'tmp');
+      fs.mkdirSync(tmp);
+      fs.chmodSync(tmp, 0o1777);
+      const key = sha(t.dataDir).slice(0, 12);
+      const squatted = path.join(tmp, `logd-${process.getuid!()}`);
 
-    // The attacker gets there first: the victim's predictable runtime dir, and a daemon serving in it.
-    const home = attackerHome(u);
-    const mk = await execa('setpriv', [...asUser(u), 'sh', '-c', 'mkdir -m 0755 "$1" && mkdir -m 0700 "$2"', 'sh', path.dirname(hijacked), hijacked], { reject: false });
-    expect(mk.exitCode, mk.stderr).toBe(0);
-    const attackerEnv = { PATH: process.env.PATH, HOME: home, LOGD_DIR: path.join(home, 'data'), LOGD_RUNTIME_DIR: hijacked, LOGD_SAMPLE_INTERVAL_MS: '0' };
-    const daemon = asAttacker(u, [process.execPath, CLI, 'serve'], attackerEnv);
-    await waitUntil(() => serviceFile(hijacked)?.pid === daemon.pid, 20_000, `the attacker's daemon to serve in ${hijacked}: ${daemon.out()}`);
-    expect(fs.statSync(hijacked).uid).toBe(u.uid);
+      // The attacker gets there first: the victim's predictable runtime dir (or a symlink there to a dir of its
+      // own), and a daemon serving in <it>/<hash>, just where the victim's daemon would be.
+      const home = attackerHome(u);
+      const real = form === 'directory' ? squatted : path.join(home, 'bait');
+      const mk = await execa('setpriv', [...asUser(u), 'sh', '-c', 'mkdir -m 0755 "$1" && mkdir -m 0700 "$1/$2" && { [ -z "$3" ] || ln -s "$1" "$3"; }', 'sh', real, key, form === 'symlink' ? squatted : ''], { reject: false });
+      expect(mk.exitCode, mk.stderr).toBe(0);
+      const attackerEnv = { PATH: process.env.PATH, HOME: home, LOGD_DIR: path.join(home, 'data'), LOGD_RUNTIME_DIR: path.join(real, key), LOGD_SAMPLE_INTERVAL_MS: '0' };
+      const daemon = asAttacker(u, [node, cli, 'serve'], attackerEnv);
+      await waitUntil(() => serviceFile(path.join(squatted, key))?.pid === daemon.pid, 20_000, `the attacker's daemon to serve in ${squatted}/${key}: ${daemon.out()}`);
 
-    const r = await runScript({ ...t, env: victimEnv }, victimScript());
-    expect(r.exitCode, r.stderr).toBe(0);
-    // The attacker's store holds nothing of the victim's.
-    expect(storedRuns(path.join(home, 'data'))).toEqual([]);
-    expect(r.stdout).toMatch(/^refused /);
-    expect(r.stdout).toContain(path.dirname(hijacked));
-    expect(r.stdout).toMatch(new RegExp(`owned by uid ${u.uid}`));
-    expect(r.stdout).toMatch(/XDG_RUNTIME_DIR|LOGD_RUNTIME_DIR/);
+      // The fallback: under the victim's own XDG_STATE_HOME, or ~/.local/state.
+      const victimEnv: NodeJS.ProcessEnv = { ...t.env, TMPDIR: tmp };
+      for (const k of ['LOGD_RUNTIME_DIR', 'XDG_RUNTIME_DIR', 'XDG_STATE_HOME']) delete victimEnv[k];
+      const stateHome = form === 'directory' ? path.join(t.dir, 'state') : path.join(t.dir, 'home', '.local', 'state');
+      if (form === 'directory') victimEnv.XDG_STATE_HOME = stateHome;
+      else fs.mkdirSync((victimEnv.HOME = path.join(t.dir, 'home')), { mode: 0o700 });
+      const fallback = path.join(stateHome, 'logd', `run-${os.hostname()}`, key);
+      const victim: TestEnv = { ...t, env: victimEnv };
+      const takenLine = (stderr: string) => {
+        const lines = stderr.split('\n').filter((l) => l.includes(squatted));
+        expect(lines, stderr).toHaveLength(1);
+        expect(lines[0]).toMatch(new RegExp(`^logd: not using ${esc(squatted)} as the runtime dir: another local user, uid ${u.uid} \\(logd-other\\), made it \\(.*(is owned by uid ${u.uid}|is a symbolic link)`));
+        expect(lines[0]).toContain(`Using ${fallback} instead`);
+      };
 
-    // The advice works: with a private runtime dir the same script stores its run with the victim's own daemon.
-    fs.mkdirSync(path.join(t.dir, 'xdg'), { mode: 0o700 });
-    const ok = await runScript({ ...t, env: { ...victimEnv, XDG_RUNTIME_DIR: path.join(t.dir, 'xdg') } }, victimScript());
-    expect(ok.stdout, ok.stderr).toMatch(/^stored \S+ finished/);
-    expect(storedRuns(path.join(home, 'data'))).toEqual([]);
-  });
+      // By hand (`logd serve`) for the symlink; a sidecar the training script starts for the directory.
+      if (form === 'symlink') {
+        const serve = spawn(process.execPath, [CLI, 'serve'], { env: victimEnv, stdio: ['ignore', 'ignore', 'pipe'] });
+        let err = '';
+        serve.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+        await waitUntil(() => serviceFile(fallback)?.pid === serve.pid, 20_000, `logd serve to serve in ${fallback}: ${err}`);
+        takenLine(err);
+      }
+      const r = await runScript(victim, victimScript());
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(r.stdout, r.stderr).toMatch(/^stored \S+ finished/);
+      takenLine(r.stderr);
+      expect(fs.statSync(fallback).mode & 0o777).toBe(0o700);
+
+      // A later process of the victim finds the same daemon, and every row is in the victim's own store.
+      const own = serviceFile(fallback)!;
+      expect((await cliJson(victim, ['status'])).pid).toBe(own.pid);
+      const shown = await cliJson(victim, ['show', r.stdout.trim().split(' ')[1]]);
+      expect(shown.historyRows).toBe(100);
+      expect(shown.config).toEqual({ apiKey: 'sk-live-0123456789' });
+      // The attacker's daemon is still there, and its store holds nothing of the victim's.
+      expect(serviceFile(path.join(squatted, key))?.pid).toBe(daemon.pid);
+      expect(storedRuns(path.join(home, 'data'))).toEqual([]);
+    });
+  }
 
   it('issue 13 case 1: LOGD_SERVICE naming another user\'s socket is refused before anything is sent', async (ctx) => {
     const u = await otherUser();
@@ -90,11 +120,13 @@ describe('another local user', () => {
     const home = attackerHome(u);
     const rt = path.join(home, 'rt');
     const attackerEnv = { PATH: process.env.PATH, HOME: home, LOGD_DIR: path.join(home, 'data'), LOGD_RUNTIME_DIR: rt, LOGD_SAMPLE_INTERVAL_MS: '0' };
-    const daemon = asAttacker(u, [process.execPath, CLI, 'serve'], attackerEnv);
+    const { node, cli } = stageFor(u);
+    const daemon = asAttacker(u, [node, cli, 'serve'], attackerEnv);
     await waitUntil(() => serviceFile(rt)?.pid === daemon.pid, 20_000, `the attacker's daemon to serve: ${daemon.out()}`);
     const svc = serviceFile(rt)!;
 
-    const r = await runScript(t, victimScript(), [], { LOGD_SERVICE: `${svc.socket}#${svc.token}`, LOGD_NO_AUTOSTART: '1' });
+    // LOGD_ON_ERROR=raise: init() throws the refusal instead of going on with a deferred run (client/deferred.ts).
+    const r = await runScript(t, victimScript(), [], { LOGD_SERVICE: `${svc.socket}#${svc.token}`, LOGD_NO_AUTOSTART: '1', LOGD_ON_ERROR: 'raise' });
     expect(r.exitCode, r.stderr).toBe(0);
     expect(storedRuns(path.join(home, 'data'))).toEqual([]);
     expect(r.stdout).toMatch(/^refused /);
@@ -107,14 +139,15 @@ describe('another local user', () => {
     fs.mkdirSync(target, { mode: 0o700 });
     const link = path.join(t.dir, 'rt-link');
     fs.symlinkSync(target, link);
-    const viaLink = await runScript(t, victimScript(), [], { LOGD_RUNTIME_DIR: link });
+    // LOGD_ON_ERROR=raise: init() throws the refusal instead of going on with a deferred run (client/deferred.ts).
+    const viaLink = await runScript(t, victimScript(), [], { LOGD_RUNTIME_DIR: link, LOGD_ON_ERROR: 'raise' });
     expect(viaLink.stdout).toMatch(/^refused .*is a symbolic link/);
     expect(fs.readdirSync(target)).toEqual([]);
 
     const open = path.join(t.dir, 'rt-open');
     fs.mkdirSync(open);
     fs.chmodSync(open, 0o777);
-    const viaOpen = await runScript(t, victimScript(), [], { LOGD_RUNTIME_DIR: open });
+    const viaOpen = await runScript(t, victimScript(), [], { LOGD_RUNTIME_DIR: open, LOGD_ON_ERROR: 'raise' });
     expect(viaOpen.stdout).toMatch(/^refused .*has mode 0777, not 0700/);
     expect(fs.readdirSync(open)).toEqual([]);
 
@@ -137,7 +170,7 @@ describe('another local user', () => {
     const squat = path.join(t.dir, 'squat.cjs');
     fs.writeFileSync(squat, `require('node:net').createServer().listen({ path: '\\0' + process.argv[2] }, () => console.log('bound'));`);
     fs.chmodSync(squat, 0o644);
-    const squatter = asAttacker(u, [process.execPath, squat, lockName], { PATH: process.env.PATH });
+    const squatter = asAttacker(u, [stageFor(u).node, squat, lockName], { PATH: process.env.PATH });
     await waitUntil(() => squatter.out().includes('bound'), 20_000, `the attacker to bind @${lockName}: ${squatter.out()}`);
     // The name really is taken.
     await new Promise<void>((resolve, reject) => {

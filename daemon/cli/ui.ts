@@ -4,6 +4,7 @@ import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
 import { daemonTunables } from '../../src/config.js';
 import { openSource } from '../query/index.js';
+import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
 
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
@@ -20,8 +21,10 @@ export function registerUiCommand(program: Command, fail: (msg: string, code?: n
     .option('--port <n>', 'TCP port (0 picks a free one)', portArg, 7321)
     .option('--host <addr>', 'address to bind', '127.0.0.1')
     .option('--allow-remote', 'allow --host to be a non-loopback address (anyone who can reach it and has the token sees every run)')
-    .option('--store <url>', 'read the shared PostgreSQL store at this postgres:// URL instead of the local one (default LOGD_STORE_URL)')
-    .action(async (o: { port: number; host: string; allowRemote?: boolean; store?: string }) => {
+    .addOption(urlOption('store', 'show the shared PostgreSQL store instead of the local one'))
+    .addOption(urlFileOption('store'))
+    .action(async (o: { port: number; host: string; allowRemote?: boolean } & UrlOptions) => {
+      const store = urlOrExit('store', o);
       if (!LOOPBACK.has(o.host) && !o.allowRemote) {
         fail(`--host ${o.host} is not a loopback address; add --allow-remote to serve the dashboard beyond this machine`, 2);
       }
@@ -31,7 +34,7 @@ export function registerUiCommand(program: Command, fail: (msg: string, code?: n
       const log = (l: string) => process.stderr.write(`logd: ${l}\n`);
       // The source outlives daemons: when the node's daemon goes away (killed,
       // restarted, an on-demand daemon that stopped), the next call finds or starts a new one.
-      const source = await openSource({ store: o.store, onReconnect: (why) => log(`ui: ${why}`) }).catch((e: Error) => fail(e.message));
+      const source = await openSource({ store, onReconnect: (why) => log(`ui: ${why}`) }).catch((e: Error) => fail(e.message));
       const { startUi } = await import('../ui/server.js');
       const ui = await startUi({ source, port: o.port, host: o.host, log }).catch((e: NodeJS.ErrnoException) =>
         fail(e.code === 'EADDRINUSE' ? `port ${o.port} on ${o.host} is in use; pick another with --port (0 picks a free one)` : e.message));

@@ -9,6 +9,9 @@ import { Uploader } from '../upload/uploader.js';
 import { parseStoreUrl, redact } from '../upload/url.js';
 import { migrate, SCHEMA_VERSION, storeVersion, describeMigrations } from '../upload/schema.js';
 import { readStatus, type UploadStatus } from '../upload/status.js';
+import { pgOptions, lacksPassword, NO_PASSWORD } from '../upload/pgpass.js';
+import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
+import { ingestSpillFiles } from './ingest.js';
 
 function fail(msg: string, code = 1): never {
   process.stderr.write(`logd: ${msg}\n`);
@@ -55,10 +58,23 @@ export function registerUploadCommands(program: Command): void {
     .argument('[runs...]', 'run ids')
     .option('--all', 'every run of this node')
     .option('--wait', 'upload here with a progress bar and return when done (without it, a running daemon that uploads to the same store does the work)')
-    .option('--upload <url>', 'the shared store (default LOGD_UPLOAD_URL)')
-    .action(async (ids: string[], o: { all?: boolean; wait?: boolean; upload?: string }) => {
-      const t = uploadTunables(process.env, o.upload);
-      if (!t.url) fail('no shared store to sync to: set LOGD_UPLOAD_URL or pass --upload postgres://user:password@host/db');
+    .option('--ingest <files...>', "hand spill files to this node's daemon (a deferred run's, or any left behind): it stores each exactly once, creating a deferred run from its file")
+    .addOption(urlOption('upload', 'upload to the shared store'))
+    .addOption(urlFileOption('upload'))
+    .action(async (ids: string[], o: { all?: boolean; wait?: boolean; ingest?: string[] } & UrlOptions) => {
+      if (o.ingest) {
+        const { setup } = await import('../../client/index.js');
+        await setup().catch((e: Error) => fail(`no daemon to ingest into: ${e.message}`));
+        let failed = 0;
+        try {
+          failed = await ingestSpillFiles(o.ingest, resolvePaths().spoolDir, 30_000, (l) => console.log(l));
+        } catch (e) {
+          fail((e as Error).message, 2);
+        }
+        process.exit(failed ? 1 : 0);
+      }
+      const t = uploadTunables(process.env, urlOrExit('upload', o));
+      if (!t.url) fail('no shared store to sync to: set LOGD_UPLOAD_URL, or pass --upload-url-file PATH, or --upload postgres://user@host/db with the password in ~/.pgpass');
       let url;
       try {
         url = parseStoreUrl(t.url);
@@ -111,17 +127,18 @@ export function registerUploadCommands(program: Command): void {
   store
     .command('migrate')
     .description(`create or upgrade the shared store's schema (to version ${SCHEMA_VERSION})`)
-    .option('--store <url>', 'the shared store (default LOGD_STORE_URL, then LOGD_UPLOAD_URL)')
-    .action(async (o: { store?: string }) => {
-      const raw = o.store || process.env.LOGD_STORE_URL || process.env.LOGD_UPLOAD_URL;
-      if (!raw) fail('no shared store named: pass --store postgres://user:password@host/db or set LOGD_STORE_URL');
+    .addOption(urlOption('store', 'migrate the shared store', 'LOGD_STORE_URL, then LOGD_UPLOAD_URL'))
+    .addOption(urlFileOption('store'))
+    .action(async (o: UrlOptions) => {
+      const raw = urlOrExit('store', o) || process.env.LOGD_STORE_URL || process.env.LOGD_UPLOAD_URL;
+      if (!raw) fail('no shared store named: set LOGD_STORE_URL, or pass --store-url-file PATH, or --store postgres://user@host/db with the password in ~/.pgpass');
       let url;
       try {
         url = parseStoreUrl(raw);
       } catch (e) {
         fail((e as Error).message);
       }
-      const c = new pg.Client({ connectionString: url.raw, connectionTimeoutMillis: 15_000 });
+      const c = new pg.Client(pgOptions(url, { connectionTimeoutMillis: 15_000 }));
       try {
         await c.connect();
         const before = await storeVersion(c);
@@ -129,7 +146,7 @@ export function registerUploadCommands(program: Command): void {
         if (applied.length) console.log(`logd: ${url.shown}: schema version ${before} -> ${SCHEMA_VERSION} (${describeMigrations().filter((_, i) => applied.includes(i + 1)).join('; ')})`);
         else console.log(`logd: ${url.shown} is at schema version ${SCHEMA_VERSION} already`);
       } catch (e) {
-        fail(redact(`cannot migrate ${url.shown}: ${(e as Error).message}`, url));
+        fail(redact(`cannot migrate ${url.shown}: ${(e as Error).message}${lacksPassword(e) ? `; ${NO_PASSWORD}` : ''}`, url));
       } finally {
         await c.end().catch(() => {});
       }

@@ -4,6 +4,7 @@
 // million-row run is a handful of arrays, not a million rows.
 import pg from 'pg';
 import { parseStoreUrl, redact, type StoreUrl } from '../upload/url.js';
+import { pgOptions, lacksPassword, NO_PASSWORD } from '../upload/pgpass.js';
 import { SCHEMA_VERSION, storeVersion } from '../upload/schema.js';
 import { decodeFloat8Array, decodeInt4Array } from '../upload/copy.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from '../upload/pg-sink.js';
@@ -24,14 +25,15 @@ export class SharedSource implements QuerySource {
 
   constructor(private url: StoreUrl) {
     this.where = `the shared store ${url.shown}`;
-    this.pool = new pg.Pool({ connectionString: url.raw, max: 4, connectionTimeoutMillis: 15_000, application_name: 'logd reader', allowExitOnIdle: true });
+    this.pool = new pg.Pool(pgOptions(url, { max: 4, connectionTimeoutMillis: 15_000, application_name: 'logd reader', allowExitOnIdle: true }));
     this.pool.on('error', () => {});
   }
 
   /** Connects and refuses a store that is not logd's, is newer than this logd, or is empty. */
   async check(): Promise<void> {
     const c = await this.pool.connect().catch((e: Error & { code?: string }) => {
-      throw this.error(`cannot read ${this.where}: ${e.message}${e.code === '28P01' ? '; fix the user or password in --store / LOGD_STORE_URL' : ''}`);
+      const hint = lacksPassword(e) ? `; ${NO_PASSWORD}` : e.code === '28P01' ? '; fix the user or password where you give them: LOGD_STORE_URL, the --store-url-file or ~/.pgpass' : '';
+      throw this.error(`cannot read ${this.where}: ${e.message}${hint}`);
     });
     try {
       const v = await storeVersion(c).catch((e: Error) => {

@@ -8,6 +8,7 @@ import { scanFrames } from '../../src/frames.js';
 import { SPILL_BATCH, SPILL_HEADER, spillFileName, type SpillHeader } from '../../src/spill.js';
 import type { RecordBatchMsg } from '../../src/wire.js';
 import { deferredFallbackDir } from '../../src/deferred.js';
+import { sameSecret } from '../../src/token.js';
 import { messageType } from '../../src/proto.js';
 import type { Registry } from './registry.js';
 import type { LiveRun } from './run.js';
@@ -84,6 +85,20 @@ function createDeferred(reg: Registry, h: SpillHeader, file: string): LiveRun | 
   }
 }
 
+/** A file handed over twice (`logd sync --ingest` again): the finished run already has every batch of it, with the same token. */
+function storedAlready(reg: Registry, h: SpillHeader, batches: RecordBatchMsg[]): boolean {
+  if (!reg.store.exists(h.runId)) return false;
+  try {
+    const { run: r } = reg.store.replay(h.runId, false);
+    if (!sameSecret(h.runToken, r.meta.runToken)) return false;
+    const w = r.writers.find((x) => x && x.writerId === h.writerId);
+    const last = batches.reduce((m, b) => Math.max(m, b.seq), 0);
+    return !!w && (r.maxSeq[w.idx] ?? 0) >= last;
+  } catch {
+    return false;
+  }
+}
+
 function ingestFile(reg: Registry, finalise: FinaliseRun, file: string): { batches: number; finished: boolean } {
   if (ingesting.has(file)) return { batches: 0, finished: false };
   let header: SpillHeader | null = null;
@@ -116,6 +131,11 @@ function ingestFile(reg: Registry, finalise: FinaliseRun, file: string): { batch
     }
   }
   if (!run && h.create && !reg.store.exists(h.runId)) run = createDeferred(reg, h, file) ?? undefined;
+  if ((!run || run.final) && storedAlready(reg, h, batches)) {
+    reg.log(`spool: ${path.basename(file)}: run ${h.runId} already holds every batch in it; removed`);
+    fs.rmSync(file, { force: true });
+    return { batches: 0, finished: false };
+  }
   if (!run || run.final) {
     reg.log(`spool: ${path.basename(file)} belongs to run ${h.runId}, which is not open here; moved aside`);
     fs.renameSync(file, `${file}.orphan`);

@@ -11,6 +11,7 @@ import { copyInto } from './copy.js';
 import { KEY_COLUMNS, ROW_COLUMNS, VALUE_COLUMNS, type EncodedSlice } from './encode.js';
 import { checkSchema, migrate, StoreRefused } from './schema.js';
 import type { StoreUrl } from './url.js';
+import { pgOptions } from './pgpass.js';
 
 export interface Cursor { offset: number; systemDone: boolean; done: boolean; rows: number }
 
@@ -28,7 +29,7 @@ export class PgSink {
   private checked = false;
 
   constructor(readonly url: StoreUrl, readonly node: string, private opts: { migrate: boolean } = { migrate: true }) {
-    this.pool = new pg.Pool({ connectionString: url.raw, max: 2, connectionTimeoutMillis: 10_000, idleTimeoutMillis: 30_000, application_name: `logd uploader (${node})` });
+    this.pool = new pg.Pool(pgOptions(url, { max: 2, connectionTimeoutMillis: 10_000, idleTimeoutMillis: 30_000, application_name: `logd uploader (${node})` }));
     // An idle connection that the server drops must not become an uncaught error.
     this.pool.on('error', () => {});
   }

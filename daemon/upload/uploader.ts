@@ -10,6 +10,7 @@ import { SYNC_REQUEST, type LocalRuns } from './local-runs.js';
 import { redact, type StoreUrl } from './url.js';
 import { writeStatus, type UploadStatus } from './status.js';
 import { StoreRefused } from './schema.js';
+import { lacksPassword, NO_PASSWORD } from './pgpass.js';
 
 const FINAL = ['finished', 'crashed', 'killed'];
 
@@ -249,7 +250,8 @@ export class Uploader {
     const where = this.o.url.shown;
     let text: string;
     if (e instanceof StoreRefused) text = `the shared store at ${where} is refused: ${err.message}`;
-    else if (err.code === '28P01' || err.code === '28000') text = `the shared store at ${where} refused the login (${err.message}); fix the user or password in the upload URL (LOGD_UPLOAD_URL or --upload)`;
+    else if (lacksPassword(e)) text = `the shared store at ${where} asks for a password and ${NO_PASSWORD}. The daemon reads ~/.pgpass again on each try; a new environment or file takes a restart`;
+    else if (err.code === '28P01' || err.code === '28000') text = `the shared store at ${where} refused the login (${err.message}); fix the user or password where the daemon gets them: LOGD_UPLOAD_URL, the --upload-url-file or ~/.pgpass`;
     else if (err.code === '3D000') text = `the shared store at ${where}: ${err.message}; create it (createdb) or fix the database name in the upload URL`;
     else if (['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'ENOENT'].includes(err.code ?? '') || /timeout|terminat|Connection/i.test(err.message)) {
       text = `cannot reach the shared store at ${where} (${err.code ?? err.message}); uploads resume when it answers`;

@@ -13,7 +13,7 @@ from typing import Optional
 
 from .connection import ServiceAddress
 from .paths import Paths, resolve_paths, tunables
-from .trust import ensure_private_dir, trusted_runtime_dir
+from .runtime_dir import private_runtime
 
 EXIT_ALREADY_RUNNING = 3
 
@@ -46,10 +46,11 @@ def pid_alive(pid: int) -> bool:
 
 
 def from_service_file(paths: Paths) -> Optional[ServiceAddress]:
-    """The daemon this data dir's service file names; raises UntrustedDirError when the runtime dir is not private."""
-    trusted_runtime_dir(paths.runtime_dir, paths.runtime_parent)
+    """The daemon this data dir's service file names, in the runtime dir private_runtime() picks (the fallback when
+    another user took the default); raises UntrustedDirError when no runtime dir is private to the user."""
+    service_file = private_runtime(paths, False).service_file
     try:
-        with open(paths.service_file, encoding="utf-8") as f:
+        with open(service_file, encoding="utf-8") as f:
             s = json.load(f)
     except (OSError, ValueError):
         return None
@@ -105,7 +106,8 @@ def _tail(file: str, size: int = 2000) -> str:
 def start_sidecar(paths: Paths, timeout_s: float) -> ServiceAddress:
     """Starts a detached daemon (its own session) and waits for its service file."""
     argv = daemon_command()
-    ensure_private_dir(paths.runtime_dir, paths.runtime_parent)
+    # The sidecar gets the runtime dir chosen here (LOGD_RUNTIME_DIR), so it never chooses another.
+    paths = private_runtime(paths, True)
     env = dict(os.environ, LOGD_DIR=paths.data_dir, LOGD_RUNTIME_DIR=paths.runtime_dir)
     env.pop("LOGD_SERVICE", None)
     log_fd = os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)

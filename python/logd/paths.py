@@ -3,6 +3,7 @@ daemon's src/config.ts, so that a Python process and the daemon agree on the
 runtime dir (socket, service file) and the spool dir (spill files)."""
 import hashlib
 import os
+import socket
 from dataclasses import dataclass
 from typing import Optional
 
@@ -18,6 +19,9 @@ class Paths:
     # The per-user directory above a default runtime dir (<tmp or XDG_RUNTIME_DIR>/logd-<uid>), checked as private
     # too; None when LOGD_RUNTIME_DIR names the runtime dir.
     runtime_parent: Optional[str] = None
+    # Where the runtime dir goes instead when another user holds the default one (runtime_dir.py): under the
+    # user's own state dir, one per host; None when LOGD_RUNTIME_DIR names the runtime dir.
+    runtime_fallback: Optional[str] = None
 
 
 def resolve_paths(env=None) -> Paths:
@@ -36,12 +40,33 @@ def resolve_paths(env=None) -> Paths:
     return Paths(
         data_dir=data_dir,
         runtime_dir=runtime_dir,
+        spool_dir=os.path.join(data_dir, "spool"),
+        runtime_parent=runtime_parent,
+        runtime_fallback=None if env.get("LOGD_RUNTIME_DIR") else _fallback_runtime_dir(env, home, key),
+        **runtime_files(runtime_dir),
+    )
+
+
+def runtime_files(runtime_dir: str) -> dict:
+    """What lives in a runtime dir."""
+    return dict(
         socket_path=os.path.join(runtime_dir, "logd.sock"),
         service_file=os.path.join(runtime_dir, "service.json"),
         daemon_log=os.path.join(runtime_dir, "daemon.log"),
-        spool_dir=os.path.join(data_dir, "spool"),
-        runtime_parent=runtime_parent,
     )
+
+
+def _fallback_runtime_dir(env, home: str, key: str) -> str:
+    """$XDG_STATE_HOME/logd/run-<host>/<key> (else ~/.local/state/...), as src/config.ts computes it: no other user
+    can create it, and every process of this user on this host finds the same one. The host becomes a hash when the
+    socket path would pass the 107 bytes a Unix socket allows."""
+    state = env.get("XDG_STATE_HOME") or ""
+    state_home = state if os.path.isabs(state) else os.path.join(home, ".local", "state")
+    host = socket.gethostname()
+    d = os.path.abspath(os.path.join(state_home, "logd", "run-" + host, key))
+    if len(os.path.join(d, "logd.sock").encode()) <= 107:
+        return d
+    return os.path.abspath(os.path.join(state_home, "logd", "run-" + hashlib.sha256(host.encode()).hexdigest()[:12], key))
 
 
 def _env_number(name: str, default: float) -> float:
@@ -66,6 +91,7 @@ class Tunables:
     start_timeout_s: float
     call_timeout_s: float
     auto_start: bool
+    journal_mb: float  # the crash journal's size (journal.py); 0: no journal
 
 
 def tunables() -> Tunables:
@@ -80,4 +106,13 @@ def tunables() -> Tunables:
         start_timeout_s=_env_number("LOGD_START_TIMEOUT_MS", 10_000) / 1000,
         call_timeout_s=_env_number("LOGD_CALL_TIMEOUT_MS", 10_000) / 1000,
         auto_start=os.environ.get("LOGD_NO_AUTOSTART") != "1",
+        journal_mb=_journal_mb(),
     )
+
+
+def _journal_mb() -> float:
+    mb = _env_number("LOGD_JOURNAL_MB", 64)
+    if mb > 1024:  # the daemon refuses a journal over 1 GiB: better said here than found after a crash
+        raise ValueError("config: LOGD_JOURNAL_MB=%g is more than 1024 (the daemon reads journals of up to 1 GiB); "
+                         "set at most 1024, or 0 for no crash journal" % mb)
+    return mb

@@ -23,7 +23,12 @@ from typing import Optional, Set
 
 
 class UntrustedDirError(RuntimeError):
-    """The runtime dir is not private to this user."""
+    """The runtime dir is not private to this user. `dir`: the directory refused; `reason`: why, in words."""
+
+    def __init__(self, message: str, dir: str = "", reason: str = ""):
+        super().__init__(message)
+        self.dir = dir
+        self.reason = reason
 
 
 class UntrustedDaemonError(RuntimeError):
@@ -99,7 +104,7 @@ def ensure_private_dir(d: str, parent: Optional[str] = None) -> None:
         _tighten_own(x, uid)
         why = untrusted_dir_reason(x, uid)
         if why:
-            raise UntrustedDirError(untrusted_dir_message("to use %s as the runtime dir" % x, why))
+            raise UntrustedDirError(untrusted_dir_message("to use %s as the runtime dir" % x, why), x, why)
 
     os.makedirs(os.path.dirname(parent or d), mode=0o700, exist_ok=True)
     if parent:
@@ -114,7 +119,7 @@ def trusted_runtime_dir(d: str, parent: Optional[str] = None) -> None:
         _tighten_own(x, uid)
         why = untrusted_dir_reason(x, uid)
         if why:
-            raise UntrustedDirError(untrusted_dir_message("to use %s as the runtime dir" % x, why))
+            raise UntrustedDirError(untrusted_dir_message("to use %s as the runtime dir" % x, why), x, why)
 
 
 # ---- the daemon's peer credentials ----

@@ -1,17 +1,20 @@
-// The Python client and another local user (issue 13 case 1, as
-// test/security-other-user.test.ts checks for TypeScript): a runtime dir is
-// used only if it is the user's own, mode 0700, not a symlink; a daemon whose
-// listening process runs as another user gets nothing, not even the token.
-// The attacker is a second account (`logd-other`) whose processes run under
-// setpriv; the victim is the user running the tests.
+// The Python client and another local user (issue 13 case 1, issue 24 item
+// 2, as test/security-other-user.test.ts checks for TypeScript): a runtime dir
+// is used only if it is the user's own, mode 0700, not a symlink; one that
+// another user took first is passed over for a private fallback; a daemon
+// whose listening process runs as another user gets nothing, not even the
+// token. The attacker is a second account (`logd-other`) whose processes run
+// under setpriv, from a copy of the built daemon it can read
+// (test/other-user.ts); the victim is the user running the tests.
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
 import { execa } from 'execa';
-import { afterEach, describe, expect, it } from 'vitest';
-import { otherUser, asUser, spawnAs, homeFor, type OtherUser } from '../other-user.js';
-import { makeEnv, waitUntil, CLI, serviceFile, type TestEnv } from '../helpers.js';
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { otherUser, asUser, spawnAs, homeFor, stageFor, unstage, type OtherUser } from '../other-user.js';
+import { makeEnv, waitUntil, cliJson, serviceFile, type TestEnv } from '../helpers.js';
 import { FIXTURES, pythonMissing, runPython } from './py-helpers.js';
 
 const VICTIM = path.join(FIXTURES, 'init_worker.py'); // a run whose config holds an API key, 10 rows
@@ -21,8 +24,10 @@ afterEach(async () => {
   for (const p of attackerProcs.splice(0)) if (p.exitCode === null) p.kill('SIGKILL');
   if (t) await t.cleanup();
 });
+afterAll(unstage);
 
 const sha = (s: string) => createHash('sha256').update(s).digest('hex');
+const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
 const asAttacker = (u: OtherUser, args: string[], env: NodeJS.ProcessEnv) => spawnAs(u, args, env, attackerProcs);
 
@@ -31,38 +36,52 @@ const attackerHome = (u: OtherUser) => homeFor(u, t.dir);
 const storedRuns = (dataDir: string) => (fs.existsSync(path.join(dataDir, 'runs')) ? fs.readdirSync(path.join(dataDir, 'runs')) : []);
 
 describe.skipIf(pythonMissing !== null)(`Python client: another local user${pythonMissing ? ` (skipped: ${pythonMissing})` : ''}`, () => {
-  it('issue 13 case 1: a daemon another user runs in a pre-created /tmp/logd-<uid>/<hash> never receives the victim\'s run', async (ctx) => {
-    const u = await otherUser();
-    if (typeof u === 'string') return ctx.skip(`another local user: ${u}`);
-    t = makeEnv();
-    fs.chmodSync(t.dir, 0o755);
-    const tmp = path.join(t.dir, 'tmp');
-    fs.mkdirSync(tmp);
-    fs.chmodSync(tmp, 0o1777);
-    const hijacked = path.join(tmp, `logd-${process.getuid!()}`, sha(t.dataDir).slice(0, 12));
-    const home = attackerHome(u);
-    const mk = await execa('setpriv', [...asUser(u), 'sh', '-c', 'mkdir -m 0755 "$1" && mkdir -m 0700 "$2"', 'sh', path.dirname(hijacked), hijacked], { reject: false });
-    expect(mk.exitCode, mk.stderr).toBe(0);
-    const attackerEnv = { PATH: process.env.PATH, HOME: home, LOGD_DIR: path.join(home, 'data'), LOGD_RUNTIME_DIR: hijacked, LOGD_SAMPLE_INTERVAL_MS: '0' };
-    const daemon = asAttacker(u, [process.execPath, CLI, 'serve'], attackerEnv);
-    await waitUntil(() => serviceFile(hijacked)?.pid === daemon.pid, 20_000, `the attacker's daemon to serve in ${hijacked}: ${daemon.out()}`);
+  for (const form of ['directory', 'symlink'] as const) {
+    it(`issue 24 item 2: /tmp/logd-<uid> taken by another user (a ${form}, with that user's daemon serving behind it): the victim's run goes to its own daemon in a private fallback, the attacker gets nothing`, async (ctx) => {
+      const u = await otherUser();
+      if (typeof u === 'string') return ctx.skip(`another local user: ${u}`);
+      const { node, cli } = stageFor(u);
+      t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+      fs.chmodSync(t.dir, 0o755);
+      const tmp = path.join(t.dir, 'tmp');
+      fs.mkdirSync(tmp);
+      fs.chmodSync(tmp, 0o1777);
+      const key = sha(t.dataDir).slice(0, 12);
+      const squatted = path.join(tmp, `logd-${process.getuid!()}`);
+      const home = attackerHome(u);
+      const real = form === 'directory' ? squatted : path.join(home, 'bait');
+      const mk = await execa('setpriv', [...asUser(u), 'sh', '-c', 'mkdir -m 0755 "$1" && mkdir -m 0700 "$1/$2" && { [ -z "$3" ] || ln -s "$1" "$3"; }', 'sh', real, key, form === 'symlink' ? squatted : ''], { reject: false });
+      expect(mk.exitCode, mk.stderr).toBe(0);
+      const attackerEnv = { PATH: process.env.PATH, HOME: home, LOGD_DIR: path.join(home, 'data'), LOGD_RUNTIME_DIR: path.join(real, key), LOGD_SAMPLE_INTERVAL_MS: '0' };
+      const daemon = asAttacker(u, [node, cli, 'serve'], attackerEnv);
+      await waitUntil(() => serviceFile(path.join(squatted, key))?.pid === daemon.pid, 20_000, `the attacker's daemon to serve in ${squatted}/${key}: ${daemon.out()}`);
 
-    // The victim has no XDG_RUNTIME_DIR or LOGD_RUNTIME_DIR: its runtime dir falls back to the temp dir.
-    const env = { TMPDIR: tmp, LOGD_RUNTIME_DIR: '', XDG_RUNTIME_DIR: '' };
-    const r = await runPython(t, [VICTIM], { env });
-    expect(r.exitCode, r.all).toBe(0);
-    expect(storedRuns(path.join(home, 'data'))).toEqual([]);
-    expect(r.stdout).toMatch(/^caught UntrustedDirError: logd: refusing to use .* as the runtime dir: /m);
-    expect(r.stdout).toContain(path.dirname(hijacked));
-    expect(r.stdout).toMatch(new RegExp(`owned by uid ${u.uid}`));
-    expect(r.stdout).toMatch(/XDG_RUNTIME_DIR|LOGD_RUNTIME_DIR/);
+      // The victim has no XDG_RUNTIME_DIR or LOGD_RUNTIME_DIR: its runtime dir falls back to the temp dir, then,
+      // taken, to its own XDG_STATE_HOME (or ~/.local/state).
+      const stateHome = form === 'directory' ? path.join(t.dir, 'state') : path.join(t.dir, 'home', '.local', 'state');
+      const env: Record<string, string> = { TMPDIR: tmp, LOGD_RUNTIME_DIR: '', XDG_RUNTIME_DIR: '', XDG_STATE_HOME: '' };
+      if (form === 'directory') env.XDG_STATE_HOME = stateHome;
+      else fs.mkdirSync((env.HOME = path.join(t.dir, 'home')), { mode: 0o700 });
+      const fallback = path.join(stateHome, 'logd', `run-${os.hostname()}`, key);
+      const r = await runPython(t, [VICTIM], { env });
+      expect(r.exitCode, r.all).toBe(0);
+      expect(r.stdout, r.all).toMatch(/^ok \S+ finished/m);
+      const lines = r.stderr.split('\n').filter((l) => l.includes(squatted));
+      expect(lines, r.all).toHaveLength(1);
+      expect(lines[0]).toMatch(new RegExp(`^logd: not using ${esc(squatted)} as the runtime dir: another local user, uid ${u.uid} \\(logd-other\\), made it \\(.*(is owned by uid ${u.uid}|is a symbolic link)`));
+      expect(lines[0]).toContain(`Using ${fallback} instead`);
+      expect(fs.statSync(fallback).mode & 0o777).toBe(0o700);
 
-    // The advice works: with a private runtime dir the same script stores its run with the victim's own daemon.
-    fs.mkdirSync(path.join(t.dir, 'xdg'), { mode: 0o700 });
-    const ok = await runPython(t, [VICTIM], { env: { ...env, XDG_RUNTIME_DIR: path.join(t.dir, 'xdg') } });
-    expect(ok.stdout, ok.all).toMatch(/^ok \S+ finished/m);
-    expect(storedRuns(path.join(home, 'data'))).toEqual([]);
-  });
+      // A later process of the victim (the TypeScript CLI) finds the same daemon; every row is in the victim's store.
+      const victim: TestEnv = { ...t, env: { ...t.env, ...env } };
+      expect((await cliJson(victim, ['status'])).pid).toBe(serviceFile(fallback)!.pid);
+      const shown = await cliJson(victim, ['show', r.stdout.match(/^ok (\S+)/m)![1]]);
+      expect(shown.historyRows).toBe(10);
+      expect(shown.config).toEqual({ apiKey: 'sk-live-0123456789' });
+      expect(serviceFile(path.join(squatted, key))?.pid).toBe(daemon.pid);
+      expect(storedRuns(path.join(home, 'data'))).toEqual([]);
+    });
+  }
 
   it('issue 13 case 1: LOGD_SERVICE naming another user\'s daemon is refused before anything is sent', async (ctx) => {
     const u = await otherUser();
@@ -72,7 +91,8 @@ describe.skipIf(pythonMissing !== null)(`Python client: another local user${pyth
     const home = attackerHome(u);
     const rt = path.join(home, 'rt');
     const attackerEnv = { PATH: process.env.PATH, HOME: home, LOGD_DIR: path.join(home, 'data'), LOGD_RUNTIME_DIR: rt, LOGD_SAMPLE_INTERVAL_MS: '0' };
-    const daemon = asAttacker(u, [process.execPath, CLI, 'serve'], attackerEnv);
+    const { node, cli } = stageFor(u);
+    const daemon = asAttacker(u, [node, cli, 'serve'], attackerEnv);
     await waitUntil(() => serviceFile(rt)?.pid === daemon.pid, 20_000, `the attacker's daemon to serve: ${daemon.out()}`);
     const svc = serviceFile(rt)!;
     const r = await runPython(t, [VICTIM], { env: { LOGD_SERVICE: `${svc.socket}#${svc.token}`, LOGD_NO_AUTOSTART: '1' } });

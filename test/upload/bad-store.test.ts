@@ -8,7 +8,7 @@ import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
 import { cli, cliJson, killDaemon, runScript, script, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
-import { nodeEnv, rawRows, waitUploaded } from './helpers.js';
+import { nodeEnv, rawRows, reading, waitUploaded } from './helpers.js';
 
 const why = pgUnavailable();
 let pgc: PgCluster;
@@ -75,7 +75,7 @@ describe.skipIf(why !== null)(`a store that cannot be used${why ? ` (skipped: ${
     const id = await oneRun(t);
     const { text, json } = await waitForError(t, /refused the login/, 1);
     expect(text).toContain(`upload:    postgres://logd:***@127.0.0.1:${pgc.port}/logd as node "node-pw", retrying`);
-    expect(json.lastError).toContain('refused the login (password authentication failed for user "logd"); fix the user or password in the upload URL');
+    expect(json.lastError).toContain('refused the login (password authentication failed for user "logd"); fix the user or password where the daemon gets them');
     expect(d.stderr()).toMatch(/upload: the shared store at postgres:\/\/logd:\*\*\*@127\.0\.0\.1:\d+\/logd refused the login/);
     expect(json.backlog.runs).toBe(1);
     expect(await rawRows(t, id)).toHaveLength(500);
@@ -115,7 +115,7 @@ describe.skipIf(why !== null)(`a store that cannot be used${why ? ` (skipped: ${
     const { json } = await waitForError(t, /not a logd store/);
     expect(json.lastError).toContain('database "shop" is not a logd store: it holds other tables (public.orders) and no logd_meta');
     expect(pgc.psql("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'", 'shop')).toBe('1\n');
-    const read = await cli(t, ['runs', '--store', url], { reject: false });
+    const read = await cli(reading(t, url), ['runs'], { reject: false });
     expect(read.exitCode).not.toBe(0);
     expect(read.stderr).toContain('is not a logd store');
     expect(read.stderr).not.toContain(pgc.password);
@@ -127,7 +127,7 @@ describe.skipIf(why !== null)(`a store that cannot be used${why ? ` (skipped: ${
   it('a store with a newer schema is refused, for uploads and for reading, and the runs stay local', async () => {
     pgc.createDatabase('future');
     const url = pgc.urlFor('future');
-    const m = await cli(nodeEnv('node-m', null), ['store', 'migrate', '--store', url]);
+    const m = await cli(reading(nodeEnv('node-m', null), url), ['store', 'migrate']);
     expect(m.stdout).toMatch(/schema version 0 -> 1/);
     pgc.psql("UPDATE logd_meta SET v = '99' WHERE k = 'schema_version'", 'future');
     t = nodeEnv('node-future', url);
@@ -136,7 +136,7 @@ describe.skipIf(why !== null)(`a store that cannot be used${why ? ` (skipped: ${
     const { json } = await waitForError(t, /newer than this logd knows/);
     expect(json.lastError).toContain('schema version 99, newer than this logd knows (1); upgrade logd on this node. Runs stay in the local store until then');
     expect(pgc.psql('SELECT count(*) FROM logd_runs', 'future')).toBe('0\n');
-    const read = await cli(t, ['runs', '--store', url], { reject: false });
+    const read = await cli(reading(t, url), ['runs'], { reject: false });
     expect(read.stderr).toContain('has schema version 99, newer than this logd reads (1); upgrade logd');
     expect(await rawRows(t, id)).toHaveLength(500);
   });

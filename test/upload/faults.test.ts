@@ -7,7 +7,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
 import { cli, cliJson, script, spawnScript, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
-import { byWriterStep, nodeEnv, rawRows, waitUploaded } from './helpers.js';
+import { byWriterStep, nodeEnv, rawRows, reading, waitUploaded } from './helpers.js';
 
 const why = pgUnavailable();
 const OUTAGE_S = Number(process.env.LOGD_TEST_PG_OUTAGE_S || 10);
@@ -85,7 +85,7 @@ describe.skipIf(why !== null)(`upload faults${why ? ` (skipped: ${why})` : ''}`,
     // The outage cost no daemon its life.
     for (const d of daemons) expect(d.proc.exitCode, d.stderr()).toBe(null);
     for (const w of workers) await expectSameInStore(w.t, w.p.lines.find((l) => l.startsWith('run '))!.slice(4), STEPS);
-    const group = await cliJson(nodes[0], ['runs', '--group', 'job', '--store', pgc.url]);
+    const group = await cliJson(reading(nodes[0], pgc.url), ['runs', '--group', 'job']);
     expect(group).toHaveLength(8);
     expect(group.filter((r: any) => r.metadata.node === 'node-a')).toHaveLength(4);
     expect(group.filter((r: any) => r.metadata.node === 'node-b')).toHaveLength(4);
@@ -96,7 +96,7 @@ describe.skipIf(why !== null)(`upload faults${why ? ` (skipped: ${why})` : ''}`,
     // Small transactions, so the kill lands between two of them or inside one.
     const t = nodeEnv('node-k', pgc.url, { LOGD_UPLOAD_SLICE_MB: '1' });
     envs.push(t);
-    await cli(t, ['store', 'migrate', '--store', pgc.url]); // so the test can watch the cursors from the start
+    await cli(t, ['store', 'migrate']); // LOGD_UPLOAD_URL; so the test can watch the cursors from the start
     pgc.stop(); // the run is written while the store is away, so the backlog is the whole run
     const d1 = await startDaemon(t);
     const ROWS = 150_000; // about 9 MB of log: nine transactions of 1 MiB

@@ -13,15 +13,23 @@ export function nodeEnv(name: string, uploadUrl: string | null, extra: Record<st
   });
 }
 
-/** `logd <args> --store url --json`, parsed. */
+/**
+ * `t` reading the shared store at `url`. The URL holds the password, so it goes
+ * in LOGD_STORE_URL: logd refuses a password on the command line.
+ */
+export function reading(t: TestEnv, url: string): TestEnv {
+  return { ...t, env: { ...t.env, LOGD_STORE_URL: url } };
+}
+
+/** `logd <args> --json` on the shared store at `url`, parsed. */
 export async function storeJson<T = any>(t: TestEnv, url: string, args: string[]): Promise<T> {
-  const r = await execa(process.execPath, [CLI, ...args, '--store', url, '--json'], { env: t.env, timeout: 60_000 });
+  const r = await execa(process.execPath, [CLI, ...args, '--json'], { env: reading(t, url).env, timeout: 60_000 });
   return JSON.parse(r.stdout) as T;
 }
 
 /** Raw rows (arrival order, with _writer) of a run, from the local store or the shared one. */
 export async function rawRows(t: TestEnv, id: string, store?: string, extra: string[] = []): Promise<Array<Record<string, unknown>>> {
-  const r = await execa(process.execPath, [CLI, 'export', id, '--raw', ...extra, ...(store ? ['--store', store] : [])], { env: t.env, timeout: 120_000, maxBuffer: 1 << 30 });
+  const r = await execa(process.execPath, [CLI, 'export', id, '--raw', ...extra], { env: (store ? reading(t, store) : t).env, timeout: 120_000, maxBuffer: 1 << 30 });
   return r.stdout.trim() === '' ? [] : r.stdout.trim().split('\n').map((l) => JSON.parse(l));
 }
 
@@ -29,7 +37,7 @@ export async function rawRows(t: TestEnv, id: string, store?: string, extra: str
 export async function waitUploaded(t: TestEnv, url: string, id: string, rows: number, timeoutMs = 60_000): Promise<any> {
   let last: any = null;
   await waitUntil(async () => {
-    const r = await execa(process.execPath, [CLI, 'show', id, '--store', url, '--json', '--rows', '0'], { env: t.env, reject: false, timeout: 30_000 });
+    const r = await execa(process.execPath, [CLI, 'show', id, '--json', '--rows', '0'], { env: reading(t, url).env, reject: false, timeout: 30_000 });
     if (r.exitCode !== 0) return false;
     last = JSON.parse(r.stdout);
     return ['finished', 'crashed', 'killed'].includes(last.state) && last.historyRows === rows;

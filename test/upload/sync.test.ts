@@ -59,10 +59,10 @@ describe.skipIf(why !== null)(`offline runs and logd sync${why ? ` (skipped: ${w
   it('refuses a bad sync request with what to do', async () => {
     t = nodeEnv('node-s2', null);
     const none = await cli(t, ['sync', '--all'], { reject: false });
-    expect(none.stderr).toContain('set LOGD_UPLOAD_URL or pass --upload');
-    const nothing = await cli(t, ['sync', '--upload', pgc.url], { reject: false });
+    expect(none.stderr).toContain('set LOGD_UPLOAD_URL, or pass --upload-url-file PATH, or --upload');
+    const nothing = await cli(t, ['sync', '--upload', `postgres://logd@127.0.0.1:${pgc.port}/logd`], { reject: false });
     expect(nothing.stderr).toContain('name the runs to sync, or pass --all');
-    const missing = await cli(t, ['sync', 'nosuchrun', '--upload', pgc.url], { reject: false });
+    const missing = await cli(t, ['sync', 'nosuchrun', '--upload', `postgres://logd@127.0.0.1:${pgc.port}/logd`], { reject: false });
     expect(missing.stderr).toMatch(/run "nosuchrun" does not exist/);
   });
 });

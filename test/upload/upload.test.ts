@@ -5,7 +5,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
 import path from 'node:path';
 import { cli, cliJson, runScript, script, startDaemon, ROOT, type TestEnv } from '../helpers.js';
-import { byWriterStep, nodeEnv, rawRows, storeJson, waitUploaded } from './helpers.js';
+import { byWriterStep, nodeEnv, rawRows, reading, storeJson, waitUploaded } from './helpers.js';
 
 const why = pgUnavailable();
 const QUERY = path.join(ROOT, 'dist', 'daemon', 'query', 'index.js');
@@ -76,7 +76,7 @@ describe.skipIf(why !== null)(`upload to PostgreSQL${why ? ` (skipped: ${why})` 
     expect(sys).toEqual(await rawRows(t, id, undefined, ['--system']));
     const runs = await storeJson(t, pgc.url, ['runs', '--group', 'g1']);
     expect(runs.map((x: any) => x.id)).toEqual([id]);
-    const table = (await cli(t, ['runs', '--store', pgc.url, '--group', 'g1'])).stdout.split('\n');
+    const table = (await cli(reading(t, pgc.url), ['runs', '--group', 'g1'])).stdout.split('\n');
     expect(table[0]).toMatch(/^ID +PROJECT +GROUP +NAME +STATE +ROWS +RANK +NODE +CREATED$/);
     expect(table[1]).toMatch(new RegExp(`^${id} +up +g1 +${id} +finished +5000 +- +node-a `));
   });
