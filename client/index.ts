@@ -102,6 +102,36 @@ function makeWriter(addr: ServiceAddress, info: RunInfo, runToken: string, write
   return new BatchWriter({ address: addr, runId: info.id, runToken, writerId, client: clientInfo(), flushIntervalMs: t.flushIntervalMs, maxBufferBytes: t.maxBufferBytes, journalMb: t.journalMb, warn, spoolDir });
 }
 
+/**
+ * While this process has runs open, it tells their daemons it lives: a Hello
+ * every LOGD_KEEPALIVE_MS (15 s) on a timer that never keeps the process
+ * alive and costs log() nothing. A daemon on another host cannot watch this
+ * process by pid; silence past its lease (LOGD_OWNER_LEASE_MS) means the
+ * owner is gone. Paused with the process (SIGSTOP), it stops too.
+ */
+let keepalive: NodeJS.Timeout | null = null;
+function ensureKeepalive(): void {
+  const ms = clientTunables().keepaliveMs;
+  if (keepalive || ms <= 0) return;
+  keepalive = setInterval(() => {
+    const runs = liveRuns();
+    if (runs.length === 0) {
+      clearInterval(keepalive!);
+      keepalive = null;
+      return;
+    }
+    const told = new Set<unknown>();
+    for (const r of runs) {
+      if (r.writer.deferred) continue;
+      const c = r.writer.connection;
+      if (told.has(c)) continue;
+      told.add(c);
+      void c.unary('hello', { protocolVersion: PROTOCOL_VERSION, client: clientInfo() }, Math.min(ms, 10_000)).catch(() => {});
+    }
+  }, ms);
+  keepalive.unref();
+}
+
 /** A fresh run id: 12 characters of a-z 0-9 (about 60 random bits). */
 function newRunId(): string {
   return randomBytes(10).toString('base64url').replace(/[-_]/g, 'x').toLowerCase().slice(0, 12);
@@ -133,6 +163,7 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   const { value: info, address } = created;
   const writer = makeWriter(address, info, info.runToken, info.ownerWriterId);
   installExitHooks();
+  ensureKeepalive();
   return new Run(info, writer, info.runToken, true, warn);
 }
 
@@ -154,6 +185,7 @@ function deferredRun(request: Parameters<typeof deferredInfo>[0] & Record<string
   const run = new Run(info, writer, info.runToken, true, warn);
   retryCreate(writer, create, (real) => {
     run.adoptToken(real.runToken);
+    ensureKeepalive();
     warn(`logd: run ${info.id}: a daemon answered; the deferred run is created and its rows are being delivered`);
   });
   return run;
@@ -183,6 +215,7 @@ export async function attach(handle: string): Promise<Run> {
   );
   const writer = makeWriter(address, info, p.t, writerId);
   installExitHooks();
+  ensureKeepalive();
   return new Run(info, writer, p.t, false, warn);
 }
 

@@ -78,6 +78,7 @@ export class Journal {
    */
   static open(spoolDir: string, id: Omit<JournalIdentity, 'pid' | 'host' | 'startTime' | 'client'>, megabytes: number): JournalOpen {
     if (megabytes <= 0) return { journal: null, problem: null };
+    if (megabytes > 1024) return { journal: null, problem: `no crash journal: LOGD_JOURNAL_MB=${megabytes} is more than 1024, the most the daemon reads back; set at most 1024` };
     const missing = addonUnavailable();
     if (missing) return { journal: null, problem: `no crash journal: ${missing}; rows logged in the last flush interval are lost if this process is killed` };
     const size = Math.max(64 * 1024, Math.floor((megabytes * 1024 * 1024) / 8) * 8);

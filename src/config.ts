@@ -87,6 +87,11 @@ export interface DaemonTunables {
   crashGraceMs: number;
   /** After a daemon restart, how long recovered open runs wait for their writers. */
   recoveryGraceMs: number;
+  /**
+   * An owner on another host (not watched by pid) that sent nothing for this
+   * long, not even its client's keep-alive, is gone: its run is `crashed`.
+   */
+  ownerLeaseMs: number;
   /** Default wait of an owner's finish for other writers. */
   finishTimeoutMs: number;
   /** Graceful shutdown deadline (SIGTERM), after which the daemon exits anyway. */
@@ -102,6 +107,7 @@ export function daemonTunables(env: NodeJS.ProcessEnv = process.env): DaemonTuna
     idleTimeoutMs: envInt(env, 'LOGD_IDLE_TIMEOUT_MS', 15_000),
     crashGraceMs: envInt(env, 'LOGD_CRASH_GRACE_MS', 3_000),
     recoveryGraceMs: envInt(env, 'LOGD_RECOVERY_GRACE_MS', 10_000),
+    ownerLeaseMs: envInt(env, 'LOGD_OWNER_LEASE_MS', 60_000),
     finishTimeoutMs: envInt(env, 'LOGD_FINISH_TIMEOUT_MS', 10_000),
     shutdownTimeoutMs: envInt(env, 'LOGD_SHUTDOWN_TIMEOUT_MS', 10_000),
     maxMessageBytes: envInt(env, 'LOGD_MAX_MESSAGE_MB', 64) * 1024 * 1024,
@@ -119,6 +125,8 @@ export interface ClientTunables {
   maxBufferBytes: number;
   /** Size of each writer's crash journal (docs/journal.md); 0 turns it off. */
   journalMb: number;
+  /** While runs are open, the client tells its daemon it lives this often (a Hello): an owner on another host is judged by it. */
+  keepaliveMs: number;
   /** How long a client waits for an auto-started daemon. */
   startTimeoutMs: number;
   /** Deadline of unary calls. */
@@ -138,6 +146,7 @@ export function clientTunables(env: NodeJS.ProcessEnv = process.env): ClientTuna
     flushIntervalMs: envInt(env, 'LOGD_FLUSH_INTERVAL_MS', 200),
     maxBufferBytes: envInt(env, 'LOGD_MAX_BUFFER_MB', 64) * 1024 * 1024,
     journalMb: envInt(env, 'LOGD_JOURNAL_MB', 64),
+    keepaliveMs: envInt(env, 'LOGD_KEEPALIVE_MS', 15_000),
     startTimeoutMs: envInt(env, 'LOGD_START_TIMEOUT_MS', 10_000),
     callTimeoutMs: envInt(env, 'LOGD_CALL_TIMEOUT_MS', 10_000),
     autoStart: env.LOGD_NO_AUTOSTART !== '1',

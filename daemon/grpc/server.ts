@@ -90,7 +90,10 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
   return {
     hello: unary(ctx, (req: { protocolVersion: number; client?: ClientInfo }) => {
       if (req.protocolVersion !== PROTOCOL_VERSION) throw invalid(`protocol version ${req.protocolVersion} is not supported (daemon speaks ${PROTOCOL_VERSION}); use a matching logd client`);
-      if (req.client) clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });
+      if (req.client) {
+        clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });
+        reg.heardFrom(req.client.host, req.client.pid); // a client's keep-alive: its writers live
+      }
       reg.touch();
       return { protocolVersion: PROTOCOL_VERSION, daemonVersion: LOGD_VERSION, daemonPid: process.pid, maxMessageBytes: reg.tunables.maxMessageBytes };
     }),

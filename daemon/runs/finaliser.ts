@@ -163,6 +163,13 @@ export class Finaliser {
       if (owner && owner.detached && run.state === 'running' && owner.local && !isAlive(owner.meta.pid, owner.startTime)) {
         this.writerGone(run, owner, `its process ${owner.meta.pid} exited`);
       }
+      // An owner on another host cannot be watched by pid: its client's keep-alive (a Hello every
+      // LOGD_KEEPALIVE_MS, 15 s) and its calls and batches say it lives. Silence past the lease: it is gone.
+      const lease = this.reg.tunables.ownerLeaseMs;
+      if (owner && !owner.local && run.state === 'running' && lease > 0 && Date.now() - owner.lastSeen > lease) {
+        const quiet = ((Date.now() - owner.lastSeen) / 1000).toFixed(1);
+        void this.finalise(run, 'crashed', `lost contact: its owner on ${owner.meta.host} (pid ${owner.meta.pid}) sent nothing, not even a keep-alive, for ${quiet} s (LOGD_OWNER_LEASE_MS ${lease})`, -1);
+      }
     }
   }
 

@@ -401,6 +401,15 @@ export class Registry {
     return run;
   }
 
+  /** A process spoke (a call, a keep-alive): its writers in open runs are alive. */
+  heardFrom(host: string, pid: number): void {
+    const now = Date.now();
+    for (const run of this.runs.values()) {
+      if (run.final) continue;
+      for (const w of run.writers.values()) if (w.meta.pid === pid && w.meta.host === host) w.lastSeen = now;
+    }
+  }
+
   /** The local processes that write to open runs: the ones the sampler watches. */
   localWriterPids(): Set<number> {
     const pids = new Set<number>();
