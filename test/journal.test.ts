@@ -102,6 +102,45 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
     await waitUntil(() => fs.readdirSync(spool).filter((n) => n.endsWith('.journal')).length === 0, 10_000, 'every journal to be ingested and removed');
   }, 900_000); // 25 rounds of 8 processes logging at full speed on 2 cores: minutes, not seconds
 
+  it('an attached writer (handle()/attach()) killed mid-stream: the owner finishes, and every row the child printed is stored once', async () => {
+    t = makeEnv();
+    const child = script(t, 'child.mjs', `
+      import fs from 'node:fs';
+      const run = await logd.attach(process.argv[2]);
+      let step = 0;
+      for (;;) {
+        run.log({ child: step }, { step });
+        if (step % 97 === 0) fs.writeSync(1, 'logged ' + step + '\\n');
+        step++;
+        if (step % 400 === 0) await new Promise((r) => setImmediate(r));
+      }
+    `);
+    const owner = script(t, 'owner.mjs', `
+      import fs from 'node:fs';
+      import { spawn } from 'node:child_process';
+      const run = await logd.init({ project: 'journal', name: 'shared' });
+      const kid = spawn(process.execPath, [${JSON.stringify(child)}, run.handle()], { stdio: ['ignore', 'pipe', 'inherit'] });
+      let out = '';
+      kid.stdout.on('data', (d) => (out += d));
+      while (!/logged [1-9]\\d{3}/.test(out)) await new Promise((r) => setTimeout(r, 5));
+      await new Promise((r) => setTimeout(r, Math.random() * 200));
+      kid.kill('SIGKILL');
+      await new Promise((r) => kid.once('exit', r));
+      const printed = Math.max(...[...out.matchAll(/logged (\\d+)/g)].map((m) => Number(m[1])));
+      const res = await run.finish({ timeoutMs: 15000 });
+      console.log(JSON.stringify({ id: run.id, printed, state: res.state }));
+    `);
+    const p = spawnScript(t, owner);
+    await new Promise((r) => p.once('exit', r));
+    const res = JSON.parse(p.lines[p.lines.length - 1]);
+    expect(res.state).toBe('finished');
+    const rows = await exportJsonl(t, res.id, ['--raw', '--keys', 'child']);
+    const steps = rows.map((r) => Number(r._step)).sort((a, b) => a - b);
+    expect(new Set(steps).size).toBe(steps.length);
+    expect(steps[steps.length - 1]).toBeGreaterThanOrEqual(res.printed);
+    expect(steps).toEqual(Array.from({ length: steps.length }, (_, i) => i));
+  });
+
   for (const how of ['abort', 'segv'] as const) {
     it(`a trainer that dies by ${how === 'abort' ? 'abort()' : 'a segfault'} keeps every row`, async () => {
       t = makeEnv();
