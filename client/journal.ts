@@ -239,18 +239,30 @@ export class Journal {
    */
   private place(len: number, reserve: number): number {
     if (this.closed || this.degraded) return -1;
+    const rel = this.tailRel;
+    // The common case, kept small for log(): no wrap, room left.
+    if (rel < SOFT_WRAP_BYTES && rel + len + 16 <= this.ringBytes) {
+      return this.tail + len + 16 + reserve - this.head <= this.ringBytes ? this.ringOff + rel : -1;
+    }
+    return this.placeWrapping(len, reserve);
+  }
+
+  private fits(pad: number, len: number, reserve: number): boolean {
+    return this.tail + pad + len + 16 + reserve - this.head <= this.ringBytes;
+  }
+
+  private placeWrapping(len: number, reserve: number): number {
     const ring = this.ringBytes;
-    let rel = this.tailRel;
-    const fits = (pad: number) => this.tail + pad + len + 16 + reserve - this.head <= ring;
+    const rel = this.tailRel;
     let padLen = 0;
     if (rel + len + 16 > ring) padLen = ring - rel;
-    else if (rel >= SOFT_WRAP_BYTES && this.tail - this.head <= rel / 3 && fits(ring - rel)) {
+    else if (rel >= SOFT_WRAP_BYTES && this.tail - this.head <= rel / 3 && this.fits(ring - rel, len, reserve)) {
       // Early wrap: the daemon keeps up, so the ring's start is long free again and the pages in use stay few.
       // Until the head follows into the new lap, the new lap can grow only up to where the head is (at least
       // 2/3 of this lap): twice the backlog, room for the batches in flight.
       padLen = ring - rel;
     }
-    if (!fits(padLen)) return -1;
+    if (!this.fits(padLen, len, reserve)) return -1;
     if (padLen > 0) {
       const w = (this.ringOff + rel) >> 2;
       this.u32[w + 1] = 0;
@@ -259,9 +271,9 @@ export class Journal {
       this.u32[this.ringOff >> 2] = 0; // terminator at the ring's start, before the PAD exists
       this.u32[w] = padLen;
       this.tail += padLen;
-      this.tailRel = rel = 0;
+      this.tailRel = 0;
     }
-    return this.ringOff + rel;
+    return this.ringOff + this.tailRel;
   }
 
   /** Checksum, terminator, then the length: the record exists from that last store on. */
