@@ -80,8 +80,8 @@ describe('issue 9 case 9: init() while the daemon is killed', () => {
     expect(listed).toEqual(ids.map((id) => `${id} finished`).sort());
   });
 
-  it('with no daemon coming back, init() rejects within its deadline with an error the caller catches', async () => {
-    t = makeEnv({ LOGD_NO_AUTOSTART: '1', LOGD_CALL_TIMEOUT_MS: '1000', LOGD_START_TIMEOUT_MS: '1000' });
+  it('with no daemon coming back, init() rejects within its deadline with an error the caller catches (LOGD_ON_ERROR=raise; by default the run goes on deferred: test/deferred.test.ts)', async () => {
+    t = makeEnv({ LOGD_NO_AUTOSTART: '1', LOGD_CALL_TIMEOUT_MS: '1000', LOGD_START_TIMEOUT_MS: '1000', LOGD_ON_ERROR: 'raise' });
     const d = await startDaemon(t);
     process.kill(d.pid, 'SIGKILL');
     await waitUntil(() => !alive(d.pid), 10_000, 'the daemon to die');
@@ -144,7 +144,8 @@ describe('issue 9 case 2: a stale inherited LOGD_SERVICE', () => {
 describe('issue 9 case 11: a CreateRun that times out leaves no phantom run', () => {
   /** init() gives up after LOGD_CALL_TIMEOUT_MS + LOGD_START_TIMEOUT_MS: 1.5 s + `startMs`. */
   async function pausedInit(pauseMs: number, startMs: number) {
-    t = makeEnv({ LOGD_NO_AUTOSTART: '1', LOGD_CALL_TIMEOUT_MS: '1500', LOGD_START_TIMEOUT_MS: String(startMs) });
+    // LOGD_ON_ERROR=raise: these workers test the throwing init(); a deferred one (the default) would create its run later, known to it.
+    t = makeEnv({ LOGD_NO_AUTOSTART: '1', LOGD_CALL_TIMEOUT_MS: '1500', LOGD_START_TIMEOUT_MS: String(startMs), LOGD_ON_ERROR: 'raise' });
     const d = await startDaemon(t);
     const go = path.join(t.dir, 'go');
     const worker = initWorker(t);

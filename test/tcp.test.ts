@@ -25,7 +25,7 @@ describe('tcp', () => {
     // A wrong token is refused. The client then takes LOGD_SERVICE for stale and
     // looks for a daemon of its own data dir: here (as for a remote client) there is none.
     const elsewhere = { LOGD_DIR: `${t.dir}/elsewhere`, LOGD_RUNTIME_DIR: `${t.dir}/elsewhere-rt`, LOGD_CALL_TIMEOUT_MS: '1000', LOGD_START_TIMEOUT_MS: '1000' };
-    const bad = await runScript(t, w, [], { LOGD_SERVICE: `${s.tcp}#not-the-token`, LOGD_NO_AUTOSTART: '1', ...elsewhere });
+    const bad = await runScript(t, w, [], { LOGD_SERVICE: `${s.tcp}#not-the-token`, LOGD_NO_AUTOSTART: '1', LOGD_ON_ERROR: 'raise', ...elsewhere });
     expect(bad.exitCode).not.toBe(0);
     expect(bad.stderr).toMatch(/LOGD_SERVICE \(127\.0\.0\.1:\d+\) is stale: the daemon there refuses its token/);
     expect(bad.stderr).toMatch(/DaemonUnavailableError: init: no logd daemon answered within 2000 ms/);

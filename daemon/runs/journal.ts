@@ -265,6 +265,10 @@ export function ingestJournal(reg: Registry, file: string): IngestResult {
   }
   const id = c.identity;
   if (writerLives(id)) return { ...none, skipped: true };
+  if (c.batches.length === 0 && !c.damaged && c.notJournaled === 0) {
+    fs.rmSync(file, { force: true }); // everything in it was acknowledged: nothing to store, no run to touch
+    return none;
+  }
   let run = reg.runs.get(id.runId);
   if (run && !sameSecret(id.runToken, run.meta.runToken)) run = undefined;
   if (!run) {
