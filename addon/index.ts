@@ -19,6 +19,7 @@ interface Binding {
   mallocTrim: () => boolean;
   mapFile: (fd: number, length: number) => ArrayBuffer;
   unmap: (buffer: ArrayBuffer) => void;
+  reserve: (fd: number, length: number) => void;
 }
 
 let binding: Binding | null | undefined;
@@ -55,6 +56,13 @@ export function mallocTrim(): boolean {
 export function mapFile(fd: number, length: number): ArrayBuffer | null {
   const b = load();
   return b ? b.mapFile(fd, length) : null;
+}
+
+/** Gives the first `length` bytes of `fd` their blocks now (posix_fallocate); throws (code ENOSPC, …) when it cannot. */
+export function reserve(fd: number, length: number): void {
+  const b = load();
+  if (!b) throw new Error(addonUnavailable()!);
+  b.reserve(fd, length);
 }
 
 /** Unmaps a buffer from mapFile() now (its typed arrays become empty). */

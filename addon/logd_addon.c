@@ -11,9 +11,13 @@
  *   kernel keeps the pages when the process dies, however it dies.
  * - unmap(buffer): detaches the ArrayBuffer and unmaps it at once (otherwise
  *   the garbage collector's finaliser does).
+ * - reserve(fd, length): posix_fallocate, so that every page of the journal
+ *   has its blocks before a store touches it. A store into a mapped hole of a
+ *   full filesystem is a SIGBUS, which would kill the trainer.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,6 +112,33 @@ static napi_value MapFile(napi_env env, napi_callback_info info) {
   return ab;
 }
 
+static napi_value Reserve(napi_env env, napi_callback_info info) {
+  size_t argc = 2;
+  napi_value argv[2];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  int32_t fd = -1;
+  int64_t length = 0;
+  if (argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || napi_get_value_int64(env, argv[1], &length) != napi_ok || fd < 0 || length <= 0) {
+    napi_throw_type_error(env, NULL, "reserve(fd, length): fd must be an open file descriptor and length a positive byte count");
+    return NULL;
+  }
+  int err = posix_fallocate(fd, 0, (off_t)length);
+  if (err != 0) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "cannot reserve %lld bytes: %s", (long long)length, strerror(err));
+    napi_value e, m, c;
+    napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &m);
+    napi_create_error(env, NULL, m, &e);
+    napi_create_string_utf8(env, err == ENOSPC ? "ENOSPC" : err == EOPNOTSUPP ? "EOPNOTSUPP" : err == EFBIG ? "EFBIG" : "EIO", NAPI_AUTO_LENGTH, &c);
+    napi_set_named_property(env, e, "code", c);
+    napi_throw(env, e);
+    return NULL;
+  }
+  napi_value out;
+  napi_get_undefined(env, &out);
+  return out;
+}
+
 static napi_value Unmap(napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
@@ -135,6 +166,7 @@ NAPI_MODULE_INIT() {
       {"mallocTrim", NULL, Trim, NULL, NULL, NULL, napi_default, NULL},
       {"mapFile", NULL, MapFile, NULL, NULL, NULL, napi_default, NULL},
       {"unmap", NULL, Unmap, NULL, NULL, NULL, napi_default, NULL},
+      {"reserve", NULL, Reserve, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
-import { mapFile, unmap, addonUnavailable } from '../addon/index.js';
+import { mapFile, unmap, reserve, addonUnavailable } from '../addon/index.js';
 import {
   JOURNAL_MAGIC, JOURNAL_VERSION, H, HEADER_BYTES, CHECK_SUM32, RecordType, SEAL_DROPPED, MAX_IDENTITY_BYTES,
   journalFileName, journalLayout, sum32Words, SUM32_SEED, pad8, type JournalIdentity,
@@ -86,7 +86,8 @@ export class Journal {
     let fd = -1;
     try {
       fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL | fs.constants.O_NOFOLLOW, 0o600);
-      fs.ftruncateSync(fd, size);
+      // Blocks first: a store into a mapped hole of a full filesystem is a SIGBUS, which would kill the trainer.
+      reserve(fd, size);
       const buffer = mapFile(fd, size)!;
       const j = new Journal(buffer, file, size);
       j.writeHeader({ ...id, pid: process.pid, host: os.hostname(), startTime: startTime(process.pid), client: 'ts' }, size);

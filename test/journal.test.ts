@@ -7,6 +7,7 @@
 // daemon or another run.
 import fs from 'node:fs';
 import path from 'node:path';
+import { execFileSync } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeEnv, script, spawnScript, cli, cliJson, exportJsonl, waitUntil, startDaemon, killDaemon, daemonPids, alive, ROOT, type TestEnv } from './helpers.js';
 
@@ -181,6 +182,42 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
     if (daemonPids(t.dir).length === 0) await startDaemon(t);
     await waitUntil(async () => (await exportJsonl(t, id, ['--raw', '--keys', 'loss'])).length > printed, 20_000, 'the journal to be ingested');
     await expectWhole(t, id, printed);
+  });
+
+  it('a full disk under a journaled writer: no SIGBUS (the journal has its blocks), training goes on, and a kill after space is back loses nothing', async (ctx) => {
+    t = makeEnv({ LOGD_JOURNAL_MB: '2' });
+    fs.mkdirSync(t.dataDir, { recursive: true });
+    try {
+      execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=24m', 'tmpfs', t.dataDir]);
+    } catch (e) {
+      ctx.skip(`cannot mount a tmpfs here (${(e as Error).message.split('\n')[0]}); run as root`);
+      return;
+    }
+    try {
+      await startDaemon(t);
+      const p = spawnScript(t, trainer(t), ['full']);
+      await waitUntil(() => lastLogged(p.lines) > 2000, 30_000, 'the trainer to log');
+      const free = () => { const st = fs.statfsSync(t.dataDir); return st.bavail * st.bsize; };
+      const filler = path.join(t.dataDir, 'filler');
+      fs.writeFileSync(filler, Buffer.alloc(Math.max(0, free() - 64 * 1024)));
+      const at = lastLogged(p.lines);
+      await waitUntil(() => lastLogged(p.lines) > at + 20_000, 60_000, 'the trainer to go on logging with the disk full');
+      expect(p.exitCode, 'the trainer died with the disk full').toBeNull();
+      fs.rmSync(filler);
+      await new Promise((r) => setTimeout(r, 1500));
+      p.kill('SIGKILL');
+      await new Promise((r) => p.once('exit', r));
+      const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
+      await waitFinal(t, id);
+      await expectWhole(t, id, lastLogged(p.lines));
+    } finally {
+      await killDaemon(t.dir);
+      try {
+        execFileSync('umount', ['-l', t.dataDir]);
+      } catch {
+        /* gone */
+      }
+    }
   });
 
   it('the OOM killer: a trainer in a memory cgroup that runs out keeps every row', async (ctx) => {
