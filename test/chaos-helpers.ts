@@ -9,8 +9,7 @@ import { script, cli, cliJson, type TestEnv } from './helpers.js';
 
 /** Longer variants run with LOGD_SOAK=1 (`LOGD_SOAK=1 npx vitest run test/chaos-*.test.ts`). */
 export const SOAK = process.env.LOGD_SOAK === '1';
-/** Per-test timeout: vitest.config's 120 s, or 30 min for a soak. */
-// Generous: these tests start tens of processes on 2 cores that other work may share.
+/** Per-test timeout: 5 min, or 30 min for a soak. */
 export const TEST_MS = SOAK ? 1_800_000 : 300_000;
 
 export const METRICS = 10;
