@@ -33,8 +33,9 @@ from .torchrun import rank_info, restart_count, torchrun_env
 from .values import to_json
 from .relay import RelayWriter
 from .writer import Writer, new_writer_id
+from . import keepalive
 
-__version__ = "0.1.0"
+from ._version import __version__  # package.json's version (packaging/sync-version.mjs)
 __all__ = ["setup", "init", "attach", "finish_all", "Run", "DisabledRun", "FinishResult", "CallError", "DaemonStartError",
            "DaemonUnavailableError", "UntrustedDirError", "UntrustedDaemonError"]
 
@@ -67,8 +68,10 @@ def _writer_factory(run_id: str, run_token: str, spool_dir: str = ""):
     def make(address: ServiceAddress, writer_id: str, relay: bool = False):
         t = tunables()
         if relay:
-            return RelayWriter(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, spool)
-        return Writer(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, t.max_buffer_bytes, spool)
+            return RelayWriter(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, spool,
+                               t.journal_mb)
+        return Writer(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, t.max_buffer_bytes, spool,
+                      t.journal_mb)
 
     return make
 
@@ -101,6 +104,8 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         name = "%s-attempt-%d" % (name, attempt) if name else "attempt-%d" % attempt
         if id:
             id = "%s-attempt-%d" % (id, attempt)
+    # A rank started by `logd launch` gets its job's group in LOGD_GROUP.
+    group = group or os.environ.get("LOGD_GROUP") or ""
     req = pb.CreateRunRequest(
         client=client_info(), project=project or "", name=name or "", group=group or "", job_type=job_type or "",
         config_json=to_json(cfg), tags=list(tags or []), id=id or new_run_id(), mode=mode, notes=notes or "",
@@ -112,7 +117,9 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
     info, address = with_daemon("init", lambda c, timeout_s: c.unary("CreateRun", req, timeout_s))
     make = _writer_factory(info.id, info.run_token, info.spool_dir)
     exit_hooks.install()
-    return Run(info, make(address, info.owner_writer_id), info.run_token, True, _warn, make)
+    run = Run(info, make(address, info.owner_writer_id), info.run_token, True, _warn, make)
+    keepalive.ensure(client_info, tunables().keepalive_s, live_runs)
+    return run
 
 
 def _refuse_after_fork(what: str) -> None:
@@ -152,7 +159,9 @@ def attach(handle: str) -> Run:
     info, address = with_daemon("attach", lambda c, timeout_s: c.unary("AttachRun", req, timeout_s), ServiceAddress.parse(p["s"]))
     make = _writer_factory(info.id, p["t"], info.spool_dir)
     exit_hooks.install()
-    return Run(info, make(address, writer_id), p["t"], False, _warn, make)
+    run = Run(info, make(address, writer_id), p["t"], False, _warn, make)
+    keepalive.ensure(client_info, tunables().keepalive_s, live_runs)
+    return run
 
 
 def finish_all(exit_code: int = 0) -> None:

@@ -2,8 +2,9 @@
 file instead of RAM (<spool>/<run>--<writer>.overflow, in the spool the daemon named), as in the
 TypeScript client: training never blocks and nothing is dropped while the
 daemon is stopped or slow. Only when this disk is full too are rows dropped,
-and counted (Writer._drop). They are read back in order as acknowledgements
-free memory."""
+and counted (Writer._drop); what is left of such a batch (its seq, names,
+updates and the count, a few bytes) is kept in memory in its place in the
+queue (keep()). They are read back in order as acknowledgements free memory."""
 import os
 from typing import List, Optional, Tuple
 
@@ -13,7 +14,7 @@ class Overflow:
         self.path = path
         self._fd = None
         self._end = 0
-        self._queue: List[Tuple[int, int, int]] = []  # (seq, offset, length)
+        self._queue: List[Tuple[int, int, int, Optional[bytes]]] = []  # (seq, offset, length, bytes kept in memory)
         self.bytes = 0
 
     @property
@@ -41,18 +42,23 @@ class Overflow:
                 except OSError:
                     pass
             return e
-        self._queue.append((seq, self._end, len(data)))
+        self._queue.append((seq, self._end, len(data), None))
         self._end += len(data)
         self.bytes += len(data)
         return None
+
+    def keep(self, seq: int, data: bytes) -> None:
+        """Queues a small batch in memory, behind those on disk (a dropped batch's remains: the disk is full)."""
+        self._queue.append((seq, -1, len(data), data))
+        self.bytes += len(data)
 
     def take(self, max_bytes: float) -> List[Tuple[int, bytes]]:
         """Batches from the front, up to max_bytes (at least one)."""
         out = []
         taken = 0
         while self._queue and (not out or taken + self._queue[0][2] <= max_bytes):
-            seq, offset, length = self._queue.pop(0)
-            out.append((seq, os.pread(self._fd, length, offset)))
+            seq, offset, length, kept = self._queue.pop(0)
+            out.append((seq, kept if kept is not None else os.pread(self._fd, length, offset)))
             taken += length
             self.bytes -= length
         if not self._queue:

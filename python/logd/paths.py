@@ -92,6 +92,7 @@ class Tunables:
     call_timeout_s: float
     auto_start: bool
     journal_mb: float  # the crash journal's size (journal.py); 0: no journal
+    keepalive_s: float = 15.0  # keepalive.py: how often a process with open runs tells its daemons it lives
 
 
 def tunables() -> Tunables:
@@ -107,6 +108,7 @@ def tunables() -> Tunables:
         call_timeout_s=_env_number("LOGD_CALL_TIMEOUT_MS", 10_000) / 1000,
         auto_start=os.environ.get("LOGD_NO_AUTOSTART") != "1",
         journal_mb=_journal_mb(),
+        keepalive_s=_env_number("LOGD_KEEPALIVE_MS", 15_000) / 1000,
     )
 
 

@@ -7,8 +7,16 @@ parent's calls then hanging), and grpcio's own fork support is off by default
 and changes between releases. So a forked child never calls into gRPC. When
 it logs, it starts a relay: a fresh interpreter (`python -m logd.relay`, a
 fork+exec, so nothing inherited) that holds a writer of its own on a
-connection of its own. The child's log() appends to a buffer as usual; a
-background thread hands rows to the relay through a pipe.
+connection of its own. The child's log() appends to a buffer as usual, and
+to the child's own crash journal (segments.py, journal.py); a background
+thread hands the rows to the relay through a pipe, as batches with their
+seqs, which the relay sends on as they are.
+
+The journal is the child's, under the relay's writer id, because the child
+may be SIGKILLed before its rows reach the relay. The relay passes the
+daemon's acknowledgements back to the child, which frees them in the
+journal; whatever is left in it when the child dies, the daemon reads, and
+drops what the relay delivered as well (same writer, same seqs).
 
 The relay outlives the child if need be: when the pipe closes (the child
 exited, with os._exit as multiprocessing and DataLoader workers do, or was
@@ -17,11 +25,13 @@ killed) it delivers what it has, detaches its writer and exits.
 Pipe messages are length-prefixed pickles (the two ends are one user's
 processes of one program):
   child -> relay  ("open", service, run_id, run_token, writer_id, client_info bytes, spool_dir)
-                  ("rows", rows, updates) | ("sync", timeout) | ("finish", exit_code, timeout)
-  relay -> child  ("ok", acked, problem) | ("finished", state, message, timed_out)
+                  ("batches", [(seq, rows, updates), ...]) | ("sync", timeout) | ("finish", exit_code, timeout)
+  relay -> child  ("acked", seq), whenever the daemon acknowledges
+                  ("ok", acked, problem, acked_seq) | ("finished", state, message, timed_out, acked_seq), answers
 """
 import os
 import pickle
+import queue
 import struct
 import subprocess
 import sys
@@ -30,6 +40,7 @@ import time
 from typing import Optional
 
 from .finish_result import FinishResult
+from .segments import OpenSegments
 
 
 def _send(f, msg) -> None:
@@ -120,26 +131,26 @@ class _Address:
         self.address = ServiceAddress.parse(service)
 
 
-class RelayWriter:
+class RelayWriter(OpenSegments):
     """The writer of a forked child: same surface as writer.Writer, no gRPC in this process."""
 
     def __init__(self, address, run_id: str, run_token: str, writer_id: str, client, flush_interval_s: float, warn,
-                 spool_dir: str = ""):
+                 spool_dir: str = "", journal_mb: float = 0):
         self.run_id = run_id
-        self.spool_dir = spool_dir  # the owning daemon's spool: the relay spills there
+        self.spool_dir = spool_dir  # the owning daemon's spool: the relay spills there, the child journals there
         self.run_token = run_token
         self.writer_id = writer_id
         self.pid = os.getpid()
-        self.seq = 0
+        self.seq = 0  # the last batch handed to the relay
+        self.acked_seq = 0
         self.last_problem: Optional[str] = None
         self._service = address.format()
         self.conn = _Address(self._service)
         self._client = client.SerializeToString()
         self._flush_interval_s = flush_interval_s
         self._warn = warn
-        self._buf_lock = threading.Lock()
-        self._buf = []
-        self._updates = []
+        self._init_segments(spool_dir, journal_mb)
+        self._answers: "queue.SimpleQueue" = queue.SimpleQueue()  # the relay's answers; None: it is gone
         self._io = threading.Lock()  # one request/answer on the pipe at a time
         self._proc: Optional[subprocess.Popen] = None
         self._failed: Optional[str] = None
@@ -154,14 +165,6 @@ class RelayWriter:
             # which runs no atexit hook but does run these finalizers first.
             mp_util.Finalize(None, self.close, exitpriority=100)
 
-    def add(self, step, t, keys, vals) -> None:
-        with self._buf_lock:
-            self._buf.append((step, t, keys, vals))
-
-    def update(self, kind: str, text: str) -> None:
-        with self._buf_lock:
-            self._updates.append((kind, text))
-
     def _start(self) -> bool:
         """Starts the relay (caller holds _io); False when it cannot run."""
         if self._proc is not None:
@@ -173,26 +176,48 @@ class RelayWriter:
                 [sys.executable, "-m", "logd._relay_main"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
             )
             _write_marker(self._marker, self._proc.pid)
+            threading.Thread(target=self._read, args=(self._proc.stdout,), name="logd-relay-acks-" + self.run_id,
+                             daemon=True).start()
             _send(self._proc.stdin, ("open", self._service, self.run_id, self.run_token, self.writer_id, self._client, self.spool_dir))
             return True
         except (OSError, ValueError) as e:
             _remove(self._marker)
             self._failed = "could not start the relay of this forked process (%s -m logd._relay_main): %s" % (sys.executable, e)
             self.last_problem = self._failed
-            self._warn("logd: run %s: %s; its records are lost" % (self.run_id, self._failed))
+            self._warn("logd: run %s: %s; %s" % (self.run_id, self._failed, "its rows stay in its crash journal, which the daemon "
+                       "reads once this process exits" if self.journal is not None else "its records are lost"))
             return False
 
-    def _push(self) -> None:
-        """Hands the buffer to the relay (caller holds _io)."""
-        with self._buf_lock:
-            rows, self._buf = self._buf, []
-            updates, self._updates = self._updates, []
-        if not rows and not updates:
+    def _read(self, f) -> None:
+        """The relay's messages: acknowledgements free the journal; answers go to _ask."""
+        while True:
+            try:
+                msg = _recv(f)
+            except Exception:  # a pipe closed under the read, a dying interpreter
+                msg = None
+            if msg is None:
+                self._answers.put(None)
+                return
+            if msg[0] == "acked":
+                self._acked(msg[1])
+            else:
+                self._answers.put(msg)
+
+    def _acked(self, seq: int) -> None:
+        if seq > self.acked_seq:
+            self.acked_seq = seq
+            self.journal_acked(seq)
+
+    def _push(self, lock_timeout_s: float = -1) -> None:
+        """Hands the closed batches to the relay (caller holds _io). Those it cannot take stay in the journal,
+        for the daemon to read once this process is gone."""
+        segs = self._take_segments(lock_timeout_s)
+        if not segs:
             return
         if self._start():
             try:
-                _send(self._proc.stdin, ("rows", rows, updates))
-                self.seq += 1
+                _send(self._proc.stdin, ("batches", segs))
+                self.seq = segs[-1][0]
             except (OSError, ValueError) as e:
                 self.last_problem = "relay: %s" % e
 
@@ -212,35 +237,44 @@ class RelayWriter:
             self._push()
             if not self._start():
                 return None
+            while True:  # the late answer of an earlier request that timed out is not this one's
+                try:
+                    if self._answers.get_nowait() is None:
+                        return None
+                except queue.Empty:
+                    break
             try:
                 _send(self._proc.stdin, msg)
             except (OSError, ValueError):
                 return None
-            box = []
-            reader = threading.Thread(target=lambda: box.append(_recv(self._proc.stdout)), daemon=True)
-            reader.start()
-            reader.join(timeout_s + 2)
-            return box[0] if box else None
+            try:
+                return self._answers.get(timeout=timeout_s + 2)
+            except queue.Empty:
+                return None
 
     def wait_acked(self, timeout_s: float) -> bool:
         ans = self._ask(("sync", timeout_s), timeout_s)
         if ans is None:
             return False
         self.last_problem = ans[2]
+        self._acked(ans[3])
         return bool(ans[1])
 
     def finish(self, exit_code: int, timeout_s: float):
         ans = self._ask(("finish", exit_code, timeout_s), timeout_s + 2)
+        if ans is not None:
+            self._acked(ans[4])
         self.close()
         if ans is None:
             return FinishResult("running", "finish: the relay of this forked process did not answer; it delivers what it has when this process exits", True)
         return FinishResult(ans[1], ans[2], ans[3])
 
     def spill(self, exit_code, lock_timeout_s: float = 2.0):
-        # The relay holds the records; it delivers them when this process's end closes the pipe.
+        # The relay holds the records; it delivers them when this process's end closes the pipe. The journal stays
+        # (its rows are not acknowledged yet): the daemon drops the copies the relay delivered too.
         if self._io.acquire(timeout=lock_timeout_s):
             try:
-                self._push()
+                self._push(lock_timeout_s)  # a signal that interrupted log() on this thread: its rows stay in the journal
             finally:
                 self._io.release()
         return None
@@ -254,6 +288,8 @@ class RelayWriter:
             finally:
                 self._io.release()
         self.closed = True
+        # Removed when the daemon has everything (a finish that was answered); else the daemon reads it after this exit.
+        self.close_journal(self.acked_seq >= self._last_seq)
         p = self._proc
         if p is not None and p.stdin:
             try:

@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 import time
+from array import array
 from collections.abc import Mapping
 from typing import Optional
 
@@ -62,6 +63,10 @@ class Run:
         self._pid = os.getpid()
         self._next_step = 0
         self._known = set()  # metric names already checked
+        # The names of the last row that had no nesting and no skipped value, as a list: a row with the same names
+        # (nearly every step) takes a short path, and every row of it shares this one list (the journal's cache
+        # knows it by identity).
+        self._flat_keys: list = []
         self._finish_lock = threading.Lock()
         self._finished: Optional[FinishResult] = None
         cfg = json.loads(info.config_json) if info.config_json else {}
@@ -76,8 +81,37 @@ class Run:
         """Appends one row of metrics. Returns at once; never blocks on I/O."""
         if self._finished is not None:
             raise RuntimeError("logd: run %s is finished; log() after finish() is not stored" % self.id)
-        if type(data) is not dict and not isinstance(data, Mapping):
+        if type(data) is dict:
+            keys = list(data)
+            if keys == self._flat_keys:
+                # The same names as the last flat row (nearly every step): the values become f64 in one C call, which
+                # refuses whatever is not a number (None, text, a nested dict, a big int): those take the long way.
+                try:
+                    vals = array("d", list(data.values()))
+                    keys = self._flat_keys
+                except Exception:
+                    keys, vals = self._flatten(data, keys)
+            else:
+                keys, vals = self._flatten(data, keys)
+        elif isinstance(data, Mapping):
+            keys, vals = self._flatten(data, None)
+        else:
             raise TypeError("logd: log() takes a dict of metrics, not %s" % type(data).__name__)
+        if step is None:
+            step = self._next_step
+        elif type(step) is not int:
+            step = self._check_step(step)
+        elif step < 0:
+            raise TypeError("logd: step %r must be a non-negative integer" % step)
+        self._next_step = step + 1
+        w = self._writer
+        if w is None or w.pid != self._pid:
+            w = self._writer_after_fork()
+        w.add(step, time.time(), keys, vals)
+
+    def _flatten(self, data, names):
+        """(keys, values) of a row: nested dicts flattened, names checked (once each), values made numbers.
+        `names`: the dict's own keys as a list, when data is a dict."""
         keys = []
         vals = []
         known = self._known
@@ -92,17 +126,9 @@ class Run:
         # A dict's own keys differ; only flattening ({'a/b': 1, 'a': {'b': 2}}) can name one twice.
         if nested and len(set(keys)) != len(keys):
             self._duplicate(keys)
-        if step is None:
-            step = self._next_step
-        elif type(step) is not int:
-            step = self._check_step(step)
-        elif step < 0:
-            raise TypeError("logd: step %r must be a non-negative integer" % step)
-        self._next_step = step + 1
-        w = self._writer
-        if w is None or w.pid != self._pid:
-            w = self._writer_after_fork()
-        w.add(step, time.time(), keys, vals)
+        if names is not None and keys == names:
+            self._flat_keys = keys  # no nesting, nothing skipped: the next row with these names takes the short path
+        return keys, vals
 
     def _slow(self, k, v, keys, vals, prefix: str = "") -> bool:
         """Adds one value the fast path did not take; True when it was a nested dict (flattened)."""

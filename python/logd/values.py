@@ -1,10 +1,12 @@
 """Turning a log() dict into flat (key, number) lists on the training thread.
 
-Nested dicts flatten to "a/b". Ints and floats go through as they are (the
-fast path: one type check each); bools become 1/0; numpy and torch scalars
-(anything 0-d with .item()) become their Python number; None is skipped like
+Nested dicts flatten to "a/b". Ints and floats go through as they are; bools
+become 1/0; numpy and torch scalars (anything 0-d with .item()) become their
+Python number; anything else that float() takes as a number (Fraction,
+Decimal, an object with __float__) becomes that float; None is skipped like
 an absent value. Anything else is a TypeError, raised before anything of the
-row is kept."""
+row is kept. (A row with the same names as the last one takes Run.log()'s
+short path, array("d", values), which takes exactly the same numbers.)"""
 import json
 import math
 from numbers import Real
@@ -55,6 +57,11 @@ def scalar(key: str, v):
             return 1.0 if x else 0.0
         if isinstance(x, Real):
             return float(x)
+    if not isinstance(v, (str, bytes, bytearray)) and (hasattr(type(v), "__float__") or hasattr(type(v), "__index__")):
+        try:
+            return float(v)  # what array("d", ...) on log()'s short path takes too
+        except Exception:
+            pass  # a tensor of several elements, say: not a number
     what = type(v).__name__
     if isinstance(v, (list, tuple)):
         what = "list"

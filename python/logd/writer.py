@@ -1,12 +1,14 @@
 """The client side of one writer's stream.
 
 log() runs on the training thread and only appends a row (flat key and value
-lists) to a buffer under a short lock. A background thread seals the buffer
-into a columnar RecordBatch (keys interned into the writer's dictionary,
-encoded once), keeps each batch until the daemon acknowledges it as durable,
-re-sends the unacknowledged ones after a reconnect (the daemon drops
-duplicates by seq), and the exit paths write them to a spill file that the
-daemon ingests.
+lists) to the open segment, and to the crash journal, under a short lock
+(segments.py). A background thread seals the closed segments into columnar
+RecordBatches (keys interned into the writer's dictionary, encoded once),
+keeps each batch until the daemon acknowledges it as durable, re-sends the
+unacknowledged ones after a reconnect (the daemon drops duplicates by seq),
+and the exit paths write them to a spill file that the daemon ingests. What
+the process never got to send (SIGKILL, OOM) the daemon reads from the
+journal.
 """
 import os
 import queue
@@ -15,7 +17,7 @@ import threading
 import time
 import uuid
 from array import array
-from typing import List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 import grpc
 
@@ -25,9 +27,7 @@ from .connection import Connection, ServiceAddress, connection_for, drop_connect
 from .batch_encoding import _u32, _le, _values, encode_batch
 from .overflow import Overflow
 from .paths import resolve_paths
-
-MAX_ROWS = 8192
-MAX_PAIRS = 128 * 1024
+from .segments import OpenSegments
 # Codes after which re-opening cannot help: PERMISSION_DENIED, NOT_FOUND, FAILED_PRECONDITION.
 _FINAL_CODES = (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
 
@@ -37,7 +37,7 @@ def new_writer_id() -> str:
 
 
 class SpillError(RuntimeError):
-    """Records that could not be handed to the daemon, not even through a spill file: they are lost."""
+    """Records that could not be handed to the daemon, not even through a spill file: lost, unless the crash journal holds them."""
 
 
 class _Stream:
@@ -59,9 +59,13 @@ class _Stream:
             pass
 
 
-class Writer:
+class Writer(OpenSegments):
+    """journal_mb: the crash journal's size (LOGD_JOURNAL_MB; 0: none). on_acked(seq): called (holding _cv) as
+    acknowledgements arrive; the relay process passes them on to the forked child that journals its rows."""
+
     def __init__(self, address: ServiceAddress, run_id: str, run_token: str, writer_id: str, client: pb.ClientInfo,
-                 flush_interval_s: float, warn, max_buffer_bytes: int = 64 * 1024 * 1024, spool_dir: Optional[str] = None):
+                 flush_interval_s: float, warn, max_buffer_bytes: int = 64 * 1024 * 1024, spool_dir: Optional[str] = None,
+                 journal_mb: float = 0, on_acked: Optional[Callable[[int], None]] = None):
         self.run_id = run_id
         self.run_token = run_token
         self.writer_id = writer_id
@@ -69,12 +73,13 @@ class Writer:
         self._flush_interval_s = flush_interval_s
         self._max_buffer_bytes = max_buffer_bytes
         self._warn = warn
+        self._on_acked = on_acked
         self.conn = connection_for(address)
         self.pid = os.getpid()
-        # The training thread's buffer: rows as (step, time, keys, values).
-        self._buf_lock = threading.Lock()
-        self._buf: List[Tuple[int, float, list, list]] = []
-        self._updates: List[Tuple[str, str]] = []  # ("summary" | "config", json), in call order
+        # The spool of the daemon that owns the run (RunInfo.spool_dir), for journal, overflow and spill files.
+        self.spool_dir = spool_dir or resolve_paths().spool_dir
+        # The training thread's rows, cut into segments, and the crash journal (segments.py).
+        self._init_segments(self.spool_dir, journal_mb)
         # Everything below is guarded by _cv.
         self._cv = threading.Condition(threading.Lock())
         self._ids = {}
@@ -84,12 +89,9 @@ class Writer:
         self.acked_seq = 0
         self._unacked: List[Tuple[int, bytes]] = []
         self._unacked_bytes = 0
-        # The spool of the daemon that owns the run (RunInfo.spool_dir), for overflow and spill files.
-        self.spool_dir = spool_dir or resolve_paths().spool_dir
         self._overflow = Overflow(os.path.join(self.spool_dir, "%s--%s.overflow" % (run_id, writer_id)))
         # Rows dropped because memory and disk were both full; the count rides on every batch (dropped_rows).
         self.dropped_rows = 0
-        self._dropped_sealed = 0
         self.drop_note: Optional[str] = None
         self._sent = 0  # unacked[:_sent] went out on the current stream
         self._stream: Optional[_Stream] = None
@@ -104,15 +106,7 @@ class Writer:
         self._thread = threading.Thread(target=self._loop, name="logd-writer-" + run_id, daemon=True)
         self._thread.start()
 
-    # ---- the training thread ----
-
-    def add(self, step: int, t: float, keys: list, vals: list) -> None:
-        with self._buf_lock:
-            self._buf.append((step, t, keys, vals))
-
-    def update(self, kind: str, text: str) -> None:
-        with self._buf_lock:
-            self._updates.append((kind, text))
+    # ---- the training thread: add() and update() (segments.py) ----
 
     def kick(self) -> None:
         with self._cv:
@@ -121,34 +115,32 @@ class Writer:
 
     # ---- sealing ----
 
-    def _take(self):
-        with self._buf_lock:
-            rows, self._buf = self._buf, []
-            updates, self._updates = self._updates, []
-        return rows, updates
+    def _seal(self, lock_timeout_s: float = -1) -> bool:
+        """Encodes the segments the training thread closed, and the open one, into batches (caller holds _cv).
+        False when the locks could not be had within lock_timeout_s (see spill())."""
+        if not self._ring_lock.acquire(timeout=lock_timeout_s):
+            return False
+        try:
+            taken = self._take_raw(lock_timeout_s)
+            if taken is None:
+                return False
+            j, segs = taken
+            for seq, a, b, rows, updates in segs:
+                self._seal_one(seq, rows, updates, j if j is not None and b > a else None, a, b)
+            return True
+        finally:
+            self._ring_lock.release()
 
-    def _seal(self) -> None:
-        """Encodes what the training thread appended into batches (caller holds _cv)."""
-        rows, updates = self._take()
-        if not rows and not updates and self._dropped_sealed == self.dropped_rows:
-            return
-        # Batches of at most MAX_ROWS rows and about MAX_PAIRS values; the updates ride on the last.
-        start, pairs = 0, 0
-        for i, row in enumerate(rows):
-            if i > start and (i - start >= MAX_ROWS or pairs + len(row[2]) > MAX_PAIRS):
-                self._seal_one(rows[start:i], [])
-                start, pairs = i, 0
-            pairs += len(row[2])
-        self._seal_one(rows[start:], updates)
-
-    def _seal_one(self, rows, updates) -> None:
+    def _seal_one(self, seq: int, rows, updates, journal=None, ring_from: int = 0, ring_to: int = 0) -> None:
+        """One batch: the rows in [ring_from, ring_to) of the journal, then those kept in memory."""
         ids = self._ids
         steps = array("d")
         times = array("d")
         counts = _u32()
         kid = _u32()
-        vals: list = []
-        for step, t, keys, values in rows:
+        values = array("d")
+        n = journal.columns(ring_from, ring_to, self._wire_ids, steps, times, counts, kid, values) if journal else 0
+        for step, t, keys, row_values in rows:
             steps.append(step)
             times.append(t)
             counts.append(len(keys))
@@ -158,42 +150,60 @@ class Writer:
                     i = ids[k] = len(self.keys)
                     self.keys.append(k)
                 kid.append(i)
-            vals.extend(values)
-        self.seq += 1
+            values.extend(row_values if type(row_values) is array else _values(row_values))  # array: log()'s short path
+        n += len(rows)
+        self.seq = seq
         batch = pb.RecordBatch(
-            seq=self.seq, new_keys=self.keys[self._keys_sealed :], new_keys_first=self._keys_sealed, rows=len(rows),
-            steps=_le(steps), times=_le(times), counts=_le(counts), key_ids=_le(kid), values=_le(_values(vals)),
+            seq=seq, new_keys=self.keys[self._keys_sealed :], new_keys_first=self._keys_sealed, rows=n,
+            steps=_le(steps), times=_le(times), counts=_le(counts), key_ids=_le(kid), values=_le(values),
             summary_json=[j for kind, j in updates if kind == "summary"],
             config_json=[j for kind, j in updates if kind == "config"], dropped_rows=self.dropped_rows,
         )
-        keys_before, dropped_before = self._keys_sealed, self._dropped_sealed
+        keys_before = self._keys_sealed
         self._keys_sealed = len(self.keys)
-        self._dropped_sealed = self.dropped_rows
         data = encode_batch(batch)
         if self._overflow.count or self._unacked_bytes + len(data) > self._max_buffer_bytes:
             if not self._overflow.count:
                 self._problem("buffer: %d MB not yet acknowledged by the daemon; further records wait on disk until it catches up"
                               % (self._unacked_bytes // 1048576))
-            failed = self._overflow.push(self.seq, data)
+            failed = self._overflow.push(seq, data)
             if failed is not None:
-                self._drop(len(rows), updates, keys_before, dropped_before, failed)
+                self._drop(batch, keys_before, failed)
             return
-        self._unacked.append((self.seq, data))
+        self._unacked.append((seq, data))
         self._unacked_bytes += len(data)
 
-    def _drop(self, rows: int, updates, keys_before: int, dropped_before: int, why: OSError) -> None:
+    def _wire_ids(self, names) -> bytes:
+        """The ids of these names in this writer's dictionary, as the key_ids column holds them (new ones added)."""
+        ids = self._ids
+        out = _u32()
+        for k in names:
+            i = ids.get(k)
+            if i is None:
+                i = ids[k] = len(self.keys)
+                self.keys.append(k)
+            out.append(i)
+        return _le(out)
+
+    def _drop(self, batch, keys_before: int, why: OSError) -> None:
         """Memory is at its bound and the spool cannot take the batch (a full disk): its rows are dropped, counted
-        exactly, and the count goes to the daemon with the next batch (it lands in the run's metadata). Logging never
-        raises an I/O error into training. The batch's new names are sealed again with the next batch, and its
-        config/summary updates are kept: only rows are dropped (caller holds _cv)."""
-        self.seq -= 1  # the seq is reused: the daemon never sees a gap
-        self._keys_sealed = keys_before
-        self._dropped_sealed = dropped_before
-        if updates:
-            with self._buf_lock:
-                self._updates[:0] = updates
-        if not rows:
-            return
+        exactly. Logging never raises an I/O error into training. The batch goes on without rows: its seq (the
+        journal sealed its rows under it; seqs are never reused), its new names, its config/summary updates and the
+        dropped count, which lands in the run's metadata. That small batch waits in memory past the bound, behind
+        what waits on disk (caller holds _cv)."""
+        rows = batch.rows
+        if rows:
+            self._count_dropped(rows, why)
+        empty = encode_batch(pb.RecordBatch(
+            seq=batch.seq, new_keys=self.keys[keys_before : self._keys_sealed], new_keys_first=keys_before, rows=0,
+            summary_json=batch.summary_json, config_json=batch.config_json, dropped_rows=self.dropped_rows))
+        if self._overflow.count:
+            self._overflow.keep(batch.seq, empty)
+        else:
+            self._unacked.append((batch.seq, empty))
+            self._unacked_bytes += len(empty)
+
+    def _count_dropped(self, rows: int, why: OSError) -> None:
         first = self.dropped_rows == 0
         self.dropped_rows += rows
         code = getattr(why, "strerror", None) or str(why)
@@ -309,6 +319,7 @@ class Writer:
     def _acked(self, seq: int) -> None:
         if seq > self.acked_seq:
             self.acked_seq = seq
+            self._tell_acked()
         n = 0
         while n < len(self._unacked) and self._unacked[n][0] <= seq:
             self._unacked_bytes -= len(self._unacked[n][1])
@@ -329,7 +340,13 @@ class Writer:
                     self._sent -= 1
                 break
         if seq > self.acked_seq and all(s > seq for s, _ in self._unacked):
-            self.acked_seq = seq
+            self.acked_seq = seq  # a refused batch is never stored: the journal need not keep it either
+            self._tell_acked()
+
+    def _tell_acked(self) -> None:
+        self.journal_acked(self.acked_seq)
+        if self._on_acked is not None:
+            self._on_acked(self.acked_seq)
 
     def _on_broken(self, s: _Stream, err) -> None:
         if s is not self._stream:
@@ -411,6 +428,8 @@ class Writer:
     def close(self) -> None:
         with self._cv:
             self.closed = True
+            # Removed when all of it is acknowledged (or spilled, see spill()); else the daemon reads it after this exit.
+            self.close_journal(not self._unacked and not self._overflow.count)
             if not self._unacked:
                 self._overflow.clear()
             s, self._stream = self._stream, None
@@ -426,22 +445,34 @@ class Writer:
         """
         got = self._cv.acquire(timeout=lock_timeout_s)
         try:
-            if got:
-                self._seal()
+            # Sealed: every row log() accepted is in the spill or acknowledged. Not (a lock held by the interrupted
+            # thread): the rows not sealed stay in the journal, which is then kept for the daemon.
+            sealed = got and self._seal(lock_timeout_s)
             pending = [b for _, b in self._unacked] + [b for _, b in self._overflow.all()]
             if not pending and exit_code is None:
+                if sealed:
+                    self.close_journal(True)  # everything in it is acknowledged
                 return None
             header = {
                 "runId": self.run_id, "runToken": self.run_token, "writerId": self.writer_id, "pid": os.getpid(),
                 "host": socket.gethostname(), "keys": list(self.keys[: self._keys_sealed]), "exitCode": exit_code,
             }
             try:
-                return spill.write_spill(self.spool_dir, self.run_id, self.writer_id, header, pending)
+                path = spill.write_spill(self.spool_dir, self.run_id, self.writer_id, header, pending)
             except OSError as e:
                 rows = sum(pb.WriteRequest.FromString(b).batch.rows for b in pending)
-                raise SpillError("run %s: %d unsent rows could not be written to %s (%s) and are lost%s" % (
+                j = self.journal
+                fate = "are lost" if j is None else (
+                    "stay in the crash journal %s, which the daemon reads once this process exits%s" % (
+                        j.path, " (except %d rows that did not fit it)" % j.not_journaled if j.not_journaled else ""))
+                raise SpillError("run %s: %d unsent rows could not be written to %s (%s) and %s%s" % (
                     self.run_id, rows, os.path.join(self.spool_dir, spill.spill_file_name(self.run_id, self.writer_id)),
-                    e.strerror or e, ", besides %d rows dropped before" % self.dropped_rows if self.dropped_rows else "")) from None
+                    e.strerror or e, fate, ", besides %d rows dropped before" % self.dropped_rows if self.dropped_rows else "")) from None
+            if sealed:
+                # Everything the journal holds is acknowledged or in the spill file now (the daemon would drop the
+                # journal's copies as duplicates): no need to leave it.
+                self.close_journal(True)
+            return path
         finally:
             if got:
                 self._cv.release()
