@@ -85,8 +85,10 @@ export async function readHistory(conn: Connection, runId: string, opts: { keys?
 
 /**
  * One output row per step where possible: rows of the same step (several
- * writers, several log() calls) merge when their keys differ; a key logged
- * twice for one step starts another row, so no value is ever dropped.
+ * writers, several log() calls) merge when no key of one holds a different
+ * value in the other. A key several writers log with the same value at a step
+ * (`epoch`, `lr`, a global step) does not split the step; a key logged twice
+ * with different values starts another row, so no value is ever dropped.
  * Returns groups of source-row indices, ordered by step (arrival order within a step).
  */
 export function mergeBySteps(h: History): number[][] {
@@ -101,20 +103,32 @@ export function mergeBySteps(h: History): number[][] {
     while (j < order.length && h.steps[order[j]] === h.steps[order[i]]) j++;
     if (j === i + 1) out.push([order[i]]);
     else {
-      const groups: Array<{ rows: number[]; keys: Set<number> }> = [];
+      // Each merged row: its source rows and the value it holds for each key.
+      const groups: Array<{ rows: number[]; values: Map<number, number> }> = [];
       for (let x = i; x < j; x++) {
         const r = order[x];
-        const rk: number[] = [];
-        for (let p = h.start[r]; p < h.start[r + 1]; p++) rk.push(h.keyIds[p]);
-        const g = groups.find((gg) => rk.every((k) => !gg.keys.has(k)));
-        if (g) (g.rows.push(r), rk.forEach((k) => g.keys.add(k)));
-        else groups.push({ rows: [r], keys: new Set(rk) });
+        const fits = (g: { values: Map<number, number> }) => {
+          for (let p = h.start[r]; p < h.start[r + 1]; p++) {
+            const held = g.values.get(h.keyIds[p]);
+            if (held !== undefined && !sameValue(held, h.values[p])) return false;
+          }
+          return true;
+        };
+        let g = groups.find(fits);
+        if (!g) groups.push((g = { rows: [], values: new Map() }));
+        g.rows.push(r);
+        for (let p = h.start[r]; p < h.start[r + 1]; p++) g.values.set(h.keyIds[p], h.values[p]);
       }
       for (const g of groups) out.push(g.rows);
     }
     i = j;
   }
   return out;
+}
+
+/** Equal for the merged view: the same number, or both NaN. */
+function sameValue(a: number, b: number): boolean {
+  return a === b || (a !== a && b !== b);
 }
 
 /** All source rows, one group each (the `--raw` view). */
@@ -140,10 +154,17 @@ export function* jsonLines(h: History, groups: number[][], withWriter: boolean):
     for (const r of g) if (h.times[r] > t) t = h.times[r];
     let line = `{"_step":${h.steps[first]},"_time":${t}`;
     if (withWriter) line += `,"_writer":${h.writers[first]}`;
+    // A merged row may hold a key from several writers (with one value): written once.
+    const seen = g.length > 1 ? new Set<number>() : null;
     for (const r of g) {
       for (let p = h.start[r]; p < h.start[r + 1]; p++) {
+        const k = h.keyIds[p];
+        if (seen) {
+          if (seen.has(k)) continue;
+          seen.add(k);
+        }
         const v = h.values[p];
-        line += `,${quoted[h.keyIds[p]]}:${Number.isFinite(v) ? v : `"${jsonNumber(v)}"`}`;
+        line += `,${quoted[k]}:${Number.isFinite(v) ? v : `"${jsonNumber(v)}"`}`;
       }
     }
     yield line + '}';

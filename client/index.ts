@@ -146,7 +146,8 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   // knows: a CreateRun sent again (after a timeout, or to a restarted
   // daemon) gets the same run back instead of leaving a second one behind.
   const request = {
-    client: clientInfo(), project: opts.project ?? '', name: opts.name ?? '', group: opts.group ?? '', jobType: opts.jobType ?? '',
+    // A rank started by `logd launch` gets its job's group in LOGD_GROUP.
+    client: clientInfo(), project: opts.project ?? '', name: opts.name ?? '', group: opts.group || process.env.LOGD_GROUP || '', jobType: opts.jobType ?? '',
     configJson: toJson(opts.config ?? {}), tags: opts.tags ?? [], id: opts.id ?? newRunId(), mode, notes: opts.notes ?? '',
     sampleIntervalMs: opts.sampleIntervalMs ?? 0, createKey: randomBytes(18).toString('base64url'),
   };

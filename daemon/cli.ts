@@ -6,11 +6,14 @@ import { resolvePaths, LOGD_VERSION } from '../src/config.js';
 import { type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { connectionFor } from '../client/connection.js';
 import { checkedDaemon } from '../client/stale-service.js';
-import { mergeBySteps, rawRows, rowObject, jsonLines, csvLines } from '../client/history.js';
+import { mergeBySteps, rawRows, jsonLines, csvLines } from '../client/history.js';
+import { lastRows } from './cli/last-rows.js';
+import { parseFilter, selectRuns, fieldValue, type FilterTerm, type RunFields } from '../src/run-filter.js';
 import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from '../launcher/main.js';
 import { registerUiCommand } from './cli/ui.js';
 import { registerUploadCommands, uploadStatusLines, daemonUploadStatus } from './cli/upload.js';
+import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './cli/store-url.js';
 
 const CALL_MS = 30_000;
 /** How long a LOGD_SERVICE address gets to answer before it counts as stale. */
@@ -29,12 +32,12 @@ function runningDaemon(): Promise<ServiceAddress | null> {
   return checkedDaemon({ autoStart: false, timeoutMs: CHECK_MS });
 }
 
-/** What runs, show and export read: the shared store with --store URL (or LOGD_STORE_URL), else the local one. */
-async function querySource(store: string | undefined): Promise<QuerySource> {
-  return openSource({ store }).catch((e: Error) => fail(e.message));
+/** What runs, show and export read: the shared store with --store / --store-url-file (or LOGD_STORE_URL), else the local one. */
+async function querySource(o: UrlOptions): Promise<QuerySource> {
+  return openSource({ store: urlOrExit('store', o) }).catch((e: Error) => fail(e.message));
 }
 
-const STORE_HELP = 'read the shared PostgreSQL store at this postgres:// URL instead of the local one (default LOGD_STORE_URL)';
+const STORE_HELP = 'read the shared PostgreSQL store instead of the local one';
 
 function fail(msg: string, code = 1): never {
   process.stderr.write(`logd: ${msg}\n`);
@@ -67,9 +70,11 @@ program
   .option('--host <addr>', 'TCP address to bind', '127.0.0.1')
   .option('--allow-remote', 'allow --host to be a non-loopback address')
   .option('--sample-interval <ms>', 'system-metric sampling interval in ms (0: off; default LOGD_SAMPLE_INTERVAL_MS or 2000)', intArg('--sample-interval'))
-  .option('--upload <url>', 'upload every run to the shared PostgreSQL store at this postgres:// URL (default LOGD_UPLOAD_URL)')
+  .addOption(urlOption('upload', 'upload every run to the shared PostgreSQL store'))
+  .addOption(urlFileOption('upload'))
   .addOption(new Option('--sidecar', 'exit when idle (used when a client auto-starts the daemon)').hideHelp())
-  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number; upload?: string }) => {
+  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number } & UrlOptions) => {
+    const uploadUrl = urlOrExit('upload', o);
     // The lock first: a daemon that loses the start race exits before loading the daemon proper.
     const { acquireLock, refuseSecondDaemon } = await import('./process/lock.js');
     const paths = resolvePaths();
@@ -83,7 +88,7 @@ program
     if (!lock) refuseSecondDaemon(paths, (line) => process.stderr.write(`${new Date().toISOString()} ${line}\n`));
     const { serve } = await import('./daemon.js');
     try {
-      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval, uploadUrl: o.upload }, paths, lock);
+      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval, uploadUrl }, paths, lock);
     } catch (e) {
       fail((e as Error).message);
     }
@@ -129,16 +134,35 @@ program
   .option('--search <text>', 'only runs whose id, name, project, group or notes contain this text')
   .option('--limit <n>', 'at most this many', intArg('--limit'), 1000)
   .option('--offset <n>', 'skip this many of the matching runs (paging)', intArg('--offset'), 0)
-  .option('--store <url>', STORE_HELP)
+  .option('--filter <expr>', 'only runs where every term holds: "lr < 0.01; state = crashed" (config or summary keys, run fields; = != < <= > >= ~); repeatable', (v: string, all: string[] = []) => [...all, v])
+  .option('--sort <field>', 'order by this field, config key or summary key (config.lr, summary.loss, name, rows); a leading - sorts highest first')
+  .option('--columns <list>', 'extra columns of the table: config or summary keys, comma-separated (config.lr,summary.loss)')
+  .addOption(urlOption('store', STORE_HELP))
+  .addOption(urlFileOption('store'))
   .option('--json', 'machine-readable output (an array; a note on stderr says when the list was cut)')
-  .action(async (o: { project?: string; group?: string; state?: string; tag?: string; search?: string; limit: number; offset: number; store?: string; json?: boolean }) => {
-    const src = await querySource(o.store);
-    const res = await src.listRuns({ project: o.project, group: o.group, state: o.state, tag: o.tag, text: o.search, limit: o.limit, offset: o.offset })
-      .catch((e: Error) => fail(e.message));
+  .action(async (o: { project?: string; group?: string; state?: string; tag?: string; search?: string; limit: number; offset: number; filter?: string[]; sort?: string; columns?: string; json?: boolean } & UrlOptions) => {
+    let terms: FilterTerm[] = [];
+    try {
+      terms = (o.filter ?? []).flatMap((f) => parseFilter(f));
+    } catch (e) {
+      fail(`--filter: ${(e as Error).message}`, 2);
+    }
+    const src = await querySource(o);
+    const base = { project: o.project, group: o.group, state: o.state, tag: o.tag, text: o.search };
+    // A filter expression or a sort looks at every matching run, then pages (src/run-filter.ts).
+    const res = terms.length || o.sort
+      ? await src.listRuns({ ...base, limit: 2 ** 31 - 1, offset: 0 }).then((all) => {
+        const desc = !!o.sort?.startsWith('-');
+        const picked = selectRuns(all.runs.map((r) => ({ info: r, ...(runJson(r) as RunFields) })), terms, (o.sort ?? '').replace(/^-/, ''), desc);
+        return { runs: picked.slice(o.offset, o.offset + o.limit).map((p) => p.info), total: picked.length };
+      }).catch((e: Error) => fail(e.message))
+      : await src.listRuns({ ...base, limit: o.limit, offset: o.offset }).catch((e: Error) => fail(e.message));
+    const columns = (o.columns ?? '').split(',').map((c) => c.trim()).filter(Boolean);
     // Never cut the list without a word (on stderr, so --json stays one array).
     const n = res.runs.length;
-    const cut = o.offset === 0 && res.total > n ? `logd: showing ${n} of ${res.total} runs, newest first; see more with --limit ${res.total}\n`
-      : o.offset > 0 && n > 0 ? `logd: showing runs ${o.offset + 1}-${o.offset + n} of ${res.total}, newest first; see the others with --offset and --limit\n` : '';
+    const order = o.sort ? `by ${o.sort}` : 'newest first';
+    const cut = o.offset === 0 && res.total > n ? `logd: showing ${n} of ${res.total} runs, ${order}; see more with --limit ${res.total}\n`
+      : o.offset > 0 && n > 0 ? `logd: showing runs ${o.offset + 1}-${o.offset + n} of ${res.total}, ${order}; see the others with --offset and --limit\n` : '';
     if (o.json) {
       console.log(JSON.stringify(res.runs.map(runJson), null, 2));
       process.stderr.write(cut);
@@ -150,11 +174,16 @@ program
     }
     // The shared store holds several nodes' runs: say which node each came from.
     const shared = src.kind === 'shared';
-    const rows = [['ID', 'PROJECT', 'GROUP', 'NAME', 'STATE', 'ROWS', 'RANK', ...(shared ? ['NODE'] : []), 'CREATED']];
+    const rows = [['ID', 'PROJECT', 'GROUP', 'NAME', 'STATE', 'ROWS', 'RANK', ...(shared ? ['NODE'] : []), ...columns.map((c) => c.toUpperCase()), 'CREATED']];
     for (const r of res.runs) {
       const meta = JSON.parse(r.metadataJson || '{}') as { rank?: { rank: number } | null; node?: string };
       const rank = meta.rank && meta.rank.rank >= 0 ? String(meta.rank.rank) : '-';
-      rows.push([r.id, r.project, r.group || '-', r.name, r.state, String(r.historyRows), rank, ...(shared ? [meta.node ?? '-'] : []), new Date(r.createdAt * 1000).toISOString()]);
+      const j = columns.length ? (runJson(r) as RunFields) : null;
+      const extra = columns.map((c) => {
+        const v = fieldValue(j!, c);
+        return v === undefined || v === null ? '-' : typeof v === 'string' ? v : JSON.stringify(v);
+      });
+      rows.push([r.id, r.project, r.group || '-', r.name, r.state, String(r.historyRows), rank, ...(shared ? [meta.node ?? '-'] : []), ...extra, new Date(r.createdAt * 1000).toISOString()]);
     }
     console.log(table(rows));
     process.stderr.write(cut);
@@ -165,15 +194,15 @@ program
   .description("show one run: metadata, config, summary and its last rows")
   .argument('<run>', 'run id')
   .option('--rows <n>', 'how many of the last rows to print', intArg('--rows'), 5)
-  .option('--store <url>', STORE_HELP)
+  .addOption(urlOption('store', STORE_HELP))
+  .addOption(urlFileOption('store'))
   .option('--json', 'machine-readable output')
-  .action(async (id: string, o: { rows: number; store?: string; json?: boolean }) => {
-    const src = await querySource(o.store);
+  .action(async (id: string, o: { rows: number; json?: boolean } & UrlOptions) => {
+    const src = await querySource(o);
     const r = await src.getRun(id).catch((e: Error) => fail(e.message));
-    // Only the tail of the log is read: fast on runs of any size. Extra rows
-    // let rows of one step from several writers merge.
-    const h = await src.history(id, { tailRows: o.rows * 8 }).catch((e: Error) => fail(e.message));
-    const last = mergeBySteps(h).slice(-o.rows).map((g) => rowObject(h, g, false));
+    // Only the tail of the log is read: fast on runs of any size (daemon/cli/last-rows.ts).
+    const writers = ((JSON.parse(r.metadataJson || '{}') as { writers?: Array<{ idx: number }> }).writers ?? []).map((w) => w.idx);
+    const last = await lastRows(src, id, o.rows, Number(r.historyRows), writers.length ? writers : [0]).catch((e: Error) => fail(e.message));
     const j = runJson(r);
     const meta0 = j.metadata as Record<string, unknown>;
     if (meta0.summaryCapped && src.wholeSummary) {
@@ -220,10 +249,11 @@ program
   .option('--keys <list>', 'only these metrics (comma-separated)')
   .option('--raw', 'rows exactly as stored (arrival order, with _writer), not merged by step')
   .option('--system', "the node's system metrics sampled while the run was alive, instead of its history")
-  .option('--store <url>', STORE_HELP)
-  .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean; system?: boolean; store?: string }) => {
+  .addOption(urlOption('store', STORE_HELP))
+  .addOption(urlFileOption('store'))
+  .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean; system?: boolean } & UrlOptions) => {
     if (o.output && fs.existsSync(o.output) && !o.force) fail(`${o.output} exists; add --force to overwrite it`);
-    const src = await querySource(o.store);
+    const src = await querySource(o);
     const info = await src.getRun(id).catch((e: Error) => fail(e.message));
     const damage = damageLine(runJson(info));
     if (damage && !o.system) process.stderr.write(`logd: warning: run ${id}: ${damage}\n`);

@@ -2,6 +2,7 @@
 // tiny stand-in for torchrun, and waiting for children with a deadline.
 // Nothing here talks to logd; each example shows its own logd calls.
 import os from 'node:os';
+import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -93,12 +94,23 @@ export async function trainStep(stepMs: number): Promise<void> {
   await sleep(stepMs);
 }
 
-/** A command a reader can paste to look at what an example stored. */
+/**
+ * A command a reader can paste to look at what an example stored: `logd …`,
+ * the command `make install` puts on PATH (see logdOnPath()).
+ */
 export function logdCommand(args: string): string {
-  const cli = path.relative(process.cwd(), path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'daemon', 'cli.js')) || 'cli.js';
   // The same data dir (and runtime dir) as this process, or the CLI would look at another daemon.
   const env = ['LOGD_DIR', 'LOGD_RUNTIME_DIR'].filter((k) => process.env[k]).map((k) => `${k}=${path.resolve(process.env[k]!)} `).join('');
-  return `${env}node ${cli} ${args}`;
+  return `${env}logd ${args}`;
+}
+
+/** Whether a `logd` command is on PATH; when not, a line that says how to get one (or null). */
+export function logdOnPathHint(): string | null {
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    if (dir && existsSync(path.join(dir, 'logd'))) return null;
+  }
+  const cli = path.relative(process.cwd(), path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'daemon', 'cli.js')) || 'cli.js';
+  return `no \`logd\` on PATH yet: \`make install\` puts it there (or run \`node ${cli} …\` in its place)`;
 }
 
 /** The shell's convention: 128 + the signal number for a process killed by a signal. */

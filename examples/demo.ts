@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { logdCommand, waitForExit, runMain } from './common.js';
+import { logdCommand, logdOnPathHint, waitForExit, runMain } from './common.js';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const repoRoot = path.resolve(here, '..', '..');
@@ -106,6 +106,8 @@ async function main(): Promise<void> {
     'status',
   ]) console.log(`  ${logdCommand(c)}`);
   console.log('demo: the sidecar daemon exits by itself once idle; `logd stop` stops it now.');
+  const hint = logdOnPathHint();
+  if (hint) console.log(`demo: ${hint}`);
   // Last line on purpose: the one command that opens the dashboard on these runs.
   console.log(`\ndemo: see every run, group and GPU in the dashboard (it prints the URL to open):\n  ${logdCommand('ui')}`);
 }

@@ -1,9 +1,12 @@
 // launch: starts nproc-per-node rank processes with torchrun's environment,
 // prefixes their output with `[rank N] `, forwards SIGINT/SIGTERM, and stops
-// every rank as soon as one fails. It never waits without a deadline: after a
+// every rank as soon as one fails. The job's runs go to one group (--group,
+// or the script's name and the start time), passed to every rank as
+// LOGD_GROUP, and the launcher says where they went. It never waits without a deadline: after a
 // failure or a signal, stragglers get SIGTERM, then SIGKILL after graceMs.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
+import path from 'node:path';
 
 export interface LaunchOptions {
   nprocPerNode: number;
@@ -16,6 +19,8 @@ export interface LaunchOptions {
   args: string[];
   /** Time between SIGTERM and SIGKILL when stopping ranks. */
   graceMs: number;
+  /** The group of the job's runs, given to every rank as LOGD_GROUP; default: defaultGroup(script). */
+  group?: string;
   /** Called once before any rank starts; its variables (e.g. LOGD_SERVICE) go to every rank. */
   ensureDaemon?: () => Promise<Record<string, string>>;
   /** Where prefixed output goes; defaults to process.stdout / process.stderr. */
@@ -26,6 +31,26 @@ export interface LaunchOptions {
 const NODE_SCRIPT = /\.(m|c)?js$/;
 /** ensureDaemon has its own deadlines; this one only guarantees launch itself never hangs. */
 const ENSURE_DAEMON_TIMEOUT_MS = 60_000;
+
+/**
+ * A group name for a job: the script's name and the local start time,
+ * `train-20261125-093012` (a second launch of the same script gets its own).
+ */
+export function defaultGroup(script: string, at = new Date()): string {
+  const base = path.basename(script).replace(/\.(m|c)?(js|ts)$|\.py$|\.sh$/, '') || 'job';
+  const p = (n: number) => String(n).padStart(2, '0');
+  return `${base}-${at.getFullYear()}${p(at.getMonth() + 1)}${p(at.getDate())}-${p(at.getHours())}${p(at.getMinutes())}${p(at.getSeconds())}`;
+}
+
+/** A word the shell reads back as itself. */
+function shellWord(s: string): string {
+  return /^[\w@%+=:,./-]+$/.test(s) ? s : `'${s.replace(/'/g, `'\\''`)}'`;
+}
+
+/** The line that says where a job's runs went, and how to see them. */
+export function whereTheRunsAre(group: string): string {
+  return `the runs of this job are in group ${group}: logd runs --group ${shellWord(group)} (or /groups/${encodeURIComponent(group)} in logd ui)`;
+}
 
 /** torchrun's per-rank variables. */
 export function rankEnv(opts: LaunchOptions, localRank: number): Record<string, string> {
@@ -110,6 +135,8 @@ export async function launch(opts: LaunchOptions): Promise<number> {
       clearTimeout(timer);
     }
   }
+  const group = opts.group || process.env.LOGD_GROUP || defaultGroup(opts.script);
+  stderr.write(`launch: ${whereTheRunsAre(group)}\n`);
   const isNode = NODE_SCRIPT.test(opts.script);
   const command = isNode ? process.execPath : opts.script;
   const argv = isNode ? [opts.script, ...opts.args] : opts.args;
@@ -146,7 +173,7 @@ export async function launch(opts: LaunchOptions): Promise<number> {
 
   try {
     const finished = Array.from({ length: opts.nprocPerNode }, (_, localRank) => {
-      const env = { ...process.env, ...daemonEnv, ...rankEnv(opts, localRank) };
+      const env: NodeJS.ProcessEnv = { ...process.env, ...daemonEnv, ...rankEnv(opts, localRank), LOGD_GROUP: group };
       const rank = env.RANK;
       const child = spawn(command, argv, { env, stdio: ['inherit', 'pipe', 'pipe'], detached: true });
       children.push(child);
@@ -179,5 +206,7 @@ export async function launch(opts: LaunchOptions): Promise<number> {
     process.off('SIGTERM', onSignal);
     if (killTimer) clearTimeout(killTimer);
   }
-  return exitCode ?? 0;
+  const code = exitCode ?? 0;
+  stderr.write(`launch: ${code === 0 ? 'done' : `exited with code ${code}`}; ${whereTheRunsAre(group)}\n`);
+  return code;
 }

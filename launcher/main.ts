@@ -1,5 +1,5 @@
 // `logd launch` as a standalone entry: node dist/launcher/main.js
-//   --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P --grace-ms G] script [args...]
+//   --nproc-per-node N [--nnodes M --node-rank R --master-addr A --master-port P --grace-ms G --group NAME] script [args...]
 // The main CLI can mount the same command with registerLaunchCommand(program).
 import { Command, InvalidArgumentError } from 'commander';
 import { pathToFileURL } from 'node:url';
@@ -25,6 +25,7 @@ export function registerLaunchCommand(program: Command, ensureDaemon?: LaunchOpt
     .option('--master-addr <addr>', 'rendezvous host (rank 0 node)', '127.0.0.1')
     .option('--master-port <port>', 'rendezvous port', int, 29500)
     .option('--grace-ms <ms>', 'SIGTERM -> SIGKILL grace when stopping ranks', int, 5000)
+    .option('--group <name>', "the group of the job's runs, given to every rank as LOGD_GROUP (default: the script's name and the start time)")
     .argument('<script>', '.js/.mjs runs with this node; anything else is executed')
     .argument('[args...]', 'arguments for the script')
     .passThroughOptions()
@@ -38,6 +39,7 @@ export function registerLaunchCommand(program: Command, ensureDaemon?: LaunchOpt
           masterAddr: o.masterAddr,
           masterPort: o.masterPort,
           graceMs: o.graceMs,
+          group: o.group,
           script,
           args,
           ensureDaemon,

@@ -205,8 +205,36 @@ describe('shared example', () => {
   });
 });
 
+/** `make install`'s step (scripts/install-cli.sh) into a prefix of the test's own; returns its bin dir. */
+async function installCli(prefix: string): Promise<string> {
+  const r = await execa('bash', [path.join(ROOT, 'scripts', 'install-cli.sh')], { env: { ...env, PREFIX: prefix }, extendEnv: false, reject: false });
+  expect(r.exitCode, r.stderr).toBe(0);
+  return path.join(prefix, 'bin');
+}
+
+describe('make install', () => {
+  it('puts a logd command on PATH that runs this checkout\'s CLI; uninstall removes only its own', async () => {
+    const bin = await installCli(path.join(dir, 'prefix'));
+    const withLogd = { ...env, PATH: `${bin}:${env.PATH}` };
+    const version = await execa('logd', ['--version'], { env: withLogd, extendEnv: false });
+    expect(version.stdout.trim()).toBe(JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')).version);
+    const runs = await execa('logd', ['runs', '--json'], { env: withLogd, extendEnv: false });
+    expect(JSON.parse(runs.stdout)).toEqual([]);
+    const removed = await execa('bash', [path.join(ROOT, 'scripts', 'install-cli.sh'), '--remove'], { env: { ...env, PREFIX: path.join(dir, 'prefix') }, extendEnv: false });
+    expect(removed.stdout).toContain('removed');
+    expect(fs.existsSync(path.join(bin, 'logd'))).toBe(false);
+    // A logd that is not ours is left alone.
+    fs.writeFileSync(path.join(bin, 'logd'), '#!/bin/sh\necho other\n', { mode: 0o755 });
+    const refused = await execa('bash', [path.join(ROOT, 'scripts', 'install-cli.sh')], { env: { ...env, PREFIX: path.join(dir, 'prefix') }, extendEnv: false, reject: false });
+    expect(refused.exitCode).toBe(1);
+    expect(refused.stderr).toContain('is not ours');
+  });
+});
+
 describe('demo', () => {
   it('runs the four patterns against an auto-started daemon, stores ten finished runs and exits 0 within 30 s', async () => {
+    // After `make install`: the commands the demo prints are `logd …`, and they run as printed.
+    env = { ...env, PATH: `${await installCli(path.join(dir, 'prefix'))}:${env.PATH}` };
     const t0 = Date.now();
     const res = await execa(process.execPath, [example('demo')], { env, extendEnv: false, all: true, reject: false, timeout: RUN_MS });
     const took = Date.now() - t0;
@@ -223,12 +251,18 @@ describe('demo', () => {
     const shared = runs.find((r) => r.project === 'demo-shared')!;
     expect(res.stdout).toContain(`run ${shared.id}: demo-shared/`); // the `logd show` it printed
 
-    // It ends with the one command that opens the dashboard on these runs: run it (on a free port).
+    // Every command it prints is `logd …`; none is `node …/cli.js`, and no hint about PATH (logd is on it).
+    expect(res.stdout).not.toMatch(/node \S*cli\.js/);
+    expect(res.stdout).not.toContain('no `logd` on PATH');
+    const printed = res.stdout.split('\n').map((l) => l.trim()).filter((l) => /^(LOGD_\w+=\S+ )*logd /.test(l));
+    expect(printed.length).toBeGreaterThanOrEqual(6);
+    const group = await execa('bash', ['-c', `${printed.find((l) => l.endsWith('logd runs --project demo-group'))!} --json`], { env, extendEnv: false, reject: false });
+    expect(group.exitCode, group.stderr).toBe(0);
+    expect(JSON.parse(group.stdout)).toHaveLength(4);
+    // It ends with the one command that opens the dashboard on these runs: run it as printed (on a free port).
     const last = res.stdout.trimEnd().split('\n').at(-1)!.trim();
-    const m = /^((?:LOGD_\w+=\S+ )*)node (\S+) ui$/.exec(last);
-    expect(m, last).not.toBeNull();
-    const uiEnv = { ...env, ...Object.fromEntries(m![1].trim().split(' ').filter(Boolean).map((kv) => kv.split('='))) };
-    const ui = execa(process.execPath, [path.resolve(process.cwd(), m![2]), 'ui', '--port', '0'], { env: uiEnv, extendEnv: false, reject: false });
+    expect(last, last).toMatch(/^(LOGD_\w+=\S+ )*logd ui$/);
+    const ui = execa('bash', ['-c', `exec env ${last} --port 0`], { env, extendEnv: false, reject: false });
     try {
       const url = await new Promise<string>((resolve, reject) => {
         let out = '';

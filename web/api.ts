@@ -1,5 +1,8 @@
 // The page's only way to the server: the JSON API and the live feed. The
-// token travels in a cookie the server set when the URL carried ?token=.
+// token travels in a cookie the server set when the URL carried ?token=; an
+// answer of 401 (the cookie is gone, or `logd ui` restarted with a new token)
+// puts a field for the token at the top of the page.
+import { h } from './dom.js';
 export interface Run {
   id: string; project: string; name: string; group: string; jobType: string; tags: string[]; notes: string; mode: string;
   state: string; stateReason: string; exitCode: number; createdAt: string; finishedAt: string | null;
@@ -33,8 +36,19 @@ export async function get<T>(path: string, params: Record<string, string | numbe
     throw new ApiError(0, `the dashboard server does not answer (${(e as Error).message}); is \`logd ui\` still running?`);
   }
   const body = (await res.json().catch(() => ({ error: `the server answered ${res.status} without JSON` }))) as T & { error?: string };
+  if (res.status === 401) askForToken();
   if (!res.ok) throw new ApiError(res.status, body.error ?? `HTTP ${res.status}`);
   return body;
+}
+
+/** A form for the token that reloads this very page with it (the server keeps it and drops it from the URL). */
+function askForToken(): void {
+  if (document.getElementById('token-form')) return;
+  const hidden = [...new URLSearchParams(location.search)].filter(([k]) => k !== 'token').map(([k, v]) => h('input', { type: 'hidden', name: k, value: v }));
+  document.body.prepend(h('form', { id: 'token-form', class: 'token-banner', method: 'get', action: location.pathname },
+    h('label', { for: 'token' }, 'This dashboard needs its access token (the part after ?token= in the URL `logd ui` printed): '),
+    h('input', { type: 'password', id: 'token', name: 'token', autocomplete: 'off', required: true }), ...hidden,
+    h('button', { type: 'submit' }, 'Go on')));
 }
 
 /** A query's identity: its non-empty parameters in order, offset 0 being no offset. */

@@ -1,6 +1,6 @@
 // One chart: uPlot, drawn when it scrolls into view (IntersectionObserver),
-// so a page of thousands of metrics only draws what is seen. x is step or
-// time; smoothing is an EMA debiased as TensorBoard does it; a log scale
+// so a page of thousands of metrics only draws what is seen. x is step, wall
+// time or time since the run's start; smoothing is an EMA debiased as TensorBoard does it; a log scale
 // drops values <= 0; a downsampled series (or a group's spread) draws its
 // min–max band so spikes inside a bucket still show.
 import uPlot from 'uplot';
@@ -13,10 +13,15 @@ export interface Line {
   data: ChartSeries;
   /** Draw data.min/data.max as a band around the line (when present). */
   band?: boolean;
+  /** Unix seconds the line's relative time counts from (its run's start); its first point when absent. */
+  start?: number;
 }
 
+export type XAxis = 'step' | 'time' | 'relative';
+export const X_LABELS: Record<XAxis, string> = { step: 'step', time: 'wall time', relative: 'relative time' };
+
 export interface ChartOptions {
-  x: 'step' | 'time';
+  x: XAxis;
   /** 0 (off) to 0.999. */
   smoothing: number;
   log: boolean;
@@ -47,13 +52,56 @@ function positive(ys: Array<number | null>): Array<number | null> {
   return ys.map((v) => (v !== null && v > 0 ? v : null));
 }
 
+/**
+ * Seconds as a short duration: 0.25s, 45s, 12m 05s, 3h 20m, 2d 4h. `digits`:
+ * decimals below a minute (an axis passes what its tick spacing needs).
+ */
+export function duration(sec: number, digits = Math.abs(sec) < 10 && !Number.isInteger(sec) ? 2 : 0): string {
+  const sign = sec < 0 ? '-' : '';
+  const a = Math.abs(sec);
+  if (a < 60) return `${sign}${digits > 0 ? a.toFixed(digits) : Math.round(a)}s`;
+  const s = Math.round(a);
+  if (s < 3600) return `${sign}${Math.floor(s / 60)}m ${String(s % 60).padStart(2, '0')}s`;
+  if (s < 86400) return `${sign}${Math.floor(s / 3600)}h ${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  return `${sign}${Math.floor(s / 86400)}d ${Math.floor((s % 86400) / 3600)}h`;
+}
+
+/** Tick labels of a relative-time axis: as many decimals as the spacing of the ticks needs. */
+function durationTicks(_u: uPlot, splits: number[]): string[] {
+  const step = splits.length > 1 ? Math.abs(splits[1] - splits[0]) : 1;
+  const digits = step > 0 && step < 1 ? Math.min(3, Math.ceil(-Math.log10(step) - 1e-9)) : 0;
+  return splits.map((v) => duration(v, digits));
+}
+
+/** A line's x values for the axis asked. */
+function xsOf(l: Line, x: XAxis): number[] {
+  if (x === 'step') return l.data.step;
+  if (x === 'time') return l.data.time;
+  const t0 = l.start ?? (l.data.time.length ? Math.min(...l.data.time) : 0);
+  return l.data.time.map((t) => t - t0);
+}
+
+/**
+ * The x range uPlot draws. A single x (a run with one system sample, or one
+ * step) gets a small range around it: uPlot's own range for a single time
+ * spans 1000 days.
+ */
+function xRange(x: XAxis, xs: ArrayLike<number>) {
+  const pad = x === 'step' ? 1 : 5;
+  const single = xs.length > 0 && xs[0] === xs[xs.length - 1] ? xs[0] : null;
+  return (_u: uPlot, min: number, max: number): uPlot.Range.MinMax => {
+    if (single !== null) return [single - pad, single + pad];
+    return [min, max];
+  };
+}
+
 export function draw(el: HTMLElement, title: string, lines: Line[], o: ChartOptions): uPlot {
   clear(el);
   const cols: Array<{ x: number[]; ys: Array<Array<number | null>> }> = [];
-  const series: uPlot.Series[] = [{ label: o.x === 'time' ? 'time' : 'step' }];
+  const series: uPlot.Series[] = [{ label: X_LABELS[o.x], ...(o.x === 'relative' ? { value: (_u: uPlot, v: number | null) => (v === null ? '' : duration(v)) } : {}) }];
   const bands: uPlot.Band[] = [];
   lines.forEach((l, i) => {
-    const x = o.x === 'time' ? l.data.time : l.data.step;
+    const x = xsOf(l, o.x);
     const fix = o.log ? positive : (v: Array<number | null>) => v;
     const ys: Array<Array<number | null>> = [];
     const c = color(i);
@@ -78,12 +126,20 @@ export function draw(el: HTMLElement, title: string, lines: Line[], o: ChartOpti
   const width = Math.max(240, el.clientWidth || 480);
   const u = new uPlot({
     title, width, height: 220, series, bands,
-    scales: { x: { time: o.x === 'time' }, y: o.log ? { distr: 3 } : {} },
+    scales: { x: { time: o.x === 'time', range: xRange(o.x, data[0] as ArrayLike<number>) }, y: o.log ? { distr: 3 } : {} },
+    axes: o.x === 'relative' ? [{ values: durationTicks }, {}] : undefined,
     legend: { live: true },
     cursor: { drag: { x: true, y: false } },
+    hooks: {
+      // What the x axis spans (in steps or seconds), for people reading the DOM and for tests.
+      setScale: [(self: uPlot, key: string) => {
+        if (key === 'x') el.dataset.xSpan = String((self.scales.x.max ?? 0) - (self.scales.x.min ?? 0));
+      }],
+    },
   }, data, el);
   el.dataset.series = String(lines.length);
   el.dataset.points = String(data[0].length);
+  el.dataset.x = o.x;
   return u;
 }
 

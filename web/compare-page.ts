@@ -1,5 +1,6 @@
 // `/compare?runs=a,b,c`: the selected runs overlaid, one chart per metric any
-// of them logged (legend by run name).
+// of them logged (legend by run name); x = relative time lines up runs that
+// started at different moments.
 import { h, clear, link, stateBadge } from './dom.js';
 import { api, type Run } from './api.js';
 import { LazyChart, type Line } from './chart.js';
@@ -27,7 +28,7 @@ export function comparePage(root: HTMLElement): () => void {
       for (const k of ks) {
         const c = new LazyChart(k, async (points) => {
           const all = await Promise.all(runs.map((r) => api.history(r.id, [k], points)));
-          return runs.map((r, i): Line | null => (all[i].series[k] ? { label: r.name || r.id, data: all[i].series[k], band: false } : null)).filter((l): l is Line => l !== null);
+          return runs.map((r, i): Line | null => (all[i].series[k] ? { label: r.name || r.id, data: all[i].series[k], band: false, start: Date.parse(r.createdAt) / 1000 } : null)).filter((l): l is Line => l !== null);
         }, options, { 'data-key': k });
         charts.push(c);
         grid.append(c.el);

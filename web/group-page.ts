@@ -1,43 +1,71 @@
-// `/groups/{group}`: every rank's run overlaid per metric (legend by rank), or
-// the mean across ranks with its min–max band; then the system charts of each
-// node in the group. Live while any rank runs.
+// `/groups/{group}`: the group's runs (rank, name, node, state), then per
+// metric the mean across ranks with its min–max band where ranks overlap (the
+// default), or every rank's line (one click: "every rank", ?mode=ranks); then
+// the system charts of every node in the group. Live while any rank runs.
 import { h, clear, link, stateBadge, debounce } from './dom.js';
 import { api, live, type Run } from './api.js';
 import { LazyChart, type Line } from './chart.js';
 import { chartControls, byPrefix } from './controls.js';
-import { systemCharts } from './system.js';
+import { systemCharts, nodeOf } from './system.js';
 
 export const rankLabel = (r: Run) => (r.rank !== null ? `rank ${r.rank}` : r.name || r.id);
+
+type Mode = 'band' | 'ranks';
+const startOf = (r: Run) => Date.parse(r.createdAt) / 1000;
+
+/** Two or more runs whose steps of this metric overlap: a band says more than N lines. */
+export function ranksOverlap(series: Array<{ step: number[] }>): boolean {
+  const spans = series.filter((s) => s.step.length > 0).map((s) => [Math.min(...s.step), Math.max(...s.step)] as const).sort((a, b) => a[0] - b[0]);
+  for (let i = 1; i < spans.length; i++) if (spans[i][0] <= spans[i - 1][1]) return true;
+  return false;
+}
 
 export function groupPage(root: HTMLElement, group: string): () => void {
   const p = new URLSearchParams(location.search);
   const charts: LazyChart[] = [];
   const closers: Array<() => void> = [];
-  const mode = h('select', { id: 'group-mode' }, h('option', { value: 'ranks', selected: p.get('mode') !== 'mean' }, 'every rank'), h('option', { value: 'mean', selected: p.get('mode') === 'mean' }, 'mean, min–max band'));
+  let mode: Mode = p.get('mode') === 'ranks' ? 'ranks' : 'band';
+  const bandBtn = h('button', { id: 'mode-band', class: 'seg', title: 'the mean across ranks with its min–max band, where ranks log the same steps' }, 'mean ± min/max');
+  const ranksBtn = h('button', { id: 'mode-ranks', class: 'seg', title: "one line per rank" }, 'every rank');
+  const showMode = () => {
+    bandBtn.setAttribute('aria-pressed', String(mode === 'band'));
+    ranksBtn.setAttribute('aria-pressed', String(mode === 'ranks'));
+  };
+  showMode();
   const { el: controls, options } = chartControls(() => charts.forEach((c) => c.redraw()));
   const runsEl = h('div', { id: 'group-runs' });
   const list = h('div', { id: 'charts' });
   const sys = h('div', { id: 'group-system' });
   clear(root);
   root.append(h('p', {}, link([], '← all runs')), h('header', {}, h('h1', {}, 'Group ', h('span', { id: 'group-name' }, group))), runsEl,
-    h('div', { class: 'filters' }, mode, controls), list, sys);
-  mode.addEventListener('change', () => {
+    h('div', { class: 'filters' }, h('span', { class: 'segmented', id: 'group-mode' }, bandBtn, ranksBtn), controls), list, sys);
+  const setMode = (m: Mode) => {
+    if (m === mode) return;
+    mode = m;
+    showMode();
     const u = new URLSearchParams(location.search);
-    if (mode.value === 'mean') u.set('mode', 'mean'); else u.delete('mode');
+    u.delete('mode');
+    if (m === 'ranks') u.set('mode', 'ranks');
     history.replaceState(null, '', location.pathname + (u.toString() ? `?${u}` : ''));
     charts.forEach((c) => c.refresh());
-  });
+  };
+  bandBtn.addEventListener('click', () => setMode('band'));
+  ranksBtn.addEventListener('click', () => setMode('ranks'));
 
   void api.group(group).then((g) => {
     document.title = `group ${group} · logd`;
     const states = new Map<string, HTMLElement>();
-    runsEl.append(h('table', { class: 'runs' }, h('tbody', {}, ...g.runs.map((r) => {
-      const cell = h('td', { class: 'state-cell' }, stateBadge(r.state));
-      states.set(r.id, cell);
-      return h('tr', { class: 'run', 'data-run-id': r.id }, h('td', {}, link(['runs', r.id], rankLabel(r))), h('td', {}, r.name), cell, h('td', { class: 'num' }, r.historyRows));
-    }))));
+    runsEl.append(h('table', { class: 'runs' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'rank'), h('th', {}, 'name'), h('th', {}, 'node'), h('th', {}, 'state'), h('th', { class: 'num' }, 'rows'))),
+      h('tbody', {}, ...g.runs.map((r) => {
+        const cell = h('td', { class: 'state-cell' }, stateBadge(r.state));
+        states.set(r.id, cell);
+        return h('tr', { class: 'run', 'data-run-id': r.id }, h('td', {}, link(['runs', r.id], rankLabel(r))), h('td', {}, r.name),
+          h('td', { class: 'node-cell' }, nodeOf(r)), cell, h('td', { class: 'num' }, r.historyRows));
+      }))));
     if (g.total > g.runs.length) runsEl.append(h('p', { class: 'muted' }, `showing ${g.runs.length} of ${g.total} runs`));
     const byId = new Map(g.runs.map((r) => [r.id, r]));
+    const groupStart = Math.min(...g.runs.map(startOf));
     for (const [prefix, keys] of byPrefix(g.keys)) {
       const grid = h('div', { class: 'grid' });
       list.append(h('details', { open: true, class: 'section', 'data-prefix': prefix }, h('summary', {}, prefix || 'metrics'), grid));
@@ -46,21 +74,22 @@ export function groupPage(root: HTMLElement, group: string): () => void {
           const res = await api.group(group, [k], points);
           const s = res.series[k];
           if (!s) return [];
-          if (mode.value === 'mean') return [{ label: `mean of ${Object.keys(s.runs).length}`, data: s.aggregate, band: true }];
-          return g.runs.filter((r) => s.runs[r.id]).map((r): Line => ({ label: rankLabel(r), data: s.runs[r.id], band: false }));
+          const per = g.runs.filter((r) => s.runs[r.id]);
+          const band = mode === 'band' && ranksOverlap(per.map((r) => s.runs[r.id]));
+          c.el.dataset.mode = band ? 'band' : 'ranks';
+          if (band) return [{ label: `mean of ${per.length}`, data: s.aggregate, band: true, start: groupStart }];
+          return per.map((r): Line => ({ label: rankLabel(r), data: s.runs[r.id], band: false, start: startOf(r) }));
         }, options, { 'data-key': k });
         charts.push(c);
         grid.append(c.el);
       }
     }
     if (g.keys.length === 0) list.append(h('p', { class: 'muted' }, 'no metrics logged yet'));
-    // One set of system charts per node: the lowest rank on each host.
-    const perHost = new Map<string, Run>();
-    for (const r of g.runs) {
-      const host = String((r.metadata as { host?: string }).host ?? '');
-      if (!perHost.has(host)) perHost.set(host, r);
-    }
-    closers.push(systemCharts(sys, [...perHost.values()]));
+    // One set of system charts per node (LOGD_NODE, else the host): the lowest rank on each.
+    const perNode = new Map<string, Run>();
+    for (const r of g.runs) if (!perNode.has(nodeOf(r))) perNode.set(nodeOf(r), r);
+    if (perNode.size > 1) sys.append(h('p', { class: 'muted', id: 'node-count' }, `${perNode.size} nodes: the system of each, as seen by its lowest rank`));
+    closers.push(systemCharts(sys, [...perNode.values()]));
     const refresh = debounce(300, () => charts.forEach((c) => c.refresh()));
     // A rank that joins later, or a metric first logged now, redraws the page
     // (rare: a group's shape settles in its first seconds).

@@ -89,7 +89,7 @@ export function runPage(root: HTMLElement, id: string): () => void {
         for (const k of ks) {
           const c = new LazyChart(k, async (points) => {
             const res = await api.history(r.id, [k], points);
-            return [{ label: k, data: res.series[k] ?? { step: [], time: [], value: [], points: 0 }, band: true }];
+            return [{ label: k, data: res.series[k] ?? { step: [], time: [], value: [], points: 0 }, band: true, start: Date.parse(r.createdAt) / 1000 }];
           }, options, { 'data-key': k });
           charts.set(k, c);
           sec.lastElementChild!.append(c.el);

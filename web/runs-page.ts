@@ -1,45 +1,64 @@
-// `/`: the runs list. Filters and search go to the server (they page);
-// sorting orders the page shown; runs of a group fold into one row that
-// opens; states change live.
-import { h, clear, link, stateBadge, ago, debounce } from './dom.js';
+// `/`: the runs table. Filters, the filter expression (`lr < 0.01; state =
+// crashed`), sorting by any column and the columns chosen from config and
+// summary keys all go to the server (they page) and live in the URL, so a
+// link reproduces the view. Runs of a group fold into one row that opens;
+// states change live.
+import { h, clear, link, stateBadge, ago, debounce, fmt } from './dom.js';
 import { api, live, type Run } from './api.js';
+import { fieldValue } from '../src/run-filter.js';
 
 /** daemon/ui/server.ts embeds a first page of as many runs (RUNS_PAGE). */
 const PAGE = 100;
-type SortKey = 'createdAt' | 'name' | 'project' | 'state' | 'historyRows';
+
+/** The table's own columns: header, sort field. */
+const BASE_COLUMNS: Array<[string, string]> = [['name', 'name'], ['project', 'project'], ['group', 'group'], ['state', 'state'], ['rows', 'rows'], ['created', 'created']];
+/** Fields that sort highest first on a first click. */
+const DESC_FIRST = new Set(['created', 'rows']);
 
 export function runsPage(root: HTMLElement): () => void {
   const params = new URLSearchParams(location.search);
   const f = {
-    text: params.get('text') ?? '', project: params.get('project') ?? '', state: params.get('state') ?? '', tag: params.get('tag') ?? '',
     offset: Number(params.get('offset') ?? 0) || 0,
+    sort: params.get('sort') ?? '',
+    desc: params.get('desc') === '1',
+    cols: (params.get('cols') ?? '').split(',').map((c) => c.trim()).filter(Boolean),
   };
-  let sort: SortKey = 'createdAt', desc = true;
   const open = new Set<string>();
   const selected = new Set<string>();
   let runs: Run[] = [];
   let total = 0;
 
-  const search = h('input', { type: 'search', id: 'search', placeholder: 'search id, name, project, group, notes', value: f.text });
-  const project = h('input', { type: 'text', id: 'filter-project', placeholder: 'project', value: f.project });
-  const tag = h('input', { type: 'text', id: 'filter-tag', placeholder: 'tag', value: f.tag });
-  const state = h('select', { id: 'filter-state' }, ...['', 'running', 'finished', 'crashed', 'killed'].map((s) => h('option', { value: s, selected: s === f.state }, s || 'any state')));
+  const search = h('input', { type: 'search', id: 'search', placeholder: 'search id, name, project, group, notes', value: params.get('text') ?? '' });
+  const project = h('input', { type: 'text', id: 'filter-project', placeholder: 'project', value: params.get('project') ?? '' });
+  const tag = h('input', { type: 'text', id: 'filter-tag', placeholder: 'tag', value: params.get('tag') ?? '' });
+  const state = h('select', { id: 'filter-state' }, ...['', 'running', 'finished', 'crashed', 'killed'].map((s) => h('option', { value: s, selected: s === (params.get('state') ?? '') }, s || 'any state')));
+  const expr = h('input', { type: 'search', id: 'filter', class: 'mono', placeholder: 'filter: lr < 0.01; state = crashed; summary.loss < 0.5', value: params.get('filter') ?? '', title: 'FIELD OP VALUE terms joined by ; or "and". FIELD: a config or summary key (config.lr, summary.loss, or just lr), or name, project, group, state, tags, rows, created. OP: = != < <= > >= ~ (contains)' });
+  const addCol = h('input', { type: 'text', id: 'add-column', class: 'mono', placeholder: 'add a column: config.lr, summary.loss', list: 'column-keys' });
+  const keyList = h('datalist', { id: 'column-keys' });
+  const addBtn = h('button', { id: 'add-column-button' }, 'add column');
   const compare = h('button', { id: 'compare', disabled: true }, 'Compare selected');
   const info = h('span', { class: 'muted', id: 'count' });
   const prev = h('button', {}, '‹ newer'), next = h('button', {}, 'older ›');
   const table = h('table', { class: 'runs', id: 'runs' });
-  const problem = h('p', { class: 'error' });
+  const problem = h('p', { class: 'error', id: 'runs-problem' });
   clear(root);
   root.append(
     h('header', {}, h('h1', {}, 'Runs'), info),
     h('div', { class: 'filters' }, search, project, tag, state, compare),
+    h('div', { class: 'filters' }, expr, addCol, keyList, addBtn),
     problem, table, h('div', { class: 'pager' }, prev, next),
   );
 
+  /** The API query of this view: daemon/ui/server.ts builds the same one for the embedded first page. */
+  const query = () => ({
+    text: search.value, project: project.value, state: state.value, tag: tag.value, filter: expr.value.trim(),
+    sort: f.sort, desc: f.sort && f.desc ? '1' : '', offset: f.offset, limit: PAGE,
+  });
   const reload = async () => {
-    const q = { text: search.value, project: project.value, state: state.value, tag: tag.value, offset: f.offset, limit: PAGE };
+    const q = query();
     const u = new URLSearchParams();
     for (const [k, v] of Object.entries(q)) if (v && k !== 'limit') u.set(k, String(v));
+    if (f.cols.length) u.set('cols', f.cols.join(','));
     history.replaceState(null, '', '/' + (u.toString() ? `?${u}` : ''));
     try {
       const page = await api.runs(q);
@@ -53,29 +72,73 @@ export function runsPage(root: HTMLElement): () => void {
   };
   const later = debounce(250, () => ((f.offset = 0), void reload()));
   for (const el of [search, project, tag]) el.addEventListener('input', later);
+  // The expression runs when it is complete: on Enter, or when the box is left or cleared.
+  expr.addEventListener('change', () => ((f.offset = 0), void reload()));
+  expr.addEventListener('search', () => ((f.offset = 0), void reload()));
   state.addEventListener('change', () => ((f.offset = 0), void reload()));
   prev.addEventListener('click', () => ((f.offset = Math.max(0, f.offset - PAGE)), void reload()));
   next.addEventListener('click', () => ((f.offset += PAGE), void reload()));
   compare.addEventListener('click', () => (location.href = `/compare?runs=${[...selected].map(encodeURIComponent).join(',')}`));
 
-  function header(label: string, key: SortKey): HTMLElement {
-    const th = h('th', { class: 'sortable', 'data-sort': key }, label, sort === key ? (desc ? ' ▾' : ' ▴') : '');
-    th.addEventListener('click', () => {
-      desc = sort === key ? !desc : key === 'createdAt' || key === 'historyRows';
-      sort = key;
-      render();
+  let keysAsked = false;
+  addCol.addEventListener('focus', () => {
+    if (keysAsked) return;
+    keysAsked = true;
+    void api.runs({ ...query(), offset: 0, limit: 0, fields: 1 }).then((a) => {
+      const fields = (a as unknown as { fields?: { config: string[]; summary: string[] } }).fields ?? { config: [], summary: [] };
+      keyList.append(...fields.config.map((k) => h('option', { value: `config.${k}` })), ...fields.summary.map((k) => h('option', { value: `summary.${k}` })));
+    }, () => (keysAsked = false));
+  });
+  const addColumn = () => {
+    const c = addCol.value.trim();
+    addCol.value = '';
+    if (!c || f.cols.includes(c)) return;
+    f.cols.push(c);
+    void reload();
+  };
+  addBtn.addEventListener('click', addColumn);
+  addCol.addEventListener('keydown', (e) => {
+    if (e.key === 'Enter') addColumn();
+  });
+
+  function header(label: string, field: string, extra = false): HTMLElement {
+    const current = f.sort === field || (f.sort === '' && field === 'created');
+    const down = f.sort === '' ? true : f.desc;
+    const th = h('th', { class: `sortable${extra ? ' extra' : ''}`, 'data-sort': field, title: `sort by ${field}` }, label, current ? (down ? ' ▾' : ' ▴') : '');
+    th.addEventListener('click', (e) => {
+      if ((e.target as HTMLElement).closest('button')) return;
+      if (current && f.sort !== '') f.desc = !f.desc;
+      else f.desc = current ? false : DESC_FIRST.has(field);
+      f.sort = field;
+      f.offset = 0;
+      void reload();
     });
+    if (extra) {
+      const rm = h('button', { class: 'remove-column', title: `remove the column ${field}`, 'aria-label': `remove ${field}` }, '×');
+      rm.addEventListener('click', () => {
+        f.cols = f.cols.filter((c) => c !== field);
+        if (f.sort === field) f.sort = '';
+        void reload();
+      });
+      th.append(rm);
+    }
     return th;
   }
 
-  function sorted(list: Run[]): Run[] {
-    const v = (r: Run) => (sort === 'historyRows' ? r.historyRows : String(r[sort]));
-    return [...list].sort((a, b) => {
-      const x = v(a), y = v(b);
-      const c = x < y ? -1 : x > y ? 1 : 0;
-      return desc ? -c : c;
-    });
-  }
+  const extraCells = (r: Run) => f.cols.map((c) => {
+    const v = fieldValue(r, c);
+    return h('td', { class: typeof v === 'number' ? 'num extra' : 'extra', 'data-column': c }, v === undefined || v === null ? '' : fmt(v));
+  });
+
+  /** A group row's cell of a chosen column: the value its runs share, or the range they span. */
+  const groupCell = (members: Run[], c: string) => {
+    const vs = members.map((m) => fieldValue(m, c)).filter((v) => v !== undefined && v !== null);
+    let text = '';
+    if (vs.length > 0 && vs.every((v) => JSON.stringify(v) === JSON.stringify(vs[0]))) text = fmt(vs[0]);
+    else if (vs.length > 0 && vs.every((v) => typeof v === 'number')) text = `${fmt(Math.min(...(vs as number[])))} – ${fmt(Math.max(...(vs as number[])))}`;
+    else if (vs.length > 0) text = '…';
+    return h('td', { class: 'extra muted', 'data-column': c, title: vs.length < members.length ? `${vs.length} of ${members.length} runs have ${c}` : c }, text);
+  };
 
   function runRow(r: Run, inGroup: boolean): HTMLTableRowElement {
     const box = h('input', { type: 'checkbox', checked: selected.has(r.id), 'aria-label': `select ${r.id}` });
@@ -89,10 +152,11 @@ export function runsPage(root: HTMLElement): () => void {
       h('td', {}, box),
       h('td', { class: 'name' }, link(['runs', r.id], r.name || r.id), r.rank !== null ? h('span', { class: 'muted' }, ` rank ${r.rank}`) : null),
       h('td', {}, r.project),
-      h('td', {}, r.group ? link(['groups', r.group], r.group) : ''),
+      h('td', { class: 'group-cell' }, r.group ? link(['groups', r.group], r.group) : ''),
       h('td', { class: 'state-cell' }, stateBadge(r.state)),
       h('td', { class: 'num rows-cell' }, r.historyRows),
       h('td', { title: r.createdAt }, ago(r.createdAt)),
+      ...extraCells(r),
       h('td', { class: 'muted mono' }, r.id));
   }
 
@@ -104,7 +168,7 @@ export function runsPage(root: HTMLElement): () => void {
     const groups = new Map<string, Run[]>();
     for (const r of runs) if (r.group) (groups.get(r.group) ?? groups.set(r.group, []).get(r.group)!).push(r);
     const done = new Set<string>();
-    for (const r of sorted(runs)) {
+    for (const r of runs) {
       if (!r.group || groups.get(r.group)!.length === 1) {
         body.append(runRow(r, false));
         continue;
@@ -115,7 +179,7 @@ export function runsPage(root: HTMLElement): () => void {
       const counts = new Map<string, number>();
       for (const m of members) counts.set(m.state, (counts.get(m.state) ?? 0) + 1);
       const isOpen = open.has(r.group);
-      const toggle = h('button', { class: 'toggle', 'aria-expanded': String(isOpen) }, isOpen ? '▾' : '▸');
+      const toggle = h('button', { class: 'toggle', 'aria-expanded': String(isOpen), 'aria-label': `show the runs of group ${r.group}` }, isOpen ? '▾' : '▸');
       toggle.addEventListener('click', () => {
         if (open.has(r.group)) open.delete(r.group);
         else open.add(r.group);
@@ -125,16 +189,17 @@ export function runsPage(root: HTMLElement): () => void {
         h('td', {}, toggle),
         h('td', { class: 'name' }, link(['groups', r.group], r.group), h('span', { class: 'muted' }, ` ${members.length} runs`)),
         h('td', {}, r.project),
-        h('td', {}, 'group'),
+        h('td', { class: 'group-cell' }, link(['groups', r.group], r.group)),
         h('td', { class: 'state-cell' }, ...[...counts].map(([s, n]) => h('span', {}, stateBadge(s), n > 1 ? ` ×${n} ` : ' '))),
         h('td', { class: 'num' }, members.reduce((n, m) => n + m.historyRows, 0)),
         h('td', {}, ago(r.createdAt)),
+        ...f.cols.map((c) => groupCell(members, c)),
         h('td', {})));
       if (isOpen) for (const m of members) body.append(runRow(m, true));
     }
     clear(table);
-    table.append(h('thead', {}, h('tr', {}, h('th', {}), header('name', 'name'), header('project', 'project'), h('th', {}, 'group'),
-      header('state', 'state'), header('rows', 'historyRows'), header('created', 'createdAt'), h('th', {}, 'id'))), body);
+    table.append(h('thead', {}, h('tr', {}, h('th', {}), ...BASE_COLUMNS.map(([label, field]) => header(label, field)),
+      ...f.cols.map((c) => header(c, c, true)), h('th', {}, 'id'))), body);
   }
 
   void reload();

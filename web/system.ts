@@ -1,8 +1,9 @@
 // The System charts of a run: every GPU of its node (utilisation, memory,
 // temperature, power; one series per GPU), then CPU, memory, disk, network
 // and the run's own processes. Used by the run page's System tab and, once
-// per node, by the group page.
-import { h, fmt } from './dom.js';
+// per node, by the group page. A panel shows only when the node reported its
+// metrics: a node without GPUs gets no GPU panels.
+import { h, clear, fmt } from './dom.js';
 import { api, type Run, type ChartSeries } from './api.js';
 import { LazyChart, type Line } from './chart.js';
 
@@ -35,39 +36,70 @@ export const PANELS: Panel[] = [
 
 const byIndex = (a: Line, b: Line) => a.label.localeCompare(b.label, undefined, { numeric: true });
 
+/** The node a run ran on: LOGD_NODE (metadata.node, set by the shared store), else its host. */
+export function nodeOf(r: Run): string {
+  const m = r.metadata as { node?: string; host?: string };
+  return String(m.node || m.host || '');
+}
+
+interface SystemAnswer { host: string; gpus: Array<{ index: number; name: string; uuid: string; memoryTotalBytes: number }>; keys: string[]; series: Record<string, ChartSeries> }
+
 /** Renders the panels for each run (one per node); returns a stopper. */
 export function systemCharts(container: HTMLElement, runs: Run[]): () => void {
   const charts: LazyChart[] = [];
   const timers: Array<ReturnType<typeof setInterval>> = [];
+  let stopped = false;
   for (const r of runs) {
-    let pending: Promise<{ series: Record<string, ChartSeries> }> | null = null;
-    const fetchOnce = () => (pending ??= api.system(r.id, 400).finally(() => setTimeout(() => (pending = null), 500)));
+    let pending: Promise<SystemAnswer> | null = null;
+    const fetchOnce = () => (pending ??= (api.system(r.id, 400) as Promise<SystemAnswer>).finally(() => setTimeout(() => (pending = null), 500)));
     const facts = h('div', { class: 'gpus' });
     const grid = h('div', { class: 'grid' });
-    const host = (r.metadata as { host?: string }).host ?? '';
-    container.append(h('section', { class: 'system', 'data-run-id': r.id }, h('h2', {}, `System of ${host || 'the node'}`, h('span', { class: 'muted' }, ` (run ${r.name || r.id})`)), facts, grid));
+    const node = nodeOf(r);
+    const host = String((r.metadata as { host?: string }).host ?? '');
+    // A section that folds: a group of many nodes shows every node's heading at a glance.
+    container.append(h('details', { class: 'system', open: true, 'data-run-id': r.id, 'data-node': node },
+      h('summary', {}, h('h2', {}, `System of ${node || 'the node'}`, h('span', { class: 'muted' }, `${host && host !== node ? ` (host ${host})` : ''} (run ${r.name || r.id})`))), facts, grid));
+    grid.append(h('p', { class: 'muted' }, 'loading…'));
+    const shown = new Set<string>();
+    const mine: LazyChart[] = [];
+    /** Adds the panels whose metrics the node reported (more may appear while the run lives). */
+    const addPanels = (s: SystemAnswer) => {
+      if (stopped) return;
+      if (shown.size === 0) clear(grid);
+      for (const p of PANELS) {
+        if (shown.has(p.title) || !s.keys.some((k) => p.pick(k) !== null)) continue;
+        shown.add(p.title);
+        const c = new LazyChart(p.title, async () => {
+          const now = await fetchOnce();
+          const lines: Line[] = [];
+          for (const [k, data] of Object.entries(now.series)) {
+            const label = p.pick(k);
+            if (label !== null) lines.push({ label, data, band: false });
+          }
+          return lines.sort(byIndex);
+        }, () => ({ x: 'time', smoothing: 0, log: false }), { 'data-panel': p.title });
+        charts.push(c);
+        mine.push(c);
+        grid.append(c.el);
+      }
+      if (shown.size === 0 && !grid.querySelector('.no-samples')) grid.append(h('p', { class: 'muted no-samples' }, 'no system samples for this run (sampling off, or the run was too short)'));
+      if (shown.size > 0) grid.querySelector('.no-samples')?.remove();
+    };
     void fetchOnce().then((s) => {
-      const gpus = (s as unknown as { gpus: Array<{ index: number; name: string; uuid: string; memoryTotalBytes: number; driverVersion?: string }> }).gpus;
-      if (gpus.length === 0) facts.append(h('p', { class: 'muted' }, 'no GPU reported on this node'));
+      if (s.gpus.length === 0) facts.append(h('p', { class: 'muted no-gpu' }, 'no GPU reported on this node'));
       else facts.append(h('table', { class: 'kv gpu-table' }, h('thead', {}, h('tr', {}, h('th', {}, 'GPU'), h('th', {}, 'name'), h('th', {}, 'memory'), h('th', {}, 'uuid'))),
-        h('tbody', {}, ...gpus.map((g) => h('tr', {}, h('td', {}, g.index), h('td', {}, g.name), h('td', {}, `${fmt(g.memoryTotalBytes / 2 ** 30)} GiB`), h('td', { class: 'mono' }, g.uuid))))));
-    }, (e: Error) => facts.append(h('p', { class: 'error' }, e.message)));
-    for (const p of PANELS) {
-      const c = new LazyChart(p.title, async () => {
-        const s = await fetchOnce();
-        const lines: Line[] = [];
-        for (const [k, data] of Object.entries(s.series)) {
-          const label = p.pick(k);
-          if (label !== null) lines.push({ label, data, band: false });
-        }
-        return lines.sort(byIndex);
-      }, () => ({ x: 'time', smoothing: 0, log: false }), { 'data-panel': p.title });
-      charts.push(c);
-      grid.append(c.el);
+        h('tbody', {}, ...s.gpus.map((g) => h('tr', {}, h('td', {}, g.index), h('td', {}, g.name), h('td', {}, `${fmt(g.memoryTotalBytes / 2 ** 30)} GiB`), h('td', { class: 'mono' }, g.uuid))))));
+      addPanels(s);
+    }, (e: Error) => (clear(grid), facts.append(h('p', { class: 'error' }, e.message))));
+    if (r.state === 'running') {
+      timers.push(setInterval(() => {
+        void fetchOnce().then(addPanels, () => {});
+        mine.forEach((c) => c.refresh());
+      }, 5000));
     }
-    if (r.state === 'running') timers.push(setInterval(() => charts.forEach((c) => c.refresh()), 5000));
   }
   return () => {
+    stopped = true;
     timers.forEach(clearInterval);
     charts.forEach((c) => c.destroy());
   };

@@ -6,6 +6,8 @@ import { RunNotFound } from '../query/index.js';
 import { SeriesCache, RunSeries } from './series.js';
 import { metricSeries, acrossRuns, type ChartSeries } from './downsample.js';
 import { FirstLoads } from './first-load.js';
+import { RunIndex, fieldsOf, type RunJson } from './run-index.js';
+import { parseFilter, selectRuns, FilterError, type FilterTerm, type RunFields } from '../../src/run-filter.js';
 
 export class HttpError extends Error {
   constructor(readonly status: number, message: string) {
@@ -57,10 +59,13 @@ export class Api {
   /** Answers read downsampled from the source, for runs the cache does not hold. */
   readonly firstLoads: FirstLoads;
   private system = new Map<string, { at: number; series: Promise<RunSeries> }>();
+  /** Every run of a listing, for filters and sorts by config and summary. */
+  readonly index: RunIndex;
 
   constructor(readonly source: QuerySource) {
     this.cache = new SeriesCache(source);
     this.firstLoads = new FirstLoads(source);
+    this.index = new RunIndex(source, (r) => runJson(r) as RunJson);
   }
 
   async getRun(id: string): Promise<RunInfo> {
@@ -72,13 +77,30 @@ export class Api {
     }
   }
 
+  /**
+   * A page of runs. `filter` (an expression: `lr < 0.01; state = crashed`),
+   * `sort` (a field, config.KEY or summary.KEY; `desc=1`) and `fields=1`
+   * (the config and summary keys, for choosing columns) work over every run
+   * matching the other filters (RunIndex); without them the source pages.
+   */
   async runs(q: URLSearchParams): Promise<unknown> {
     const limit = intParam(q, 'limit', 100, 1000), offset = intParam(q, 'offset', 0, Number.MAX_SAFE_INTEGER);
-    const page = await this.source.listRuns({
-      project: q.get('project') ?? '', group: q.get('group') ?? '', state: q.get('state') ?? '', tag: q.get('tag') ?? '', text: q.get('text') ?? '',
-      limit, offset,
-    });
-    return { runs: page.runs.map(runJson), total: page.total, offset, limit };
+    const base = { project: q.get('project') ?? '', group: q.get('group') ?? '', state: q.get('state') ?? '', tag: q.get('tag') ?? '', text: q.get('text') ?? '' };
+    let terms: FilterTerm[];
+    try {
+      terms = parseFilter(q.get('filter') ?? '');
+    } catch (e) {
+      if (e instanceof FilterError) throw new HttpError(400, `filter: ${e.message}`);
+      throw e;
+    }
+    const sort = q.get('sort') ?? '', desc = q.get('desc') === '1', fields = q.get('fields') === '1';
+    if (terms.length === 0 && !sort && !fields) {
+      const page = await this.source.listRuns({ ...base, limit, offset });
+      return { runs: page.runs.map(runJson), total: page.total, offset, limit };
+    }
+    const how = JSON.stringify([q.get('filter') ?? '', sort, desc]);
+    const picked = await this.index.selected(base, how, (runs) => selectRuns(runs as Array<RunJson & RunFields>, terms, sort, desc));
+    return { runs: picked.slice(offset, offset + limit), total: picked.length, offset, limit, ...(fields ? { fields: fieldsOf(picked) } : {}) };
   }
 
   async run(id: string): Promise<unknown> {

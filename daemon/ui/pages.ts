@@ -31,12 +31,25 @@ export function embeddedAnswer(apiUrl: string, body: unknown): string {
   return `<script type="application/json" class="logd-answer" data-url="${escapeHtml(apiUrl)}">${JSON.stringify(body).replace(/</g, '\\u003c')}</script>`;
 }
 
-export function unauthorizedPage(): string {
+/**
+ * The page for a visit without the token: a field to paste it, which goes on
+ * to the page asked for (`path` with its query) carrying ?token=, which the
+ * server keeps as a cookie and drops from the address. A plain form (GET, no
+ * script), so it works under the CSP. `wrong`: a token was given, not this one.
+ */
+export function unauthorizedPage(path = '/', query: URLSearchParams = new URLSearchParams(), wrong = false): string {
+  const hidden = [...query].filter(([k]) => k !== 'token')
+    .map(([k, v]) => `<input type="hidden" name="${escapeHtml(k)}" value="${escapeHtml(v)}">`).join('');
   return frame('logd: access token needed', `<main class="error-page" id="unauthorized">
 <h1>This dashboard needs its access token</h1>
-<p>The link you opened has no access token, or not the right one.</p>
-<p>Run <code>logd ui</code> on the machine that serves the dashboard and open the URL it prints: it ends in <code>?token=…</code>.
-The page keeps the token afterwards, so links without it work in that browser.</p>
+<p>${wrong ? 'That token is not this dashboard&#39;s (a restarted <code>logd ui</code> has a new one).' : 'The link you opened has no access token, or not the right one.'}</p>
+<form id="token-form" method="get" action="${escapeHtml(path)}">
+<label for="token">Access token</label>
+<input type="password" id="token" name="token" autocomplete="off" required size="36" autofocus>${hidden}
+<button type="submit" id="token-submit">Open ${escapeHtml(path.length > 60 ? path.slice(0, 57) + '…' : path)}</button>
+</form>
+<p>Run <code>logd ui</code> on the machine that serves the dashboard and open the URL it prints, or paste the token
+from that URL (the part after <code>?token=</code>) above. This browser keeps the token afterwards, so links without it work here.</p>
 </main>`);
 }
 

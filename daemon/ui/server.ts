@@ -66,7 +66,8 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     const isApi = parts[0] === 'api';
     if (!authorised(req, url)) {
       if (isApi) return sendJson(res, 401, { error: 'no access token, or a wrong one: run `logd ui` and open the URL it prints (it carries ?token=…), or send Authorization: Bearer <token>' });
-      return sendHtml(res, 401, unauthorizedPage());
+      // A field to paste the token, then on to the page asked for (a deep link opened in another browser).
+      return sendHtml(res, 401, unauthorizedPage(url.pathname, url.searchParams, url.searchParams.has('token')));
     }
     if (!isApi) {
       if (url.searchParams.has('token')) {
@@ -127,7 +128,8 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     res.writeHead(200, HTML_HEADERS);
     res.write(shell.slice(0, end));
     const q = new URLSearchParams();
-    for (const k of ['text', 'project', 'state', 'tag']) if (params.get(k)) q.set(k, params.get(k)!);
+    for (const k of ['text', 'project', 'state', 'tag', 'filter', 'sort']) if (params.get(k)) q.set(k, params.get(k)!);
+    if (params.get('sort') && params.get('desc') === '1') q.set('desc', '1');
     const offset = Number(params.get('offset') ?? 0) || 0;
     if (offset) q.set('offset', String(offset));
     q.set('limit', String(RUNS_PAGE));

@@ -60,9 +60,10 @@ function batchGradient(state: InitialState, w: Float64Array, b: number, batch: n
   for (let k = 0; k < out.length; k++) out[k]! /= batch.length;
 }
 
-/** A group name every rank agrees on: --group, or a random id from rank 0. */
+/** A group name every rank agrees on: --group, the one `logd launch` gives (LOGD_GROUP), or a random id from rank 0. */
 async function sharedGroupName(pg: ProcessGroup): Promise<string> {
   if (flags.group) return flags.group;
+  if (process.env.LOGD_GROUP) return process.env.LOGD_GROUP;
   const id = new Int32Array([Math.floor(Math.random() * 0x7fffffff)]);
   await pg.broadcast(id, 0);
   return `ddp-${id[0]!.toString(16)}`;

@@ -1,9 +1,9 @@
 """Pattern "many processes": every rank logs a run of its own, all in one group.
 
-    LOGD_BIN="node $PWD/dist/daemon/cli.js" .venv-python/bin/python -m torch.distributed.run \
+    .venv-python/bin/python -m torch.distributed.run \
         --nproc_per_node 4 --redirects 1 --tee 1 --log_dir /tmp/logd-torchrun examples/python/group.py
 
-Then `node dist/daemon/cli.js runs --group <the group printed>` lists the four
+Then `logd runs --group <the group printed>` lists the four
 runs. Rank 0 names the group and broadcasts it, so every rank of one launch
 agrees on it (torchrun's TORCHELASTIC_RUN_ID is "none" without a rendezvous
 id). A restarted worker (--max_restarts) logs into a new run named

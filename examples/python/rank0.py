@@ -1,10 +1,11 @@
 """Pattern "one process": every rank trains, only rank 0 creates a run and logs.
 
-    LOGD_BIN="node $PWD/dist/daemon/cli.js" .venv-python/bin/python -m torch.distributed.run \
+    .venv-python/bin/python -m torch.distributed.run \
         --nproc_per_node 4 --redirects 1 --tee 1 --log_dir /tmp/logd-torchrun examples/python/rank0.py
 
-(`--redirects 1 --tee 1 --log_dir` only because Debian's torch 1.13 torchrun on
-Python 3.11 does not start without them.) The other ranks never contact logd.
+(after `make build python install`; `--redirects 1 --tee 1 --log_dir` only
+because Debian's torch 1.13 torchrun on Python 3.11 does not start without
+them.) The other ranks never contact logd.
 The run records the torchrun environment in config["torchrun"].
 """
 import torch

@@ -1,5 +1,6 @@
-// logd.integrations (issue 12): a transformers TrainerCallback, an Accelerate
-// GeneralTracker and a Lightning Logger, each driving a real training loop of
+// logd.integrations (issues 12 and 23): a transformers TrainerCallback (the run
+// named by TrainingArguments.run_name), an Accelerate
+// GeneralTracker (its project from init_trackers) and a Lightning Logger, each driving a real training loop of
 // the practice note's SimpleModel on CPU (test/python/fixtures/integrations.py)
 // against a real daemon. Each is skipped, with the reason, where its framework
 // does not import here (python/integrations-requirements.txt, installed by
@@ -21,13 +22,15 @@ function missing(module: string): string | null {
   }
 }
 
-interface RunJson { state: string; historyRows: number; config: Record<string, any>; summary: Record<string, unknown> }
+interface RunJson { project: string; name: string; tags: string[]; state: string; historyRows: number; config: Record<string, any>; summary: Record<string, unknown> }
 
 const cases: Array<[string, string, (t: TestEnv, id: string) => Promise<void>]> = [
   ['transformers', 'transformers', async (t, id) => {
     const run = await cliJson<RunJson>(t, ['show', id]);
     expect(run.state).toBe('finished');
-    expect(run.config.trainer).toMatchObject({ max_steps: 20, logging_steps: 5 });
+    expect(run.name).toBe('tiny-hf-lr5e-5'); // TrainingArguments.run_name, not the run's random id
+    expect(run.project).toBe('integrations');
+    expect(run.config.trainer).toMatchObject({ max_steps: 20, logging_steps: 5, run_name: 'tiny-hf-lr5e-5' });
     const rows = await exportJsonl(t, id);
     const losses = rows.filter((r) => 'loss' in r);
     expect(losses.map((r) => r._step)).toEqual([5, 10, 15, 20]);
@@ -36,6 +39,8 @@ const cases: Array<[string, string, (t: TestEnv, id: string) => Promise<void>]> 
   ['accelerate', 'accelerate.tracking', async (t, id) => {
     const run = await cliJson<RunJson>(t, ['show', id]);
     expect(run).toMatchObject({ state: 'finished', historyRows: 20 });
+    // The project named once, in init_trackers; init_kwargs={"logd": …} reach logd.init().
+    expect(run).toMatchObject({ project: 'integrations', name: 'accelerate', tags: ['acc'] });
     expect(run.config).toMatchObject({ lr: 0.05, batch_size: 10 });
     const rows = await exportJsonl(t, id);
     expect(rows.map((r) => r._step)).toEqual(Array.from({ length: 20 }, (_, i) => i));

@@ -1,8 +1,9 @@
 // The System tab on real GPU data: the daemon's sampler runs a stand-in
 // nvidia-smi on PATH that replays the real H100 captures in
 // test/fixtures/nvidia-smi/h100 (copied from ../shared/fixtures/nvidia-smi-h100).
-// Also takes the README's screenshots of the group page and the System tab
-// (into LOGD_SCREENSHOTS when set, e.g. docs/screenshots; else a temp dir).
+// Also takes the README's screenshots of the group page, the System tab and
+// the compare page in relative time (into LOGD_SCREENSHOTS when set, e.g.
+// docs/screenshots; else a temp dir).
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -97,20 +98,38 @@ describe.skipIf(missing !== null)(`System tab on real H100 captures${missing ? `
     await page.close();
   });
 
-  it("the group page of four live ranks: one series per rank for every metric, then the node's GPUs (screenshot)", async () => {
+  it("the group page of four live ranks: the mean and its min–max band for every metric (one line per rank a click away), then the node's GPUs (screenshot)", async () => {
     const page = await chrome.context.newPage();
     await page.goto(`${ui.base}/groups/${encodeURIComponent('ddp/350m')}`);
     for (const k of ['eval/ppl', 'train/grad_norm', 'train/loss', 'train/lr']) {
       const chart = page.locator(`.chart[data-key="${k}"]`);
       await chart.locator('canvas').waitFor({ timeout: 30_000 });
-      expect(await chart.getAttribute('data-series')).toBe('4');
+      expect(await chart.getAttribute('data-mode')).toBe('band');
     }
+    const ranks = await chrome.context.newPage();
+    await ranks.goto(`${ui.base}/groups/${encodeURIComponent('ddp/350m')}?mode=ranks`);
+    await ranks.locator('.chart[data-key="train/loss"] canvas').waitFor({ timeout: 30_000 });
+    expect(await ranks.locator('.chart[data-key="train/loss"]').getAttribute('data-series')).toBe('4');
+    await ranks.close();
     // The node's system charts follow the metrics (one node here: the lowest rank's view of it).
     await page.locator('#group-system .gpu-table td', { hasText: 'NVIDIA H100 80GB HBM3' }).waitFor({ timeout: 30_000 });
-    expect(await page.locator('#group-system section.system').count()).toBe(1);
+    expect(await page.locator('#group-system .system').count()).toBe(1);
     await page.evaluate(() => window.scrollTo(0, 0));
     await page.screenshot({ path: path.join(shots(), 'group-page.png') });
     expect(fs.statSync(path.join(shots(), 'group-page.png')).size).toBeGreaterThan(10_000);
+    await page.close();
+  });
+
+  it('two ranks compared in relative time: each from its own start, the axis in seconds (screenshot)', async () => {
+    const page = await chrome.context.newPage();
+    await page.goto(`${ui.base}/compare?runs=${ids[0]},${ids[3]}&x=relative&smooth=0.6`);
+    const chart = page.locator('.chart[data-key="train/loss"]');
+    await chart.locator('canvas').waitFor({ timeout: 30_000 });
+    expect(await chart.getAttribute('data-x')).toBe('relative');
+    const span = Number(await chart.getAttribute('data-x-span'));
+    expect(span).toBeGreaterThan(1);
+    expect(span).toBeLessThan(600);
+    await page.screenshot({ path: path.join(shots(), 'compare-relative-time.png') });
     await page.close();
   });
 });

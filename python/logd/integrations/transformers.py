@@ -1,6 +1,13 @@
 """A transformers TrainerCallback: the main process logs the Trainer's logs into one run.
 
-    trainer = Trainer(..., callbacks=[LogdCallback(project="mnist", group="exp-7")])
+    args = TrainingArguments(output_dir="out", run_name="bert-lr5e-5", report_to="none", ...)
+    trainer = Trainer(..., args=args, callbacks=[LogdCallback(project="mnist", group="exp-7")])
+
+The run is named by ``TrainingArguments.run_name`` (transformers sets it to
+``output_dir`` when left unset); ``LogdCallback(name=...)`` overrides it.
+``report_to`` picks transformers' own integrations (wandb, tensorboard, ...);
+logd is not one of them: it is added through ``callbacks`` and logs whatever
+``report_to`` says. ``report_to="none"`` keeps the others out.
 """
 from transformers import TrainerCallback
 
@@ -17,9 +24,12 @@ class LogdCallback(TrainerCallback):
 
     def _setup(self, args, state):
         if self.run is None and state.is_world_process_zero:
-            config = dict(self._init_kwargs.pop("config", None) or {})
+            kwargs = dict(self._init_kwargs)
+            config = dict(kwargs.pop("config", None) or {})
             config.setdefault("trainer", args.to_sanitized_dict())
-            self.run = logd.init(config=config, **self._init_kwargs)
+            if not kwargs.get("name") and getattr(args, "run_name", None):
+                kwargs["name"] = args.run_name
+            self.run = logd.init(config=config, **kwargs)
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._setup(args, state)
