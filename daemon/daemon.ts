@@ -22,6 +22,7 @@ import { raiseHttp2ReceiveWindow } from './grpc/http2-window.js';
 import { privateRuntime } from '../src/runtime-dir.js';
 import type { DataDirLock } from './process/data-dir-lock.js';
 import { limitYoungGeneration, releaseMemoryWhenQuiet } from './process/memory.js';
+import { stopWhenUninstalled } from './process/installed.js';
 import { SystemMetrics } from './sampler/system-metrics.js';
 import { acquireLock, refuseSecondDaemon, EXIT_ALREADY_RUNNING } from './process/lock.js';
 
@@ -175,6 +176,8 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
   }
   // Records stored and runs open: when neither moves, a busy spell is over.
   releaseMemoryWhenQuiet(() => `${registry.recordsStored}/${registry.openRuns().length}`, log);
+  // `pip uninstall logd` has no hook to stop the daemons it started: they notice instead.
+  stopWhenUninstalled(requestShutdown);
   // The gRPC server keeps the process alive until shutdown.
 }
 

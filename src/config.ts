@@ -168,7 +168,8 @@ export function rankEnv(env: NodeJS.ProcessEnv = process.env): RankEnv {
 }
 
 export const PROTOCOL_VERSION = 1;
-export const LOGD_VERSION = '0.1.0';
+/** package.json's version, written into src/version.ts by packaging/sync-version.mjs. */
+export { LOGD_VERSION } from './version.js';
 
 export interface UploadTunables {
   /** Where the uploader copies runs: a postgres:// URL; null: uploading is off. */

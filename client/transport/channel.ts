@@ -8,6 +8,7 @@ import net from 'node:net';
 import { EventEmitter } from 'node:events';
 import { encode, decode } from './codec.js';
 import { METHODS } from './schema.js';
+import { LOGD_VERSION, PROTOCOL_VERSION } from '../../src/config.js';
 
 /** gRPC status codes used here (the numbers are the wire's). */
 export const Status = { OK: 0, CANCELLED: 1, UNKNOWN: 2, DEADLINE_EXCEEDED: 4, NOT_FOUND: 5, PERMISSION_DENIED: 7, RESOURCE_EXHAUSTED: 8, INTERNAL: 13, UNAVAILABLE: 14, UNAUTHENTICATED: 16 } as const;
@@ -221,6 +222,8 @@ export class Channel {
     const s = this.ensureSession();
     const headers: http2.OutgoingHttpHeaders = {
       ':method': 'POST', ':path': m[0], 'content-type': 'application/grpc', te: 'trailers', 'x-logd-token': this.token,
+      // The daemon refuses a client of another wire protocol, naming both versions (daemon/grpc/server.ts).
+      'x-logd-protocol': String(PROTOCOL_VERSION), 'x-logd-version': LOGD_VERSION,
     };
     if (timeoutMs !== undefined) headers['grpc-timeout'] = `${Math.max(1, Math.ceil(timeoutMs))}m`;
     if (this.active++ === 0) s.ref();

@@ -40,6 +40,25 @@ function tokenOk(md: grpc.Metadata, token: string): boolean {
 const UNAUTH = { code: grpc.status.UNAUTHENTICATED, details: `missing or wrong ${TOKEN_METADATA_KEY}; take the token from the daemon's service file or LOGD_SERVICE` };
 
 /**
+ * A client of another wire protocol is refused on every call, with both logd
+ * versions named: a mix is never silent. Clients send `x-logd-protocol` and
+ * `x-logd-version` with each call; one that sends none (a client from before
+ * they existed, or one written from the .proto alone) speaks protocol 1.
+ */
+export function wireRefusal(protocol: unknown, clientVersion: unknown): string | null {
+  const p = typeof protocol === 'number' ? String(protocol) : protocol;
+  if (p === undefined || p === '' || p === String(PROTOCOL_VERSION)) return null;
+  const v = typeof clientVersion === 'string' && clientVersion ? `logd ${clientVersion}` : 'a logd client';
+  return `${v} speaks wire protocol ${String(p)}, and this daemon (logd ${LOGD_VERSION}, pid ${process.pid}) speaks wire protocol ${PROTOCOL_VERSION}: ` +
+    `use one logd version on this node (install logd ${LOGD_VERSION} where this client runs), or stop this daemon (\`logd stop\`) so that the client's own version starts`;
+}
+
+function refusedWire(md: grpc.Metadata): grpc.ServiceError | null {
+  const why = wireRefusal(md.get('x-logd-protocol')[0], md.get('x-logd-version')[0]);
+  return why ? (toStatus(failedPrecondition(why)) as grpc.ServiceError) : null;
+}
+
+/**
  * Status details travel in an HTTP/2 trailer that grpc-js URI-encodes, and
  * encodeURI throws on a lone surrogate. One got there from a client's input
  * (JSON.parse names a bad token by one UTF-16 unit, half an emoji) and took
@@ -60,6 +79,11 @@ function unary<Req, Res>(ctx: ServerContext, fn: (req: Req, call: grpc.ServerUna
   return ((call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
     if (!tokenOk(call.metadata, ctx.token)) {
       cb(UNAUTH as grpc.ServiceError);
+      return;
+    }
+    const refused = refusedWire(call.metadata);
+    if (refused) {
+      cb(refused);
       return;
     }
     // Any call counts as activity: a sidecar must not leave under a reader's feet.
@@ -89,7 +113,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
 
   return {
     hello: unary(ctx, (req: { protocolVersion: number; client?: ClientInfo }) => {
-      if (req.protocolVersion !== PROTOCOL_VERSION) throw invalid(`protocol version ${req.protocolVersion} is not supported (daemon speaks ${PROTOCOL_VERSION}); use a matching logd client`);
+      if (req.protocolVersion !== PROTOCOL_VERSION) throw failedPrecondition(wireRefusal(req.protocolVersion, req.client?.clientVersion)!);
       if (req.client) {
         clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });
         reg.heardFrom(req.client.host, req.client.pid); // a client's keep-alive: its writers live
@@ -193,6 +217,11 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
         call.emit('error', UNAUTH);
         return;
       }
+      const refused = refusedWire(call.metadata);
+      if (refused) {
+        call.emit('error', refused);
+        return;
+      }
       reg.touch();
       if ((call.request as unknown) instanceof Undecodable) {
         call.emit('error', toStatus(invalid((call.request as unknown as Undecodable).reason)));
@@ -206,6 +235,11 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
         call.emit('error', UNAUTH);
         return;
       }
+      const refused = refusedWire(call.metadata);
+      if (refused) {
+        call.emit('error', refused);
+        return;
+      }
       if ((call.request as unknown) instanceof Undecodable) {
         call.emit('error', toStatus(invalid((call.request as unknown as Undecodable).reason)));
         return;
@@ -216,6 +250,11 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
     write: ((call: WriteCall) => {
       if (!tokenOk(call.metadata, ctx.token)) {
         call.emit('error', UNAUTH);
+        return;
+      }
+      const refused = refusedWire(call.metadata);
+      if (refused) {
+        call.emit('error', refused);
         return;
       }
       handleWrite(ctx, call);

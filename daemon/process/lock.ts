@@ -6,16 +6,31 @@
 import fs from 'node:fs';
 import type { LogdPaths } from '../../src/config.js';
 import { DataDirLock } from './data-dir-lock.js';
+import { refuseNewerFormat, stampFormat } from './data-format.js';
 
 export const EXIT_ALREADY_RUNNING = 3;
 
-/** Creates the data dir when missing and takes its lock; null when another daemon holds it. */
+/**
+ * Creates the data dir when missing and takes its lock; null when another daemon holds it.
+ * Throws, before writing anything there, when a newer logd wrote the data dir (data-format.ts).
+ */
 export function acquireLock(paths: LogdPaths): DataDirLock | null {
   if (fs.existsSync(paths.dataDir) && !fs.statSync(paths.dataDir).isDirectory()) {
     throw new Error(`LOGD_DIR ${paths.dataDir} exists and is not a directory; point LOGD_DIR at a directory`);
   }
+  if (fs.existsSync(paths.dataDir)) refuseNewerFormat(paths.dataDir);
   fs.mkdirSync(paths.dataDir, { recursive: true, mode: 0o700 });
-  return DataDirLock.acquire(paths.dataDir);
+  const lock = DataDirLock.acquire(paths.dataDir);
+  if (lock) {
+    try {
+      refuseNewerFormat(paths.dataDir); // a newer daemon may have stamped it between the look above and the lock
+      stampFormat(paths.dataDir);
+    } catch (e) {
+      lock.release();
+      throw e;
+    }
+  }
+  return lock;
 }
 
 /** Another daemon holds the lock: say which, and exit with EXIT_ALREADY_RUNNING (clients read that code). */

@@ -13,6 +13,7 @@ from typing import Dict, List, Tuple
 import grpc
 
 from ._pb import logd_pb2 as pb
+from ._version import PROTOCOL_VERSION, __version__
 from .trust import verify_daemon_peer
 
 TOKEN_METADATA_KEY = "x-logd-token"
@@ -78,7 +79,9 @@ class Connection:
         self.address = address
         self.pid = os.getpid()
         self.channel = grpc.insecure_channel(address.target, options=_OPTIONS)
-        self.metadata = ((TOKEN_METADATA_KEY, address.token),)
+        # The wire protocol and version go with every call: a daemon of another protocol refuses the call,
+        # naming both versions (daemon/grpc/server.ts), rather than mixing silently.
+        self.metadata = ((TOKEN_METADATA_KEY, address.token), ("x-logd-protocol", str(PROTOCOL_VERSION)), ("x-logd-version", __version__))
         self._calls = {}
         for name, (req, res) in _UNARY.items():
             self._calls[name] = self.channel.unary_unary(

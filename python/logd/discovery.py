@@ -1,8 +1,10 @@
 """Finding the daemon: LOGD_SERVICE first (inherited from the process that
 started the job), then the service file of this data dir, then, when allowed,
-starting a sidecar daemon (`logd serve --sidecar`, found through LOGD_BIN or
-on PATH) and waiting for it with a deadline. The answer is exported as
-LOGD_SERVICE so that spawned children inherit it."""
+starting a sidecar daemon (`logd serve --sidecar`: LOGD_BIN when set, else the
+daemon that logd's wheel carries, else `logd` on PATH) and waiting for it with
+a deadline. The answer is exported as LOGD_SERVICE so that spawned children
+inherit it. A daemon of another logd version is used (said once on stderr);
+one of another wire protocol refuses every call, naming both versions."""
 import json
 import os
 import shlex
@@ -11,11 +13,17 @@ import subprocess
 import time
 from typing import Optional
 
+from ._version import __version__
 from .connection import ServiceAddress
 from .paths import Paths, resolve_paths, tunables
 from .runtime_dir import private_runtime
 
 EXIT_ALREADY_RUNNING = 3
+
+try:  # the platform wheel's daemon and Node (packaging/wheel/_logd_bundled.py); absent from `pip install ./python`
+    import _logd_bundled as bundled
+except ImportError:
+    bundled = None
 
 
 class DaemonStartError(RuntimeError):
@@ -58,7 +66,27 @@ def from_service_file(paths: Paths) -> Optional[ServiceAddress]:
         return None
     if not pid_alive(s["pid"]):
         return None
+    _say_other_version(s, paths)
     return ServiceAddress(s["socket"], s["token"])
+
+
+_said_version = False
+
+
+def _say_other_version(s: dict, paths: Paths) -> None:
+    """One stderr line per process when the daemon found is another logd version than this client: never a silent mix."""
+    global _said_version
+    version = s.get("version")
+    if _said_version or not isinstance(version, str) or version == __version__:
+        return
+    _said_version = True
+    import sys
+
+    sys.stderr.write(
+        "logd: the daemon of %s (pid %d) is logd %s and this client is logd %s; using it while they speak the same wire "
+        "protocol (it refuses this client otherwise). For this version's daemon: `logd stop`, and the next init() starts it\n"
+        % (paths.data_dir, s["pid"], version, __version__)
+    )
 
 
 def find_daemon(ignore_env: bool = False, auto_start: Optional[bool] = None) -> ServiceAddress:
@@ -79,19 +107,26 @@ def find_daemon(ignore_env: bool = False, auto_start: Optional[bool] = None) -> 
 
 
 def daemon_command() -> list:
-    """The command that runs the daemon: LOGD_BIN (a path, or a command line), else `logd` on PATH."""
+    """The command that runs the daemon: LOGD_BIN (a path, or a command line); else the daemon bundled in logd's wheel,
+    run by the wheel's own Node (its version is this package's); else `logd` on PATH."""
     raw = os.environ.get("LOGD_BIN", "")
     if raw:
         argv = [raw] if os.path.exists(raw) else shlex.split(raw)
         if argv and (os.path.exists(argv[0]) or shutil.which(argv[0])):
             return argv
         raise DaemonStartError("LOGD_BIN=%r does not name a program; point it at the `logd` executable" % raw)
+    if bundled is not None:
+        try:
+            return bundled.command()
+        except bundled.BundleError as e:
+            raise DaemonStartError(str(e)) from None
     found = shutil.which("logd")
     if found:
         return [found]
     raise DaemonStartError(
-        "no logd daemon is running and the `logd` program was not found to start one: install the logd daemon "
-        "(npm install -g logd, Node >= 20) so that `logd` is on PATH, set LOGD_BIN to its path, or start one with `logd serve`"
+        "no logd daemon is running and the `logd` program was not found to start one: install logd's wheel "
+        "(pip install logd-<version>-py3-none-manylinux_*.whl, which carries the daemon), or the npm package "
+        "(npm install -g ./logd-<version>.tgz, Node >= 20) so that `logd` is on PATH, set LOGD_BIN to its path, or start one with `logd serve`"
     )
 
 

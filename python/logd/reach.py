@@ -16,6 +16,7 @@ import grpc
 from .connection import CallError, Connection, ServiceAddress, connection_for
 from .discovery import DaemonStartError, find_daemon
 from .paths import tunables
+from ._version import PROTOCOL_VERSION
 
 T = TypeVar("T")
 
@@ -100,7 +101,7 @@ def checked_daemon() -> ServiceAddress:
     env = env_service()
     if env is not None:
         try:
-            connection_for(env).unary("Hello", pb.HelloRequest(protocol_version=1), tunables().call_timeout_s)
+            connection_for(env).unary("Hello", pb.HelloRequest(protocol_version=PROTOCOL_VERSION), tunables().call_timeout_s)
             return env
         except CallError as e:
             if not shows_stale(e):
