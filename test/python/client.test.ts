@@ -121,7 +121,7 @@ describe.skipIf(pythonMissing !== null)(`Python client${pythonMissing ? ` (skipp
     env.PATH = path.dirname(PYTHON);
     const r = await execa(PYTHON, ['-c', 'import logd; logd.init()'], { env, extendEnv: false, reject: false, all: true, timeout: 60_000 });
     expect(r.exitCode).toBe(1);
-    expect(r.all).toMatch(/DaemonStartError: no logd daemon is running and the `logd` program was not found.*install the logd daemon.*LOGD_BIN/s);
+    expect(r.all).toMatch(/DaemonStartError: no logd daemon is running and the `logd` program was not found.*install logd's wheel.*LOGD_BIN/s);
     expect(serviceFile(t.runtimeDir)).toBeNull();
   });
 });
