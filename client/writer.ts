@@ -2,13 +2,11 @@
 // (client/open-batch.ts) and returns; batches are sealed (encoded once) and kept until the
 // daemon acknowledges them, re-sent after a reconnect (the daemon drops
 // duplicates by seq), and written to a spill file if the process ends first.
-import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import type { WriteResponseMsg, ServiceAddress, ClientInfo } from '../src/wire.js';
-import { decode } from './transport/codec.js';
-import { encodeFrame } from '../src/frames.js';
-import { SPILL_BATCH, SPILL_HEADER, spillFileName, deferredSpillFileName, type SpillHeader, type DeferredCreate } from '../src/spill.js';
+import { writeSpillFile, SpillError } from './spill-file.js';
+import { spillFileName, deferredSpillFileName, type SpillHeader, type DeferredCreate } from '../src/spill.js';
 import { OpenBatch, type Unsealed } from './open-batch.js';
 import { connectionFor, dropConnection, type Connection, type Call, type CallStatusError } from './connection.js';
 import { Overflow, type Sealed } from './overflow.js';
@@ -18,13 +16,7 @@ import { Journal } from './journal.js';
 /** A stream with nothing to send closes after this long, so it never keeps the process alive. */
 const STREAM_IDLE_MS = 1000;
 
-/** Records that could not be handed to the daemon, not even through a spill file: `rows` of them are lost. */
-export class SpillError extends Error {
-  override name = 'SpillError';
-  constructor(message: string, readonly rows: number) {
-    super(message);
-  }
-}
+export { SpillError };
 
 export interface WriterOptions {
   address: ServiceAddress;
@@ -495,28 +487,12 @@ export class BatchWriter {
       this.journal?.close(true); // everything was acknowledged
       return null;
     }
-    const dir = this.o.spoolDir;
     const header: SpillHeader = {
       runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, pid: process.pid, host: os.hostname(),
       keys: this.batch.keys, exitCode, ...(this.o.deferred ? { create: this.o.deferred } : {}),
     };
-    const frames = [encodeFrame(SPILL_HEADER, [Buffer.from(JSON.stringify(header))])];
-    for (const s of pending) frames.push(encodeFrame(SPILL_BATCH, [s.bytes])); // as encoded for the stream
-    const file = path.join(dir, (this.o.deferred ? deferredSpillFileName : spillFileName)(this.o.runId, this.o.writerId));
-    const tmp = `${file}.${process.pid}.tmp`;
-    try {
-      fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
-      fs.writeFileSync(tmp, Buffer.concat(frames), { mode: 0o600 });
-      fs.renameSync(tmp, file);
-    } catch (e) {
-      try {
-        fs.rmSync(tmp, { force: true }); // no half-written temp file left behind
-      } catch {
-        /* the directory itself is unusable */
-      }
-      const rows = pending.reduce((n, s) => n + ((decode('WriteRequest', s.bytes) as { batch?: { rows?: number } | null }).batch?.rows ?? 0), 0);
-      throw new SpillError(`run ${this.o.runId}: ${rows} unsent rows could not be written to ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}) and are lost${this.droppedRows ? `, besides ${this.droppedRows} rows dropped before` : ''}`, rows);
-    }
+    const name = (this.o.deferred ? deferredSpillFileName : spillFileName)(this.o.runId, this.o.writerId);
+    const file = writeSpillFile(this.o.spoolDir, name, header, pending, this.droppedRows);
     this.overflow.clear();
     this.journal?.close(true); // the spill file holds all of it now
     return file;
