@@ -7,7 +7,9 @@
     h = run.handle()                            # another process: logd.attach(h)
     run.finish()
 """
+import json
 import os
+import re
 import secrets
 import socket
 import sys
@@ -34,6 +36,8 @@ from .values import to_json
 from .relay import RelayWriter
 from .writer import Writer, new_writer_id
 from . import keepalive
+from .deferred import (check_on_error, deferred_create, deferred_info, deferred_spool, problem_text, reason_of,
+                       retry_create, should_raise)
 
 from ._version import __version__  # package.json's version (packaging/sync-version.mjs)
 __all__ = ["setup", "init", "attach", "finish_all", "Run", "DisabledRun", "FinishResult", "CallError", "DaemonStartError",
@@ -56,6 +60,11 @@ def client_info() -> pb.ClientInfo:
 
 def setup() -> str:
     """Makes sure a daemon is reachable and exports LOGD_SERVICE for child processes (spawned ones included)."""
+    if forked_after_grpc():
+        # No gRPC here (forked.py): the daemon the parent found (LOGD_SERVICE, inherited) or the data dir's.
+        from .discovery import find_daemon
+
+        return find_daemon().format()
     return checked_daemon().format()
 
 
@@ -65,21 +74,30 @@ def _writer_factory(run_id: str, run_token: str, spool_dir: str = ""):
     # older daemon does not say: this process's own spool is the best guess then.
     spool = spool_dir or resolve_paths().spool_dir
 
-    def make(address: ServiceAddress, writer_id: str, relay: bool = False):
+    def make(address: ServiceAddress, writer_id: str, relay: bool = False, deferred: Optional[dict] = None):
         t = tunables()
         if relay:
             return RelayWriter(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, spool,
                                t.journal_mb)
         return Writer(address, run_id, run_token, writer_id, client_info(), t.flush_interval_s, _warn, t.max_buffer_bytes, spool,
-                      t.journal_mb)
+                      t.journal_mb, deferred=deferred)
 
     return make
 
 
 def init(project: Optional[str] = None, name: Optional[str] = None, group: Optional[str] = None,
          job_type: Optional[str] = None, config: Optional[dict] = None, tags=None, notes: Optional[str] = None,
-         id: Optional[str] = None, mode: Optional[str] = None, sample_interval_ms: int = 0):  # noqa: A002 - wandb's name
+         id: Optional[str] = None, mode: Optional[str] = None, sample_interval_ms: int = 0,  # noqa: A002 - wandb's name
+         on_error: Optional[str] = None):
     """Creates a run; this process becomes its owner.
+
+    When no daemon can be used (none can be started or reached, the data dir is unwritable or full, the runtime
+    dir is untrusted, the daemon refuses), the run goes on deferred (deferred.py): log() works, `run.problem` and
+    one stderr line say why, and a daemon gets the rows later. on_error="raise" (or LOGD_ON_ERROR=raise) raises
+    instead. Invalid options raise either way.
+
+    In a process forked after logd used gRPC (a multiprocessing or DataLoader worker of a parent that holds a
+    run), the create goes through the child's relay process (forked.py): this process never touches gRPC.
 
     Under torchrun the torchrun environment is recorded in config["torchrun"], and
     a restarted worker (TORCHELASTIC_RESTART_COUNT > 0) logs into a new run whose
@@ -87,8 +105,7 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
     """
     t = tunables()
     mode = t.mode or mode or "online"
-    if mode != "disabled":
-        _refuse_after_fork("init")
+    check_on_error(on_error)
     if mode not in ("online", "offline", "disabled"):
         raise ValueError("logd: mode=%r must be online, offline or disabled" % mode)
     if mode == "disabled":
@@ -104,6 +121,9 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         name = "%s-attempt-%d" % (name, attempt) if name else "attempt-%d" % attempt
         if id:
             id = "%s-attempt-%d" % (id, attempt)
+    if id is not None and (not isinstance(id, str) or not _RUN_ID.match(id)):
+        # Checked here, not only by the daemon: a deferred run's id names its files.
+        raise TypeError("logd: run id %s must be 1-64 characters of A-Z a-z 0-9 _ -" % json.dumps(str(id)[:80]))
     # A rank started by `logd launch` gets its job's group in LOGD_GROUP.
     group = group or os.environ.get("LOGD_GROUP") or ""
     req = pb.CreateRunRequest(
@@ -114,21 +134,59 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         # (after a timeout, or to a restarted daemon) gets the same run back instead of leaving a second one.
         create_key=secrets.token_urlsafe(18),
     )
-    info, address = with_daemon("init", lambda c, timeout_s: c.unary("CreateRun", req, timeout_s))
-    make = _writer_factory(info.id, info.run_token, info.spool_dir)
+    if forked_after_grpc():
+        from .forked import init_via_relay
+
+        return init_via_relay(req, on_error)
+    return create_run(req, on_error, _writer_factory)
+
+
+def create_run(req: pb.CreateRunRequest, on_error: Optional[str], factory) -> Run:
+    """The create, or a deferred run when no daemon can be used; also what a forked child's relay runs for it."""
+
+    def create():
+        return with_daemon("init", lambda c, timeout_s: c.unary("CreateRun", req, timeout_s))
+
+    try:
+        info, address = create()
+    except Exception as e:
+        if should_raise(on_error, e):
+            raise
+        return _deferred_run(req, e, create, factory)
+    make = factory(info.id, info.run_token, info.spool_dir)
     exit_hooks.install()
     run = Run(info, make(address, info.owner_writer_id), info.run_token, True, _warn, make)
     keepalive.ensure(client_info, tunables().keepalive_s, live_runs)
     return run
 
 
-def _refuse_after_fork(what: str) -> None:
-    if forked_after_grpc():
-        raise RuntimeError(
-            "logd.%s() in a process forked after logd connected to its daemon: gRPC cannot be used across fork(). "
-            "Create the run before forking and log into it from the child (it logs through a relay process), "
-            "or start the child with multiprocessing's 'spawn' or 'forkserver' context" % what
-        )
+def _deferred_run(req: pb.CreateRunRequest, e: BaseException, create, factory) -> Run:
+    """init() could not use a daemon: the run goes on deferred, and a daemon gets it later (deferred.py)."""
+    reason = reason_of(e)
+    spool = deferred_spool()
+    writer_id = new_writer_id()
+    info = deferred_info(req, spool, writer_id)
+    make = factory(info.id, info.run_token, spool)
+    w = make(None, writer_id, deferred=deferred_create(req, reason))
+    problem = problem_text(reason, spool)
+    w.last_problem = problem
+    _warn("logd: run %s: %s" % (info.id, problem))
+    exit_hooks.install()
+    run = Run(info, w, info.run_token, True, _warn, make)
+
+    def created(real: pb.RunInfo, address: ServiceAddress) -> None:
+        real_spool = real.spool_dir or resolve_paths().spool_dir
+        w.undefer(address, real.run_token, real.owner_writer_id, real_spool)
+        run.adopt(real.run_token, address)
+        run._make_writer = factory(real.id, real.run_token, real_spool)
+        keepalive.ensure(client_info, tunables().keepalive_s, live_runs)
+        _warn("logd: run %s: a daemon answered; the deferred run is created and its rows are being delivered" % info.id)
+
+    retry_create(w, create, created)
+    return run
+
+
+_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
 def parse_handle(handle: str) -> dict:
@@ -151,7 +209,10 @@ def parse_handle(handle: str) -> dict:
 def attach(handle: str) -> Run:
     """Attaches to a run created elsewhere (its handle came from run.handle())."""
     p = parse_handle(handle)
-    _refuse_after_fork("attach")
+    if forked_after_grpc():
+        from .forked import attach_via_relay
+
+        return attach_via_relay(p)
     # The writer id goes with the attach: the daemon knows this writer from now on, so the owner's finish
     # waits for it (and ingests its spill file) even if it never opens a stream.
     writer_id = new_writer_id()

@@ -135,7 +135,9 @@ class RelayWriter(OpenSegments):
     """The writer of a forked child: same surface as writer.Writer, no gRPC in this process."""
 
     def __init__(self, address, run_id: str, run_token: str, writer_id: str, client, flush_interval_s: float, warn,
-                 spool_dir: str = "", journal_mb: float = 0):
+                 spool_dir: str = "", journal_mb: float = 0, proc: Optional[subprocess.Popen] = None):
+        """proc: a relay already started, that created or attached the run itself (forked.py): the daemon knows its
+        writer already, so no marker is needed."""
         self.run_id = run_id
         self.spool_dir = spool_dir  # the owning daemon's spool: the relay spills there, the child journals there
         self.run_token = run_token
@@ -152,11 +154,15 @@ class RelayWriter(OpenSegments):
         self._init_segments(spool_dir, journal_mb)
         self._answers: "queue.SimpleQueue" = queue.SimpleQueue()  # the relay's answers; None: it is gone
         self._io = threading.Lock()  # one request/answer on the pipe at a time
-        self._proc: Optional[subprocess.Popen] = None
+        self._proc: Optional[subprocess.Popen] = proc
         self._failed: Optional[str] = None
         self.closed = False
-        self._marker = relay_marker(run_id, writer_id)
-        _write_marker(self._marker)
+        self._said_bye = False
+        self._marker = None if proc is not None else relay_marker(run_id, writer_id)
+        if self._marker:
+            _write_marker(self._marker)
+        if proc is not None:
+            threading.Thread(target=self._read, args=(proc.stdout,), name="logd-relay-acks-" + run_id, daemon=True).start()
         self._thread = threading.Thread(target=self._loop, name="logd-relay-" + run_id, daemon=True)
         self._thread.start()
         mp_util = sys.modules.get("multiprocessing.util")
@@ -181,7 +187,8 @@ class RelayWriter(OpenSegments):
             _send(self._proc.stdin, ("open", self._service, self.run_id, self.run_token, self.writer_id, self._client, self.spool_dir))
             return True
         except (OSError, ValueError) as e:
-            _remove(self._marker)
+            if self._marker:
+                _remove(self._marker)
             self._failed = "could not start the relay of this forked process (%s -m logd._relay_main): %s" % (sys.executable, e)
             self.last_problem = self._failed
             self._warn("logd: run %s: %s; %s" % (self.run_id, self._failed, "its rows stay in its crash journal, which the daemon "
@@ -275,9 +282,34 @@ class RelayWriter(OpenSegments):
         if self._io.acquire(timeout=lock_timeout_s):
             try:
                 self._push(lock_timeout_s)  # a signal that interrupted log() on this thread: its rows stay in the journal
+                self._bye(exit_code)
             finally:
                 self._io.release()
         return None
+
+    def _bye(self, exit_code: Optional[int]) -> None:
+        """Tells the relay how this process ends (caller holds _io): the relay of a run this process created
+        finishes it with that code once the pipe closes (0 for a plain close, 1 when the pipe closes unsaid)."""
+        p = self._proc
+        if self._said_bye or p is None or p.stdin is None or p.poll() is not None:
+            return
+        self._said_bye = True
+        try:
+            _send(p.stdin, ("bye", exit_code))
+        except (OSError, ValueError):
+            pass
+
+    def forget_after_fork(self) -> None:
+        """In a process forked from this one: the pipe to this relay is the parent's. Its descriptors are closed
+        here (the file objects, whose locks a parent thread may have held, are never touched), so that the relay
+        sees the parent's end when the parent ends, not when the last of its forks does."""
+        p = self._proc
+        for f in (p.stdin, p.stdout) if p is not None else ():
+            try:
+                if f is not None:
+                    os.close(f.fileno())
+            except (OSError, ValueError):
+                pass
 
     def close(self) -> None:
         """Hands over what is buffered and closes the pipe: the relay delivers it, detaches and exits."""
@@ -285,6 +317,7 @@ class RelayWriter(OpenSegments):
             try:
                 if not self.closed:
                     self._push()
+                    self._bye(None)
             finally:
                 self._io.release()
         self.closed = True

@@ -48,6 +48,10 @@ class _Updates(dict):
         self.update({key: value})
 
 
+# The address in a deferred run's handle while no daemon created it: attach() with it finds no daemon.
+_NO_DAEMON = ServiceAddress("unix:/nonexistent", "deferred")
+
+
 class Run:
     def __init__(self, info, writer: Writer, run_token: str, is_owner: bool, warn, make_writer):
         self.id = info.id
@@ -59,7 +63,8 @@ class Run:
         self._warn = warn
         self._make_writer = make_writer  # (address, writer_id) -> Writer, for a forked child
         self._writer = writer
-        self._address = writer.conn.address
+        # A deferred run (deferred.py) has no daemon yet: adopt() sets the address once one created it.
+        self._address = writer.conn.address if writer.conn is not None else _NO_DAEMON
         self._pid = os.getpid()
         self._next_step = 0
         self._known = set()  # metric names already checked
@@ -97,7 +102,8 @@ class Run:
             keys, vals = self._flatten(data, None)
         else:
             raise TypeError("logd: log() takes a dict of metrics, not %s" % type(data).__name__)
-        if step is None:
+        given = step is not None
+        if not given:
             step = self._next_step
         elif type(step) is not int:
             step = self._check_step(step)
@@ -105,6 +111,8 @@ class Run:
             raise TypeError("logd: step %r must be a non-negative integer" % step)
         self._next_step = step + 1
         w = self._writer
+        if given:
+            w.steps_given = True  # sent with every batch: rank health judges the pace of given steps only
         if w is None or w.pid != self._pid:
             w = self._writer_after_fork()
         w.add(step, time.time(), keys, vals)
@@ -186,8 +194,16 @@ class Run:
         stream and channel are gRPC objects whose finalizers must never run here)."""
         self._finish_lock = threading.Lock()
         if self._writer is not None:
+            forget = getattr(self._writer, "forget_after_fork", None)
+            if forget is not None:
+                forget()  # a relay's pipe: closed here, so the relay sees its own process end
             keep_forever(self._writer)
         self._writer = None
+
+    def adopt(self, run_token: str, address: ServiceAddress) -> None:
+        """A daemon created this deferred run: it chose the token (the writer took it, with the owner's writer id)."""
+        self._token = run_token
+        self._address = address
 
     # ---- the rest of the API ----
 
@@ -203,7 +219,7 @@ class Run:
     def handle(self) -> str:
         """A string another process can pass to logd.attach() to log into this run."""
         w = self._writer
-        addr: ServiceAddress = w.conn.address if w is not None else self._address
+        addr: ServiceAddress = w.conn.address if w is not None and w.conn is not None else self._address
         p = {"v": 1, "s": addr.format(), "r": self.id, "t": self._token}
         raw = json.dumps(p, separators=(",", ":")).encode()
         return "logd1." + base64.urlsafe_b64encode(raw).decode().rstrip("=")
@@ -230,6 +246,15 @@ class Run:
             try:
                 return w.finish(exit_code, timeout_s)
             finally:
+                _forget(self)
+        if w.deferred:
+            # No daemon ever created the run: its rows go where a daemon will find them. Nothing to wait for.
+            try:
+                spilled = self._spill_and_say(w, exit_code if self.is_owner else None, "from which the daemon of this data "
+                                              "dir creates and stores the run at its next start (or: logd sync --ingest FILE)")
+                return FinishResult("finishing", "finish: the run is deferred (%s); %s" % (w.last_problem or "no daemon", spilled), False)
+            finally:
+                w.close()
                 _forget(self)
         deadline = time.monotonic() + timeout_s
         try:

@@ -10,7 +10,7 @@ import json
 import os
 import struct
 import zlib
-from typing import List
+from typing import List, Optional
 
 
 SPILL_HEADER = 1
@@ -26,10 +26,16 @@ def spill_file_name(run_id: str, writer_id: str) -> str:
     return "%s--%s.spill" % (run_id, writer_id)
 
 
-def write_spill(spool: str, run_id: str, writer_id: str, header: dict, batches: List[bytes]) -> str:
-    """Writes the spill file into `spool` (the owning daemon's) and returns its path; raises OSError, leaving no
-    half-written temp file behind, when it cannot."""
-    path = os.path.join(spool, spill_file_name(run_id, writer_id))
+def deferred_spill_file_name(run_id: str, writer_id: str) -> str:
+    """A deferred run's spill file (its header carries the create request): a running daemon's periodic scan picks
+    it up too (src/spill.ts's deferredSpillFileName)."""
+    return "%s--%s.deferred.spill" % (run_id, writer_id)
+
+
+def write_spill(spool: str, run_id: str, writer_id: str, header: dict, batches: List[bytes], name: Optional[str] = None) -> str:
+    """Writes the spill file (`name`, default <run>--<writer>.spill) into `spool` (the owning daemon's) and returns
+    its path; raises OSError, leaving no half-written temp file behind, when it cannot."""
+    path = os.path.join(spool, name or spill_file_name(run_id, writer_id))
     tmp = "%s.%d.tmp" % (path, os.getpid())
     data = [frame(SPILL_HEADER, json.dumps(header, separators=(",", ":")).encode())]
     data.extend(frame(SPILL_BATCH, b) for b in batches)

@@ -21,7 +21,7 @@ from typing import Callable, List, Optional, Tuple
 
 import grpc
 
-from . import spill
+from . import spill, stacks
 from ._pb import logd_pb2 as pb
 from .connection import Connection, ServiceAddress, connection_for, drop_connection
 from .batch_encoding import _u32, _le, _values, encode_batch
@@ -65,7 +65,7 @@ class Writer(OpenSegments):
 
     def __init__(self, address: ServiceAddress, run_id: str, run_token: str, writer_id: str, client: pb.ClientInfo,
                  flush_interval_s: float, warn, max_buffer_bytes: int = 64 * 1024 * 1024, spool_dir: Optional[str] = None,
-                 journal_mb: float = 0, on_acked: Optional[Callable[[int], None]] = None):
+                 journal_mb: float = 0, on_acked: Optional[Callable[[int], None]] = None, deferred: Optional[dict] = None):
         self.run_id = run_id
         self.run_token = run_token
         self.writer_id = writer_id
@@ -74,12 +74,20 @@ class Writer(OpenSegments):
         self._max_buffer_bytes = max_buffer_bytes
         self._warn = warn
         self._on_acked = on_acked
-        self.conn = connection_for(address)
+        # A deferred run (deferred.py): no daemon created it yet, so nothing is sent and there is no connection
+        # (and no journal) until undefer(); a spill carries this create request, so the daemon that ingests it
+        # creates the run.
+        self.deferred = deferred
+        self.conn: Optional[Connection] = None if deferred else connection_for(address)
+        if deferred:
+            journal_mb = 0
         self.pid = os.getpid()
         # The spool of the daemon that owns the run (RunInfo.spool_dir), for journal, overflow and spill files.
         self.spool_dir = spool_dir or resolve_paths().spool_dir
         # The training thread's rows, cut into segments, and the crash journal (segments.py).
         self._init_segments(self.spool_dir, journal_mb)
+        if self.conn is not None:
+            stacks.register(self.spool_dir)  # the daemon may ask for this process's stacks when its group stalls
         # Everything below is guarded by _cv.
         self._cv = threading.Condition(threading.Lock())
         self._ids = {}
@@ -92,6 +100,8 @@ class Writer(OpenSegments):
         self._overflow = Overflow(os.path.join(self.spool_dir, "%s--%s.overflow" % (run_id, writer_id)))
         # Rows dropped because memory and disk were both full; the count rides on every batch (dropped_rows).
         self.dropped_rows = 0
+        # The code gave a step explicitly at least once (run.log(step=...)): rank health judges these steps' pace.
+        self.steps_given = False
         self.drop_note: Optional[str] = None
         self._sent = 0  # unacked[:_sent] went out on the current stream
         self._stream: Optional[_Stream] = None
@@ -107,6 +117,22 @@ class Writer(OpenSegments):
         self._thread.start()
 
     # ---- the training thread: add() and update() (segments.py) ----
+
+    def undefer(self, address: ServiceAddress, run_token: str, writer_id: str, spool_dir: str) -> None:
+        """A daemon created the deferred run: from now on this writer is its owner there, and what waited goes out
+        (the batches keep their seqs and the dictionary its ids: the stream's open sends the names sealed so far)."""
+        conn = connection_for(address)
+        with self._cv:
+            if not self.deferred or self.closed:
+                return  # finish() came first: the rows and the create request are in the deferred spill file
+            self.deferred = None
+            self.run_token = run_token
+            self.writer_id = writer_id
+            self.spool_dir = spool_dir
+            self.conn = conn
+            self.last_problem = None
+            self._wake = True
+            self._cv.notify_all()
 
     def kick(self) -> None:
         with self._cv:
@@ -158,6 +184,7 @@ class Writer(OpenSegments):
             steps=_le(steps), times=_le(times), counts=_le(counts), key_ids=_le(kid), values=_le(values),
             summary_json=[j for kind, j in updates if kind == "summary"],
             config_json=[j for kind, j in updates if kind == "config"], dropped_rows=self.dropped_rows,
+            steps_given=self.steps_given,
         )
         keys_before = self._keys_sealed
         self._keys_sealed = len(self.keys)
@@ -196,7 +223,8 @@ class Writer(OpenSegments):
             self._count_dropped(rows, why)
         empty = encode_batch(pb.RecordBatch(
             seq=batch.seq, new_keys=self.keys[keys_before : self._keys_sealed], new_keys_first=keys_before, rows=0,
-            summary_json=batch.summary_json, config_json=batch.config_json, dropped_rows=self.dropped_rows))
+            summary_json=batch.summary_json, config_json=batch.config_json, dropped_rows=self.dropped_rows,
+            steps_given=self.steps_given))
         if self._overflow.count:
             self._overflow.keep(batch.seq, empty)
         else:
@@ -241,7 +269,7 @@ class Writer(OpenSegments):
 
     def _pump(self) -> None:
         """Opens a stream when there is something to send, and sends (caller holds _cv)."""
-        if self.run_final or not (self._unacked or self._overflow.count):
+        if self.run_final or self.deferred or not (self._unacked or self._overflow.count):
             return
         if self._stream is None:
             if time.monotonic() < self._reconnect_at:
@@ -380,6 +408,8 @@ class Writer(OpenSegments):
         """Looks for the daemon again (it may have restarted with a new token); False when none is found."""
         from .discovery import find_daemon
 
+        if self.conn is None:
+            return False  # deferred: the retry thread (deferred.py) brings the daemon
         try:
             addr = find_daemon(ignore_env=True)
         except Exception:
@@ -392,7 +422,7 @@ class Writer(OpenSegments):
     def connect(self) -> None:
         """Opens the stream now, with nothing to send yet: the daemon then knows this writer."""
         with self._cv:
-            if self._stream is None and not self.run_final and not self.closed:
+            if self._stream is None and not self.run_final and not self.closed and not self.deferred:
                 self._open()
 
     def wait_opened(self, timeout_s: float) -> bool:
@@ -400,6 +430,8 @@ class Writer(OpenSegments):
         deadline = time.monotonic() + timeout_s
         with self._cv:
             while not (self._stream is not None and self._stream.opened) and not self.run_final:
+                if self.deferred:
+                    return False
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False
@@ -416,6 +448,8 @@ class Writer(OpenSegments):
         with self._cv:
             self._seal()
             target = self.seq
+            if self.deferred:
+                return target == 0  # no daemon created the run yet: nothing can be acknowledged
             self._pump()
             while self.acked_seq < target and not self.run_final:
                 left = deadline - time.monotonic()
@@ -457,8 +491,12 @@ class Writer(OpenSegments):
                 "runId": self.run_id, "runToken": self.run_token, "writerId": self.writer_id, "pid": os.getpid(),
                 "host": socket.gethostname(), "keys": list(self.keys[: self._keys_sealed]), "exitCode": exit_code,
             }
+            name = None
+            if self.deferred:
+                header["create"] = self.deferred  # the daemon that ingests the file creates the run from it
+                name = spill.deferred_spill_file_name(self.run_id, self.writer_id)
             try:
-                path = spill.write_spill(self.spool_dir, self.run_id, self.writer_id, header, pending)
+                path = spill.write_spill(self.spool_dir, self.run_id, self.writer_id, header, pending, name)
             except OSError as e:
                 rows = sum(pb.WriteRequest.FromString(b).batch.rows for b in pending)
                 j = self.journal
@@ -466,7 +504,7 @@ class Writer(OpenSegments):
                     "stay in the crash journal %s, which the daemon reads once this process exits%s" % (
                         j.path, " (except %d rows that did not fit it)" % j.not_journaled if j.not_journaled else ""))
                 raise SpillError("run %s: %d unsent rows could not be written to %s (%s) and %s%s" % (
-                    self.run_id, rows, os.path.join(self.spool_dir, spill.spill_file_name(self.run_id, self.writer_id)),
+                    self.run_id, rows, os.path.join(self.spool_dir, name or spill.spill_file_name(self.run_id, self.writer_id)),
                     e.strerror or e, fate, ", besides %d rows dropped before" % self.dropped_rows if self.dropped_rows else "")) from None
             if sealed:
                 # Everything the journal holds is acknowledged or in the spill file now (the daemon would drop the

@@ -76,12 +76,12 @@ describe.skipIf(pythonMissing !== null)(`Python client${pythonMissing ? ` (skipp
     expect(runs.get('kill9')).toMatchObject({ state: 'crashed', historyRows: 1000 });
   });
 
-  it('forked children log into the inherited run through their own relay; init() in a forked child is refused clearly', async () => {
+  it('forked children log into the inherited run through their own relay; init() in a forked child makes its own run (test/python/fork-init.test.ts)', async () => {
     const out = path.join(t.dir, 'fork.json');
     const r = await runPython(t, [path.join(FIXTURES, 'fork.py'), out], { timeout: 90_000 });
     expect(r.exitCode, r.all).toBe(0);
     const res = readJson(out);
-    expect(res).toMatchObject({ state: 'finished', codes: [0, 0], init_in_child: 7 });
+    expect(res).toMatchObject({ state: 'finished', codes: [0, 0], init_in_child: 0 });
     const run = await cliJson<RunJson>(t, ['show', res.id]);
     expect(run.historyRows).toBe(res.expected);
     const rows = await exportJsonl(t, res.id);
@@ -116,7 +116,8 @@ describe.skipIf(pythonMissing !== null)(`Python client${pythonMissing ? ` (skipp
   });
 
   it('says what to install when no daemon runs and no `logd` program can be found', async () => {
-    const env = pyEnv(t);
+    // LOGD_ON_ERROR=raise: init() raises instead of going on deferred (test/python/deferred.test.ts).
+    const env = pyEnv(t, { LOGD_ON_ERROR: 'raise' });
     delete env.LOGD_BIN;
     env.PATH = path.dirname(PYTHON);
     const r = await execa(PYTHON, ['-c', 'import logd; logd.init()'], { env, extendEnv: false, reject: false, all: true, timeout: 60_000 });

@@ -67,7 +67,8 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
   });
 
   it('issue 9 case 9: with no daemon coming back, init() raises DaemonUnavailableError within its deadline, and the caller catches it', async () => {
-    t = makeEnv({ LOGD_NO_AUTOSTART: '1', LOGD_CALL_TIMEOUT_MS: '1000', LOGD_START_TIMEOUT_MS: '1000' });
+    // LOGD_ON_ERROR=raise: init() raises; by default the run goes on deferred (test/python/deferred.test.ts).
+    t = makeEnv({ LOGD_NO_AUTOSTART: '1', LOGD_CALL_TIMEOUT_MS: '1000', LOGD_START_TIMEOUT_MS: '1000', LOGD_ON_ERROR: 'raise' });
     const d = await startDaemon(t);
     process.kill(d.pid, 'SIGKILL');
     await waitUntil(() => !alive(d.pid), 10_000, 'the daemon to die');
@@ -109,7 +110,8 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
 
   it('issue 9 case 11: a create still paused past init()\'s deadline raises, and leaves no run its caller does not know about', async () => {
     // A deadline of 1.5 s + 1.5 s; the daemon is paused 5 s.
-    t = makeEnv({ LOGD_NO_AUTOSTART: '1', LOGD_CALL_TIMEOUT_MS: '1500', LOGD_START_TIMEOUT_MS: '1500', LOGD_IDLE_TIMEOUT_MS: '120000' });
+    // LOGD_ON_ERROR=raise: these workers test the raising init(); a deferred one (the default) would create its run later.
+    t = makeEnv({ LOGD_NO_AUTOSTART: '1', LOGD_CALL_TIMEOUT_MS: '1500', LOGD_START_TIMEOUT_MS: '1500', LOGD_IDLE_TIMEOUT_MS: '120000', LOGD_ON_ERROR: 'raise' });
     const d = await startDaemon(t);
     const go = path.join(t.dir, 'go');
     const workers = Array.from({ length: 4 }, () => spawnPython(t, [WORKER, go], { WARM: '1' }));

@@ -95,7 +95,8 @@ describe.skipIf(pythonMissing !== null)(`Python client: another local user${pyth
     const daemon = asAttacker(u, [node, cli, 'serve'], attackerEnv);
     await waitUntil(() => serviceFile(rt)?.pid === daemon.pid, 20_000, `the attacker's daemon to serve: ${daemon.out()}`);
     const svc = serviceFile(rt)!;
-    const r = await runPython(t, [VICTIM], { env: { LOGD_SERVICE: `${svc.socket}#${svc.token}`, LOGD_NO_AUTOSTART: '1' } });
+    // LOGD_ON_ERROR=raise: init() raises the refusal instead of going on with a deferred run (python/logd/deferred.py).
+    const r = await runPython(t, [VICTIM], { env: { LOGD_SERVICE: `${svc.socket}#${svc.token}`, LOGD_NO_AUTOSTART: '1', LOGD_ON_ERROR: 'raise' } });
     expect(r.exitCode, r.all).toBe(0);
     expect(storedRuns(path.join(home, 'data'))).toEqual([]);
     expect(r.stdout).toMatch(/^caught UntrustedDaemonError: logd: refusing to talk to the daemon at unix:.*nothing was sent/m);
@@ -108,14 +109,14 @@ describe.skipIf(pythonMissing !== null)(`Python client: another local user${pyth
     fs.mkdirSync(target, { mode: 0o700 });
     const link = path.join(t.dir, 'rt-link');
     fs.symlinkSync(target, link);
-    const viaLink = await runPython(t, [VICTIM], { env: { LOGD_RUNTIME_DIR: link } });
+    const viaLink = await runPython(t, [VICTIM], { env: { LOGD_RUNTIME_DIR: link, LOGD_ON_ERROR: 'raise' } });
     expect(viaLink.stdout, viaLink.all).toMatch(/^caught UntrustedDirError: .*is a symbolic link/m);
     expect(fs.readdirSync(target)).toEqual([]);
 
     const open = path.join(t.dir, 'rt-open');
     fs.mkdirSync(open);
     fs.chmodSync(open, 0o777);
-    const viaOpen = await runPython(t, [VICTIM], { env: { LOGD_RUNTIME_DIR: open } });
+    const viaOpen = await runPython(t, [VICTIM], { env: { LOGD_RUNTIME_DIR: open, LOGD_ON_ERROR: 'raise' } });
     expect(viaOpen.stdout, viaOpen.all).toMatch(/^caught UntrustedDirError: .*has mode 0777, not 0700/m);
     expect(fs.readdirSync(open)).toEqual([]);
 
