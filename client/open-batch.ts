@@ -83,6 +83,9 @@ export class OpenBatch {
     this.journal?.update(UPDATE_CONFIG, json);
   }
 
+  /** The writer's code gave a step explicitly (sticky): sent on every batch, rank health judges its steps. */
+  stepsGiven = false;
+
   /** Encodes the open batch as batch `seq` and starts an empty one. */
   seal(seq: number, droppedRows: number): { bytes: Uint8Array; rows: number; taken: Unsealed } {
     const u8 = (a: Float64Array | Uint32Array, n: number) => new Uint8Array(a.buffer, 0, n * a.BYTES_PER_ELEMENT);
@@ -92,7 +95,7 @@ export class OpenBatch {
         seq, newKeys: this.keys.slice(this.keysSealed), newKeysFirst: this.keysSealed, rows,
         steps: u8(this.steps, rows), times: u8(this.times, rows), counts: u8(this.counts, rows),
         keyIds: u8(this.kid, this.pairs), values: u8(this.vals, this.pairs),
-        summaryJson: this.summaryUpdates, configJson: this.configUpdates, droppedRows,
+        summaryJson: this.summaryUpdates, configJson: this.configUpdates, droppedRows, stepsGiven: this.stepsGiven,
       },
     });
     const taken: Unsealed = { keys: this.keysSealed, summary: this.summaryUpdates, config: this.configUpdates };

@@ -93,6 +93,7 @@ export class Run {
     if (opts && opts.step !== undefined) {
       step = opts.step;
       if (!Number.isSafeInteger(step) || step < 0) throw new TypeError(`logd: step ${step} must be a non-negative integer`);
+      this.writer.batch.stepsGiven = true;
     }
     this.writer.add(data, step, Date.now() / 1000);
     this.nextStep = step + 1;

@@ -12,6 +12,7 @@ import { connectionFor, dropConnection, type Connection, type Call, type CallSta
 import { Overflow, type Sealed } from './overflow.js';
 import { findDaemon } from './discovery.js';
 import { Journal } from './journal.js';
+import { registerStacks } from './stacks.js';
 
 /** A stream with nothing to send closes after this long, so it never keeps the process alive. */
 const STREAM_IDLE_MS = 1000;
@@ -45,7 +46,7 @@ export interface WriterOptions {
 
 export class BatchWriter {
   /** log()'s rows, columnar, until they are sealed into a batch. */
-  private readonly batch = new OpenBatch();
+  readonly batch = new OpenBatch();
   // sealed, not yet acknowledged
   private seq = 0;
   private unacked: Sealed[] = [];
@@ -90,7 +91,10 @@ export class BatchWriter {
     this.overflowFile = path.join(o.spoolDir, `${o.runId}--${o.writerId}.overflow`);
     this.overflow = new Overflow(this.overflowFile);
     this.journal = null;
-    if (!o.deferred) this.openJournal();
+    if (!o.deferred) {
+      this.openJournal();
+      registerStacks(o.spoolDir); // the daemon may ask for this process's stacks when its group stalls
+    }
   }
 
   private openJournal(): void {

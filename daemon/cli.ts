@@ -12,6 +12,7 @@ import { parseFilter, selectRuns, fieldValue, type FilterTerm, type RunFields } 
 import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from '../launcher/main.js';
 import { registerUiCommand } from './cli/ui.js';
+import { registerHealthCommand } from './cli/health.js';
 import { registerUploadCommands, uploadStatusLines, daemonUploadStatus } from './cli/upload.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './cli/store-url.js';
 
@@ -72,8 +73,9 @@ program
   .option('--sample-interval <ms>', 'system-metric sampling interval in ms (0: off; default LOGD_SAMPLE_INTERVAL_MS or 2000)', intArg('--sample-interval'))
   .addOption(urlOption('upload', 'upload every run to the shared PostgreSQL store'))
   .addOption(urlFileOption('upload'))
+  .option('--on-stall <cmd>', 'run this shell command when a rank or a job stalls, the event as JSON on stdin (default LOGD_ON_STALL; killed after LOGD_ON_STALL_TIMEOUT_MS)')
   .addOption(new Option('--sidecar', 'exit when idle (used when a client auto-starts the daemon)').hideHelp())
-  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number } & UrlOptions) => {
+  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number; onStall?: string } & UrlOptions) => {
     const uploadUrl = urlOrExit('upload', o);
     // The lock first: a daemon that loses the start race exits before loading the daemon proper.
     const { acquireLock, refuseSecondDaemon } = await import('./process/lock.js');
@@ -88,7 +90,7 @@ program
     if (!lock) refuseSecondDaemon(paths, (line) => process.stderr.write(`${new Date().toISOString()} ${line}\n`));
     const { serve } = await import('./daemon.js');
     try {
-      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval, uploadUrl }, paths, lock);
+      await serve({ sidecar: !!o.sidecar, port: o.port ?? null, host: o.host, allowRemote: !!o.allowRemote, sampleIntervalMs: o.sampleInterval, uploadUrl, onStall: o.onStall }, paths, lock);
     } catch (e) {
       fail((e as Error).message);
     }
@@ -323,6 +325,7 @@ program
   });
 
 registerUploadCommands(program);
+registerHealthCommand(program, fail);
 
 // `logd launch`: torchrun-style ranks; the node's daemon is made sure of once, before any rank starts.
 registerLaunchCommand(program, async () => {

@@ -2,6 +2,7 @@
 // and recovers the store, serves gRPC on a private Unix socket (and TCP when
 // asked), publishes its service file, and stops gracefully on a signal.
 import fs from 'node:fs';
+import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { daemonTunables, resolvePaths, uploadTunables, LOGD_VERSION, type LogdPaths } from '../src/config.js';
@@ -25,6 +26,8 @@ import { limitYoungGeneration, releaseMemoryWhenQuiet } from './process/memory.j
 import { stopWhenUninstalled } from './process/installed.js';
 import { SystemMetrics } from './sampler/system-metrics.js';
 import { acquireLock, refuseSecondDaemon, EXIT_ALREADY_RUNNING } from './process/lock.js';
+import { HealthMonitor, type HealthView } from './health/monitor.js';
+import { isAlive } from './runs/liveness.js';
 
 export interface ServeOptions {
   sidecar: boolean;
@@ -35,6 +38,8 @@ export interface ServeOptions {
   sampleIntervalMs?: number;
   /** The shared store to upload to (a postgres:// URL); undefined: LOGD_UPLOAD_URL; none: no uploading. */
   uploadUrl?: string;
+  /** A shell command run when a rank or a job stalls (daemon/health/); undefined: LOGD_ON_STALL. */
+  onStall?: string;
 }
 
 export { EXIT_ALREADY_RUNNING };
@@ -63,12 +68,20 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
   const store = Store.open(paths.dataDir, log);
   // Writers' spill files and crash journals go here; it exists before any writer looks for it.
   fs.mkdirSync(paths.spoolDir, { recursive: true, mode: 0o700 });
+  // Clients register a stack dump here (daemon/health/stacks.ts); the daemon asks for it when their group stalls.
+  const stacksDir = path.join(paths.dataDir, 'stacks');
+  fs.mkdirSync(stacksDir, { recursive: true, mode: 0o700 });
   const registry = new Registry(store, tunables, log);
   if (opts.sampleIntervalMs !== 0) registry.system = new SystemMetrics(paths.dataDir, opts.sampleIntervalMs ?? tunables.sampleIntervalMs, log);
   const finaliser = new Finaliser(registry);
   recover(registry, finaliser);
   // A bad upload URL leaves runs local and says so (log, `logd status`); training goes on.
   const uploader = upload.url ? startUploader(uploadFeed(registry), upload, log) : null;
+  // Rank health: which rank stalls or lags a job, judged once a tick from the runs' step progress.
+  const health = tunables.healthTickMs > 0
+    ? new HealthMonitor(healthView(registry, stacksDir), { tickMs: tunables.healthTickMs, defaults: tunables.health, onStall: opts.onStall ?? tunables.onStall, onStallTimeoutMs: tunables.onStallTimeoutMs, log })
+    : null;
+  health?.start();
   if (!upload.url) fs.rmSync(statusFile(paths.dataDir), { force: true }); // a previous daemon's upload status is not ours
 
   const token = randomBytes(24).toString('hex');
@@ -118,6 +131,7 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
       process.exit(1);
     }, tunables.shutdownTimeoutMs);
     failsafe.unref();
+    health?.stop();
     try {
       await finaliser.killAll(`daemon stopped (${why})`);
       await registry.system?.stop();
@@ -216,6 +230,40 @@ function recover(registry: Registry, finaliser: Finaliser): void {
   }
   ingestAllSpool(registry, finaliser.finaliseRun);
   ingestAllJournals(registry); // writers that died with the last daemon: every row their log() accepted
+}
+
+/** The health monitor's view of the open runs: group, rank, the owner's process, step progress. */
+function healthView(reg: Registry, stacksDir: string): HealthView {
+  return {
+    stacksDir,
+    runs: () => [...reg.runs.values()].map((run) => {
+      const owner = run.writers.get(run.meta.ownerWriterId) ?? run.writerList.find(Boolean);
+      const local = owner?.local ?? false;
+      const startTicks = local ? owner!.startTime : null;
+      const final = run.final || run.state === 'finishing';
+      return {
+        id: run.id, project: run.meta.project, group: run.meta.group, rank: run.meta.rank?.rank ?? null,
+        host: run.meta.host, pid: run.meta.pid, startTicks,
+        alive: !final && (!local || isAlive(run.meta.pid, startTicks)),
+        ended: run.final ? { state: run.state, at: run.finishedAt, reason: run.reason } : null,
+        progress: run.progress, config: run.config,
+        setHealth: (h, changed) => {
+          run.health = h;
+          if (changed && !run.final) {
+            try {
+              reg.store.index.upsert(rowFromLive(run));
+            } catch {
+              /* the index is unwritable now: the next update carries it */
+            }
+          }
+        },
+      };
+    }),
+    finalOf: (id) => {
+      const row = reg.store.index.get(id);
+      return row && row.state !== 'running' ? { state: row.state, at: row.finished_at, reason: row.state_reason } : null;
+    },
+  };
 }
 
 /** The uploader's view of this daemon's runs: open ones through the registry (their durable length moves), the rest through the index. */

@@ -22,14 +22,16 @@ const ROOMS = {
   'daemon/store': ['src'],
   'daemon/sampler': ['src', 'daemon/store'],
   'daemon/process': ['src', 'addon'],
-  'daemon/runs': ['src', 'daemon/store', 'daemon/sampler'],
+  // Rank health: judges progress the runs keep; reads /proc through the sampler's parser.
+  'daemon/health': ['src', 'daemon/sampler'],
+  'daemon/runs': ['src', 'daemon/store', 'daemon/sampler', 'daemon/health'],
   'daemon/grpc': ['src', 'daemon/store', 'daemon/sampler', 'daemon/runs'],
   'daemon/upload': ['src', 'daemon/store', 'daemon/sampler'],
   // The query layer reads the local store through the daemon (as a client does) or the shared store.
   'daemon/query': ['src', 'client', 'daemon/store', 'daemon/upload'],
   'daemon/ui': ['src', 'daemon/query'],
   // The composition root: the only file that wires the daemon's stages together.
-  'daemon/daemon.ts': ['src', 'addon', 'daemon/store', 'daemon/sampler', 'daemon/process', 'daemon/runs', 'daemon/grpc', 'daemon/upload'],
+  'daemon/daemon.ts': ['src', 'addon', 'daemon/store', 'daemon/sampler', 'daemon/process', 'daemon/runs', 'daemon/grpc', 'daemon/upload', 'daemon/health'],
   'launcher': ['src', 'client'],
   // The `logd` command: every program's entry point.
   'daemon/cli': ['src', 'client', 'launcher', 'daemon/daemon.ts', 'daemon/process', 'daemon/query', 'daemon/ui', 'daemon/upload', 'daemon/store'],

@@ -3,6 +3,7 @@
 import os from 'node:os';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
+import { HEALTH_DEFAULTS, type HealthThresholds } from './health.js';
 
 export interface LogdPaths {
   /** Durable store: run logs, the SQLite index, spill files. */
@@ -100,6 +101,11 @@ export interface DaemonTunables {
   maxMessageBytes: number;
   /** System-metric sampling interval. */
   sampleIntervalMs: number;
+  /** Rank health (daemon/health/): how often groups are judged (0: off), the default thresholds, the --on-stall command. */
+  healthTickMs: number;
+  health: HealthThresholds;
+  onStall: string | null;
+  onStallTimeoutMs: number;
 }
 
 export function daemonTunables(env: NodeJS.ProcessEnv = process.env): DaemonTunables {
@@ -112,6 +118,16 @@ export function daemonTunables(env: NodeJS.ProcessEnv = process.env): DaemonTuna
     shutdownTimeoutMs: envInt(env, 'LOGD_SHUTDOWN_TIMEOUT_MS', 10_000),
     maxMessageBytes: envInt(env, 'LOGD_MAX_MESSAGE_MB', 64) * 1024 * 1024,
     sampleIntervalMs: envInt(env, 'LOGD_SAMPLE_INTERVAL_MS', 2_000),
+    healthTickMs: envInt(env, 'LOGD_HEALTH_TICK_MS', 1_000),
+    health: {
+      ...HEALTH_DEFAULTS,
+      stallK: envInt(env, 'LOGD_HEALTH_STALL_K', HEALTH_DEFAULTS.stallK),
+      stallFloorS: envInt(env, 'LOGD_HEALTH_STALL_FLOOR_S', HEALTH_DEFAULTS.stallFloorS),
+      stragglerPct: envInt(env, 'LOGD_HEALTH_STRAGGLER_PCT', HEALTH_DEFAULTS.stragglerPct),
+      windowSteps: envInt(env, 'LOGD_HEALTH_WINDOW_STEPS', HEALTH_DEFAULTS.windowSteps),
+    },
+    onStall: env.LOGD_ON_STALL || null,
+    onStallTimeoutMs: envInt(env, 'LOGD_ON_STALL_TIMEOUT_MS', 10_000),
   };
 }
 

@@ -18,6 +18,8 @@ export interface RecordBatchMsg {
   seq: number; newKeys: string[]; newKeysFirst: number; rows: number;
   steps: Uint8Array; times: Uint8Array; counts: Uint8Array; keyIds: Uint8Array; values: Uint8Array;
   summaryJson: string[]; configJson: string[]; droppedRows?: number;
+  /** The writer's code gave a step explicitly at least once (rank health judges only such steps). */
+  stepsGiven?: boolean;
 }
 export interface OpenWriterMsg { runId: string; runToken: string; writerId: string; client?: ClientInfo | null; keys: string[] }
 export interface WriteRequestMsg { open?: OpenWriterMsg | null; batch?: RecordBatchMsg | null }

@@ -226,7 +226,7 @@ export class Registry {
     } catch (e) {
       return this.refuse(w, b, (e as Error).message);
     }
-    const bytes = run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates);
+    const bytes = run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates, !!b.stepsGiven);
     if ((b.droppedRows ?? 0) > (w.meta.droppedRows ?? 0)) run.recordDropped(w, b.droppedRows!);
     run.log.mark({ w, seq: b.seq, bytes } satisfies BatchMark);
     this.backpressure.appended(w, bytes);

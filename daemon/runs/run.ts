@@ -10,6 +10,8 @@ import type { CheckedBatch } from './validate.js';
 import { processStartTime } from './liveness.js';
 import { toJson } from '../../src/json.js';
 import { runWindow, type RunSpan, type SystemMetrics } from '../sampler/system-metrics.js';
+import { StepProgress } from '../health/progress.js';
+import type { RunHealth } from '../../src/health.js';
 
 export type WriteCall = grpc.ServerDuplexStream<WriteRequestMsg, WriteResponseMsg>;
 
@@ -59,6 +61,9 @@ export class LiveRun {
   /** CreateRun calls for this run still being answered, and whether one was answered (see Registry.abandon). */
   createsInFlight = 0;
   createAnswered = false;
+  /** The run's step progress (daemon/health/), fed as batches commit, and what the health monitor made of it. */
+  readonly progress = new StepProgress();
+  health: RunHealth | null = null;
 
   constructor(
     readonly meta: RunMeta,
@@ -121,7 +126,7 @@ export class LiveRun {
 
   /** Appends a checked batch (writer-local ids) to the log and the summary. */
   /** Appends a checked batch to the run's log; returns the bytes appended (held in memory until the next sync). */
-  appendBatch(w: Writer, seq: number, b: CheckedBatch, summaryUpdates: string[], configUpdates: string[]): number {
+  appendBatch(w: Writer, seq: number, b: CheckedBatch, summaryUpdates: string[], configUpdates: string[], stepsGiven = false): number {
     let bytes = 0;
     const global = new Uint32Array(b.keyIds.length);
     const map = w.keyMap;
@@ -136,6 +141,8 @@ export class LiveRun {
     if (b.rows > 0) {
       this.log.append(FrameType.HISTORY, parts);
       this.summary.add({ writerIdx: w.meta.idx, seq, rows: b.rows, steps: b.steps, times: b.times, counts: b.counts, keyIds: global, values: b.values });
+      // Rank health judges the pace of training steps, never a client's own row counter.
+      if (stepsGiven) this.progress.observe(b.steps, b.times, b.rows, Date.now() / 1000);
       bytes += parts.reduce((n, p) => n + p.byteLength, 0);
     }
     for (const s of summaryUpdates) {
@@ -187,6 +194,7 @@ export class LiveRun {
       droppedRows: this.writerList.reduce((n, w) => n + (w?.meta.droppedRows ?? 0), 0),
       lastStep: this.summary.lastStep,
       ...(this.journalRecoveredRows || this.journalProblems.length ? { journal: { recoveredRows: this.journalRecoveredRows, problems: this.journalProblems.slice(-20) } } : {}),
+      ...(this.health ? { health: this.health } : {}),
       system: this.system ? { gpus: this.system.gpus(), last: this.system.lastForRun(runWindow(this.span())) } : null,
     };
   }

@@ -1,0 +1,161 @@
+// `logd health [GROUP|RUN]`: each rank's progress and the health events of
+// a group (daemon/health/ judges them; they travel in each run's
+// metadata.health, so the local store and the shared one read the same).
+import type { Command } from 'commander';
+import { openSource, RunNotFound, type QuerySource, type RunInfo } from '../query/index.js';
+import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
+import { rankLabel, type HealthEvent, type RankProgress, type RunHealth } from '../../src/health.js';
+
+export interface GroupHealth {
+  project: string;
+  group: string;
+  /** The newest `job stalled` with no `recovered` after it, or a rank stalled now. */
+  stalled: boolean;
+  ranks: Array<RankProgress & { name: string; runState: string }>;
+  events: HealthEvent[];
+}
+
+function healthOf(r: RunInfo): RunHealth | null {
+  try {
+    return ((JSON.parse(r.metadataJson || '{}') as { health?: RunHealth }).health ?? null);
+  } catch {
+    return null;
+  }
+}
+
+function rankOf(r: RunInfo): number | null {
+  try {
+    const m = JSON.parse(r.metadataJson || '{}') as { rank?: { rank?: number } | null };
+    return typeof m.rank?.rank === 'number' ? m.rank.rank : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The health of the groups `target` names (a run id, or a group), or of every open group when none. */
+export async function groupsHealth(src: QuerySource, target: string | undefined): Promise<GroupHealth[]> {
+  let runs: RunInfo[];
+  if (!target) {
+    const open = (await src.listRuns({ state: 'running', limit: 1000 })).runs.filter((r) => r.group || rankOf(r) !== null);
+    const keys = new Set(open.map((r) => `${r.project}\u0000${r.group}`));
+    runs = [];
+    for (const k of keys) {
+      const [project, group] = k.split('\u0000');
+      runs.push(...(group ? (await src.listRuns({ project, group, limit: 1000 })).runs : open.filter((r) => r.project === project && !r.group)));
+    }
+  } else {
+    let one: RunInfo | null = null;
+    try {
+      one = await src.getRun(target);
+    } catch (e) {
+      if (!(e instanceof RunNotFound)) throw e;
+    }
+    if (one) runs = one.group ? (await src.listRuns({ project: one.project, group: one.group, limit: 1000 })).runs : [one];
+    else {
+      runs = (await src.listRuns({ group: target, limit: 1000 })).runs.filter((r) => r.group === target);
+      if (runs.length === 0) throw new Error(`no run and no group named ${JSON.stringify(target.slice(0, 80))} in ${src.where}; list them with \`logd runs\``);
+    }
+  }
+  const byGroup = new Map<string, RunInfo[]>();
+  for (const r of runs) {
+    const k = r.group ? `${r.project}\u0000${r.group}` : `${r.project}\u0000\u0000${r.id}`;
+    (byGroup.get(k) ?? byGroup.set(k, []).get(k)!).push(r);
+  }
+  const out: GroupHealth[] = [];
+  for (const members of byGroup.values()) {
+    const seen = new Map<string, HealthEvent>();
+    const ranks: GroupHealth['ranks'] = [];
+    for (const r of members) {
+      const h = healthOf(r);
+      for (const e of h?.events ?? []) {
+        const key = `${e.at}|${e.kind}|${e.runIds.join(',')}`;
+        const had = seen.get(key);
+        if (!had || (!had.stacks && e.stacks)) seen.set(key, e);
+      }
+      const p = h?.progress;
+      ranks.push({
+        runId: r.id, rank: p?.rank ?? rankOf(r), host: p?.host ?? '', pid: p?.pid ?? 0, step: p?.step ?? -1, stepAt: p?.stepAt ?? 0,
+        stepS: p?.stepS ?? null, stepsPerS: p?.stepsPerS ?? null, lag: p?.lag ?? 0, cpuPerStepS: p?.cpuPerStepS ?? null,
+        state: r.state !== 'running' ? r.state : p?.state ?? 'unknown', at: p?.at ?? 0, name: r.name, runState: r.state,
+      });
+    }
+    ranks.sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9) || a.runId.localeCompare(b.runId));
+    const events = [...seen.values()].sort((a, b) => a.at - b.at);
+    const lastJob = [...events].reverse().find((e) => e.kind === 'job stalled');
+    const jobStalledNow = !!lastJob && !events.some((e) => e.kind === 'recovered' && e.at >= lastJob.at);
+    out.push({ project: members[0].project, group: members[0].group, stalled: jobStalledNow || ranks.some((r) => r.state === 'stalled'), ranks, events });
+  }
+  return out;
+}
+
+function ago(at: number): string {
+  if (!at) return '-';
+  const s = Date.now() / 1000 - at;
+  return s < 1 ? 'now' : s < 120 ? `${s.toFixed(1)} s ago` : `${Math.round(s / 60)} min ago`;
+}
+
+function clock(at: number): string {
+  return new Date(at * 1000).toISOString().slice(11, 19);
+}
+
+function table(rows: string[][]): string {
+  const w = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
+  return rows.map((r) => r.map((c, i) => c.padEnd(w[i])).join('  ').trimEnd()).join('\n');
+}
+
+export function healthText(g: GroupHealth, withStacks: boolean): string {
+  const lines: string[] = [];
+  const title = g.group ? `group ${g.group} (project ${g.project})` : `run ${g.ranks[0]?.runId} (project ${g.project})`;
+  lines.push(`${title}: ${g.stalled ? 'STALLED' : g.ranks.some((r) => r.state === 'straggler') ? 'a straggler' : 'healthy'}`);
+  const rows = [['rank', 'run', 'host', 'state', 'step', 'steps/s', 'last step', 'lag', 'cpu/step']];
+  for (const r of g.ranks) {
+    rows.push([r.rank === null ? '-' : String(r.rank), r.runId, r.host || '-', r.state, r.step < 0 ? '-' : String(r.step),
+      r.stepsPerS === null ? '-' : r.stepsPerS.toFixed(2), ago(r.stepAt), String(r.lag), r.cpuPerStepS === null ? '-' : `${r.cpuPerStepS.toFixed(3)} s`]);
+  }
+  lines.push(table(rows));
+  if (g.events.length === 0) lines.push('no health events');
+  else lines.push('events (oldest first):');
+  for (const e of g.events) {
+    const who = e.ranks.map((r, i) => rankLabel(r, e.runIds[i])).join(', ');
+    lines.push(`  ${clock(e.at)}  ${e.kind}: ${who}`);
+    if (e.cause) lines.push(`    likely cause: ${e.cause.ranks.map((r, i) => rankLabel(r, e.cause!.runIds[i])).join(', ')}: ${e.cause.why}`);
+    lines.push(`    evidence: ${e.evidence}`);
+    for (const s of e.stacks ?? []) {
+      lines.push(`    stack of ${rankLabel(s.rank, s.runId)} (pid ${s.pid}, ${s.inCollective ? 'in a collective' : 'OUTSIDE a collective'}${s.cpuPercent === null ? '' : `, ${Math.round(s.cpuPercent)} % CPU`}): ${s.top}`);
+      if (withStacks) for (const l of s.text.split('\n')) lines.push(`      ${l}`);
+    }
+  }
+  return lines.join('\n');
+}
+
+export function registerHealthCommand(program: Command, fail: (msg: string, code?: number) => never): void {
+  program
+    .command('health')
+    .description('which rank stalls or lags a job: each rank\'s progress and the health events of a group (or of every open group)')
+    .argument('[target]', 'a group name or a run id (default: every group with an open run)')
+    .addOption(urlOption('store', 'read the shared PostgreSQL store (every node of the job) instead of the local one'))
+    .addOption(urlFileOption('store'))
+    .option('--watch', 'print again every 2 s until interrupted (with --json: one JSON line each time)')
+    .option('--stacks', 'print the whole stacks taken at a stall, not only their innermost frame')
+    .option('--json', 'machine-readable output: an array of groups')
+    .action(async (target: string | undefined, o: { watch?: boolean; stacks?: boolean; json?: boolean } & UrlOptions) => {
+      const store = urlOrExit('store', o);
+      const src = await openSource({ store }).catch((e: Error) => fail(e.message));
+      const once = async () => {
+        const groups = await groupsHealth(src, target).catch((e: Error) => fail(e.message));
+        if (o.json) console.log(o.watch ? JSON.stringify(groups) : JSON.stringify(groups, null, 2));
+        else if (groups.length === 0) console.log(`no open run of a group or a rank in ${src.where}; name a group or a run to see a finished one`);
+        else console.log(groups.map((g) => healthText(g, !!o.stacks)).join('\n\n'));
+      };
+      await once();
+      if (!o.watch) {
+        await src.close();
+        return;
+      }
+      for (;;) {
+        await new Promise((r) => setTimeout(r, 2000));
+        if (!o.json) console.log(`\n--- ${new Date().toISOString()}`);
+        await once();
+      }
+    });
+}
