@@ -84,6 +84,18 @@ export class PgSink {
     });
   }
 
+  /**
+   * The run's listing row alone (its metadata moved: rank health events and
+   * progress), for an open run whose log is all in: a stalled job sends no
+   * rows, and its stall must reach the shared store all the same.
+   */
+  async uploadRow(row: RunRow): Promise<void> {
+    await this.inRunTransaction(row.id, async (c, cur) => {
+      if (cur.done) return;
+      await upsertRun(c, this.node, row, 0, false);
+    });
+  }
+
   /** The run's system metrics (encoded, stream 1), once it is final and its log is all in; marks the run done. */
   async uploadSystem(row: RunRow, sys: EncodedSlice | null): Promise<void> {
     await this.inRunTransaction(row.id, async (c, cur) => {

@@ -3,6 +3,7 @@
 // else in the daemon (it only reads the logs). While the store is unreachable
 // or refuses us it backs off (500 ms doubling, capped at backoffMaxMs) and
 // tries again, forever: nothing is dropped, the logs keep everything.
+import type { RunRow } from '../store/index-db.js';
 import { PgSink, RunOfAnotherNode, type Cursor } from './pg-sink.js';
 import { SliceEncoder } from './encoder.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from './pg-sink.js';
@@ -130,6 +131,7 @@ export class Uploader {
       }
       this.pending.delete(id);
       const row = this.o.runs.row(id);
+      if (row && !FINAL.includes(row.state) && (await this.sendHealth(id, row))) worked = true;
       if (row && FINAL.includes(row.state)) {
         // The whole log is in: the final state shows, and the system metrics of the run's lifetime follow.
         try {
@@ -147,6 +149,35 @@ export class Uploader {
     this.status.state = this.status.backlog.runs > 0 ? 'uploading' : 'idle';
     this.flushStatus(false);
     return worked;
+  }
+
+  /** What of each open run's health was last sent: its events, and a 15 s clock for its progress. */
+  private healthSent = new Map<string, string>();
+
+  /**
+   * An open run whose log is all in still has news when its rank health moved
+   * (daemon/health/): a new event at once, its progress every 15 s. Sends the
+   * row alone; true when it did.
+   */
+  private async sendHealth(id: string, row: RunRow): Promise<boolean> {
+    if (!row.metadata_json.includes('"health":')) return false;
+    let sig = '';
+    try {
+      const h = (JSON.parse(row.metadata_json) as { health?: { events?: Array<{ at: number }> } }).health;
+      const ev = h?.events ?? [];
+      sig = `${ev.length}:${ev[ev.length - 1]?.at ?? 0}:${Math.floor(Date.now() / 15_000)}`;
+    } catch {
+      return false;
+    }
+    if (this.healthSent.get(id) === sig) return false;
+    try {
+      await this.sink.uploadRow(row);
+    } catch (e) {
+      if (this.refuseRun(id, e)) return false;
+      throw e;
+    }
+    this.healthSent.set(id, sig);
+    return true;
   }
 
   /** Runs this uploader is meant to upload that are not done, with the cursor known for each and their durable end. */
