@@ -7,6 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import path from 'node:path';
+import { watchHealth } from './health-watch.js';
 
 export interface LaunchOptions {
   nprocPerNode: number;
@@ -137,6 +138,8 @@ export async function launch(opts: LaunchOptions): Promise<number> {
   }
   const group = opts.group || process.env.LOGD_GROUP || defaultGroup(opts.script);
   stderr.write(`launch: ${whereTheRunsAre(group)}\n`);
+  // One line per health event of the job's group (a stalled rank, a straggler), as the daemon judges them.
+  const stopWatching = daemonEnv.LOGD_SERVICE ? watchHealth(daemonEnv.LOGD_SERVICE, group, (line) => stderr.write(`${line}\n`)) : async () => {};
   const isNode = NODE_SCRIPT.test(opts.script);
   const command = isNode ? process.execPath : opts.script;
   const argv = isNode ? [opts.script, ...opts.args] : opts.args;
@@ -202,6 +205,7 @@ export async function launch(opts: LaunchOptions): Promise<number> {
     });
     await Promise.all(finished);
   } finally {
+    await stopWatching();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     if (killTimer) clearTimeout(killTimer);

@@ -80,7 +80,8 @@ export class GroupJudge {
         if (m.lastCpu && nowS > m.lastCpu.at) m.cpuPercent = ((r.cpuS - m.lastCpu.cpuS) / (nowS - m.lastCpu.at)) * 100;
         m.lastCpu = { cpuS: r.cpuS, at: nowS };
         const lastSample = m.cpu[m.cpu.length - 1];
-        if (!lastSample || p.lastStep > lastSample.step) m.cpu.push({ step: p.lastStep, cpuS: r.cpuS, at: nowS });
+        // The warm-up (imports, first batches, JIT) is no rank's pace: the window starts after minSteps.
+        if (p.advances >= t.minSteps && (!lastSample || p.lastStep > lastSample.step)) m.cpu.push({ step: p.lastStep, cpuS: r.cpuS, at: nowS });
         while (m.cpu.length > 2 && m.cpu[1].step <= p.lastStep - t.windowSteps) m.cpu.shift();
         const first = m.cpu[0];
         if (first && p.lastStep - first.step >= t.windowSteps) cpuPerStep.set(r.runId, (r.cpuS - first.cpuS) / (p.lastStep - first.step));
@@ -112,7 +113,10 @@ export class GroupJudge {
       const others = live.filter((o) => o !== r && cpuPerStep.has(o.runId)).map((o) => cpuPerStep.get(o.runId)!);
       const ref = median(others);
       if (mine === undefined || ref === null || ref <= 0 || m.stalledSince !== 0) continue;
-      const above = mine >= ref * (1 + t.stragglerPct / 100);
+      // Above the others by the threshold, and by enough to matter: at least 5 ms of CPU and 3 % of the step's
+      // wall time (a rank that mostly waits on I/O or a GPU has tiny, noisy CPU figures).
+      const stepS = r.progress.medianStepS() ?? 0;
+      const above = mine >= ref * (1 + t.stragglerPct / 100) && mine - ref >= Math.max(0.005, 0.03 * stepS);
       const clearly = mine < ref * (1 + t.stragglerPct / 200);
       m.streak = above ? m.streak + 1 : 0;
       if (!m.straggler && m.streak >= STREAK) {
