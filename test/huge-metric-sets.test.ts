@@ -1,7 +1,7 @@
 // Issue 9 case 12: a run with a huge number of metric names. Every command
 // works on it and it never breaks listing the others. The daemon's message
 // limit is lowered to 4 MB here so that 100 000 names stand for the
-// 1 000 000 names that overflow the default 64 MB (README, Reliability).
+// 1 000 000 names that overflow the default 64 MB (docs/reliability.md).
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeEnv, script, runScript, cli, cliJson, startDaemon, type TestEnv } from './helpers.js';
 

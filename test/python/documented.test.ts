@@ -1,5 +1,5 @@
 // Issue 23, item 1: the torchrun commands the docs give for Debian's torch
-// (README's Python section, python/README.md, examples/python/README.md) run
+// (docs/api.md's Python section, python/README.md, examples/python/README.md) run
 // exactly as written, from the repository root, after `make install` (its
 // step, scripts/install-cli.sh, into a prefix of the test's own; `logd` on
 // PATH is then the client's sidecar: no LOGD_BIN). The docs say why the
@@ -11,12 +11,12 @@ import { describe, it, expect, beforeEach, afterEach } from 'vitest';
 import { ROOT, makeEnv, type TestEnv } from '../helpers.js';
 import { torchMissing, pyEnv } from './py-helpers.js';
 
-const DOCS = ['README.md', 'python/README.md', 'examples/python/README.md'];
+const DOCS = ['docs/api.md', 'python/README.md', 'examples/python/README.md'];
 const read = (f: string) => fs.readFileSync(path.join(ROOT, f), 'utf8');
 
-/** The README's Python section: from its heading to the next one of the same level. */
+/** docs/api.md's Python section: from its heading to the next one of the same level. */
 function pythonSection(): string {
-  const text = read('README.md');
+  const text = read('docs/api.md');
   const from = text.indexOf('\n## Python client\n');
   return text.slice(from, text.indexOf('\n## ', from + 5));
 }
@@ -32,14 +32,14 @@ function torchrunCommands(text: string): string[] {
 }
 
 describe('the docs on Debian\'s torch', () => {
-  it('say how to make the venv and which torchrun flags are needed, in the README\'s Python section and python/README.md', () => {
+  it('say how to make the venv and which torchrun flags are needed, in docs/api.md\'s Python section and python/README.md', () => {
     for (const text of [pythonSection(), read('python/README.md')]) {
       expect(text).toContain('/usr/bin/python3 -m venv --system-site-packages');
       expect(text).toContain('--redirects 1 --tee 1 --log_dir');
       expect(text).toContain("AttributeError: 'NoneType' object has no attribute 'get'");
       expect(torchrunCommands(text).length).toBeGreaterThan(0);
     }
-    const all = DOCS.flatMap((f) => torchrunCommands(f === 'README.md' ? pythonSection() : read(f)));
+    const all = DOCS.flatMap((f) => torchrunCommands(f === 'docs/api.md' ? pythonSection() : read(f)));
     for (const c of all) {
       expect(c, c).toMatch(/--redirects 1 --tee 1 --log_dir \S+/);
       expect(c, c).not.toContain('LOGD_BIN'); // `make install` is the set-up
@@ -67,7 +67,7 @@ describe.skipIf(torchMissing !== null)(`the documented torchrun commands, run as
 
   const sh = (cmd: string, timeout = 300_000) => execa('bash', ['-c', cmd], { cwd: ROOT, env, extendEnv: false, reject: false, all: true, timeout });
 
-  const commands = [...new Set(DOCS.flatMap((f) => torchrunCommands(f === 'README.md' ? pythonSection() : read(f))))];
+  const commands = [...new Set(DOCS.flatMap((f) => torchrunCommands(f === 'docs/api.md' ? pythonSection() : read(f))))];
   for (const cmd of commands) {
     it(cmd.replace(/^\.venv-python\/bin\/python -m torch\.distributed\.run .* examples\//, 'torchrun … examples/'), async () => {
       const r = await sh(cmd);

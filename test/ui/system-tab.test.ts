@@ -1,9 +1,9 @@
 // The System tab on real GPU data: the daemon's sampler runs a stand-in
 // nvidia-smi on PATH that replays the real H100 captures in
 // test/fixtures/nvidia-smi/h100 (copied from ../shared/fixtures/nvidia-smi-h100).
-// Also takes the README's screenshots of the group page, the System tab and
-// the compare page in relative time (into LOGD_SCREENSHOTS when set, e.g.
-// docs/screenshots; else a temp dir).
+// Also takes the screenshots of the group page and the System tab that
+// README.md and docs/dashboard.md show, and of the compare page in relative
+// time (into LOGD_SCREENSHOTS when set, e.g. docs/screenshots; else a temp dir).
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
