@@ -3,6 +3,7 @@
 // answer of 401 (the cookie is gone, or `logd ui` restarted with a new token)
 // puts a field for the token at the top of the page.
 import { h } from './dom.js';
+import type { HealthEvent, RankProgress } from '../src/health.js';
 export interface Run {
   id: string; project: string; name: string; group: string; jobType: string; tags: string[]; notes: string; mode: string;
   state: string; stateReason: string; exitCode: number; createdAt: string; finishedAt: string | null;
@@ -13,6 +14,10 @@ export interface Run {
 export interface ChartSeries {
   step: number[]; time: number[]; value: Array<number | null>; min?: Array<number | null>; max?: Array<number | null>; points: number;
 }
+
+/** GET /api/groups/{group}/health (daemon/ui/health.ts). */
+export interface RankHealth extends RankProgress { name: string; runState: string }
+export interface GroupHealth { group: string; stalled: boolean; ranks: RankHealth[]; events: HealthEvent[]; now: number }
 
 export class ApiError extends Error {
   constructor(readonly status: number, message: string) {
@@ -87,6 +92,7 @@ export const api = {
   group: (g: string, keys: string[] = [], points = 0) =>
     get<{ group: string; runs: Run[]; total: number; keys: string[]; series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> }>(
       `/api/groups/${encodeURIComponent(g)}`, { keys, points: points || undefined }),
+  groupHealth: (g: string) => get<GroupHealth>(`/api/groups/${encodeURIComponent(g)}/health`),
 };
 
 export interface LiveHandlers {

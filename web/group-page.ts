@@ -1,12 +1,18 @@
 // `/groups/{group}`: the group's runs (rank, name, node, state), then per
 // metric the mean across ranks with its min–max band where ranks overlap (the
 // default), or every rank's line (one click: "every rank", ?mode=ranks); then
-// the system charts of every node in the group. Live while any rank runs.
+// the system charts of every node in the group. Above the charts, the health
+// strip (health.ts): each rank's progress and the group's events, polled every
+// 2 s while a rank runs (a stall brings no rows, so the feed cannot tell).
+// Live while any rank runs.
 import { h, clear, link, stateBadge, debounce } from './dom.js';
-import { api, live, type Run } from './api.js';
+import { api, live, ApiError, type Run } from './api.js';
 import { LazyChart, type Line } from './chart.js';
 import { chartControls, byPrefix } from './controls.js';
 import { systemCharts, nodeOf } from './system.js';
+import { HealthStrip } from './health.js';
+
+const HEALTH_POLL_MS = 2000;
 
 export const rankLabel = (r: Run) => (r.rank !== null ? `rank ${r.rank}` : r.name || r.id);
 
@@ -36,8 +42,9 @@ export function groupPage(root: HTMLElement, group: string): () => void {
   const runsEl = h('div', { id: 'group-runs' });
   const list = h('div', { id: 'charts' });
   const sys = h('div', { id: 'group-system' });
+  const health = new HealthStrip();
   clear(root);
-  root.append(h('p', {}, link([], '← all runs')), h('header', {}, h('h1', {}, 'Group ', h('span', { id: 'group-name' }, group))), runsEl,
+  root.append(h('p', {}, link([], '← all runs')), h('header', {}, h('h1', {}, 'Group ', h('span', { id: 'group-name' }, group))), runsEl, health.el,
     h('div', { class: 'filters' }, h('span', { class: 'segmented', id: 'group-mode' }, bandBtn, ranksBtn), controls), list, sys);
   const setMode = (m: Mode) => {
     if (m === mode) return;
@@ -50,6 +57,26 @@ export function groupPage(root: HTMLElement, group: string): () => void {
     charts.forEach((c) => c.refresh());
   };
   bandBtn.addEventListener('click', () => setMode('band'));
+  let healthTimer: ReturnType<typeof setTimeout> | null = null;
+  let healthBusy = false, stopped = false;
+  const pollHealth = () => {
+    if (healthBusy || healthTimer !== null || stopped) return;
+    healthBusy = true;
+    const again = (ms: number) => {
+      healthBusy = false;
+      if (!stopped && ms > 0) healthTimer = setTimeout(() => ((healthTimer = null), pollHealth()), ms);
+    };
+    void api.groupHealth(group).then((gh) => {
+      if (stopped) return;
+      health.update(gh);
+      again(gh.ranks.some((r) => r.runState === 'running') ? HEALTH_POLL_MS : 0);
+    }, (e: Error) => again(e instanceof ApiError && e.status === 404 ? 0 : HEALTH_POLL_MS * 2));
+  };
+  pollHealth();
+  closers.push(() => {
+    stopped = true;
+    if (healthTimer) clearTimeout(healthTimer);
+  });
   ranksBtn.addEventListener('click', () => setMode('ranks'));
 
   void api.group(group).then((g) => {
@@ -113,6 +140,7 @@ export function groupPage(root: HTMLElement, group: string): () => void {
         if (cell) (clear(cell), cell.append(stateBadge(e.state)));
         const r = byId.get(e.run);
         if (r) r.state = e.state;
+        pollHealth(); // a rank ended: its final state (a no-op while polling)
         refresh();
       },
     }));

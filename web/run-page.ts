@@ -1,10 +1,14 @@
 // `/runs/{id}`: a run's info (config, summary, metadata), its metric charts
-// grouped by prefix, and the System tab. Charts grow live while it runs.
+// grouped by prefix, and the System tab. Charts grow live while it runs. A
+// run that rank health judges (metadata.health) shows its events above the
+// tabs, compact, re-read every 2 s while it runs.
 import { h, clear, link, stateBadge, objectTable, ago, debounce } from './dom.js';
 import { api, live, type Run } from './api.js';
 import { LazyChart } from './chart.js';
 import { chartControls, byPrefix } from './controls.js';
 import { systemCharts } from './system.js';
+import { HealthEvents } from './health.js';
+import type { RunHealth } from '../src/health.js';
 
 const KEYS_PAGE = 200;
 
@@ -17,12 +21,14 @@ export function runPage(root: HTMLElement, id: string): () => void {
   const reason = h('span', { class: 'muted', id: 'run-reason' });
   const facts = h('p', { class: 'muted', id: 'run-facts' });
   const body = h('div', { id: 'tab-body' });
+  const healthEvents = new HealthEvents(true);
+  const healthEl = h('section', { id: 'run-health', hidden: true }, h('h2', {}, 'Health events'), healthEvents.el);
   const tabs = h('nav', { class: 'tabs' }, ...['charts', 'system', 'info'].map((t) => {
     const a = h('a', { href: `/runs/${encodeURIComponent(id)}${t === 'charts' ? '' : `?tab=${t}`}`, class: t === tab ? 'active' : '', id: `tab-${t}` }, t[0].toUpperCase() + t.slice(1));
     return a;
   }));
   clear(root);
-  root.append(h('p', {}, link([], '← all runs')), h('header', {}, title, state, reason), facts, tabs, body);
+  root.append(h('p', {}, link([], '← all runs')), h('header', {}, title, state, reason), facts, healthEl, tabs, body);
 
   const showState = (s: string, why: string) => {
     clear(state);
@@ -42,6 +48,20 @@ export function runPage(root: HTMLElement, id: string): () => void {
       `${(m.writers ?? []).length} writer(s), ${r.writersAttached} attached`,
       `created ${ago(r.createdAt)}`,
     ].filter(Boolean).join(' · ');
+    const showHealth = (run: Run) => {
+      const hl = (run.metadata as { health?: RunHealth }).health;
+      if (!hl) return;
+      healthEl.hidden = false;
+      healthEvents.update(hl.events ?? []);
+    };
+    showHealth(r);
+    // Events come without rows (a stall): the run is re-read, not the feed.
+    // Only a rank or a group's run is judged at all.
+    const poll = setInterval(() => {
+      if (r.state !== 'running' || (!r.group && r.rank === null)) return clearInterval(poll);
+      void api.run(id).then((now) => ((r.state = now.state), showHealth(now)), () => {});
+    }, 2000);
+    closers.push(() => clearInterval(poll));
     if (tab === 'info') infoTab(body, r);
     else if (tab === 'system') closers.push(systemCharts(body, [r]));
     else chartsTab(r);

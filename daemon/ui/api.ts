@@ -8,6 +8,7 @@ import { metricSeries, acrossRuns, type ChartSeries } from './downsample.js';
 import { FirstLoads } from './first-load.js';
 import { RunIndex, fieldsOf, type RunJson } from './run-index.js';
 import { parseFilter, selectRuns, FilterError, type FilterTerm, type RunFields } from '../../src/run-filter.js';
+import { mergeGroupHealth, type GroupHealth } from './health.js';
 
 export class HttpError extends Error {
   constructor(readonly status: number, message: string) {
@@ -172,9 +173,20 @@ export class Api {
     return series;
   }
 
-  async group(group: string, q: URLSearchParams): Promise<unknown> {
+  private async groupRuns(group: string) {
     const page = await this.source.listRuns({ group, limit: GROUP_RUNS });
     if (page.total === 0) throw new HttpError(404, `group ${JSON.stringify(group.slice(0, 200))} has no runs in ${this.source.where}; the runs list at / shows every group`);
+    return page;
+  }
+
+  /** The group's rank health: every rank's progress and the group's events, merged (health.ts). One listing, no history read. */
+  async groupHealth(group: string): Promise<GroupHealth & { group: string }> {
+    const page = await this.groupRuns(group);
+    return { group, ...mergeGroupHealth(page.runs.filter((r) => r.group === group)) };
+  }
+
+  async group(group: string, q: URLSearchParams): Promise<unknown> {
+    const page = await this.groupRuns(group);
     const byRank = page.runs.map((r) => ({ info: r, json: runJson(r) }))
       .sort((a, b) => ((a.json.rank as number | null) ?? 1e9) - ((b.json.rank as number | null) ?? 1e9) || a.info.id.localeCompare(b.info.id));
     const runs = byRank.map((r) => r.json);

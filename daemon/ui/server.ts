@@ -89,6 +89,7 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'runs' && id && sub === 'keys') return sendJson(res, 200, await api.keys(id, q));
     if (what === 'runs' && id && sub === 'system') return sendJson(res, 200, await api.systemOf(id, q));
     if (what === 'groups' && id !== undefined && sub === undefined) return sendJson(res, 200, await api.group(id, q));
+    if (what === 'groups' && id !== undefined && sub === 'health') return sendJson(res, 200, await api.groupHealth(id));
     if (what === 'live' && id === undefined) return serveLive(api, q, req, res);
     throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; the README's Dashboard section lists them`);
   }
