@@ -56,7 +56,19 @@ async function expectWhole(env: TestEnv, runId: string, printed: number): Promis
   expect(new Set(steps).size, `run ${runId}: a step stored twice`).toBe(steps.length);
   const sorted = [...steps].sort((a, b) => a - b);
   expect(sorted[sorted.length - 1] ?? -1, `run ${runId}: printed ${printed} as logged`).toBeGreaterThanOrEqual(printed);
-  expect(sorted, `run ${runId}: a gap`).toEqual(Array.from({ length: sorted.length }, (_, i) => i));
+  const missing = (sorted[sorted.length - 1] ?? -1) + 1 - sorted.length;
+  if (missing > 0) {
+    // The journal is bounded (LOGD_JOURNAL_MB): a trainer that outruns a lagging daemon (a loaded machine) by more
+    // than the ring keeps the excess in memory only, and a kill loses it. That is never silent: the run counts
+    // those rows, and they must account for every missing step.
+    const info = await cliJson(env, ['show', runId]);
+    const counted = ((info.metadata?.journal?.problems ?? []) as string[])
+      .map((p) => Number(/: (\d+) row\(s\) did not fit the journal/.exec(p)?.[1] ?? 0)).reduce((a, b) => a + b, 0);
+    expect(counted, `run ${runId}: ${missing} step(s) missing below the last stored one, and only ${counted} counted as beyond the journal's bound`).toBeGreaterThanOrEqual(missing);
+    process.stderr.write(`journal test: run ${runId}: ${missing} rows were beyond the journal's bound (counted by the run)\n`);
+  } else {
+    expect(sorted, `run ${runId}: a gap`).toEqual(Array.from({ length: sorted.length }, (_, i) => i));
+  }
   return sorted.length;
 }
 

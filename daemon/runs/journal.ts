@@ -299,7 +299,7 @@ export function ingestJournal(reg: Registry, file: string): IngestResult {
   w.detached = true;
   run.journalRecoveredRows += rows;
   if (c.damaged) reg.reportJournalProblem(`journal: run ${run.id}, writer ${id.writerId}: ${c.damaged}`, run);
-  if (c.notJournaled > 0) reg.reportJournalProblem(`journal: run ${run.id}, writer ${id.writerId}: ${c.notJournaled} row(s) did not fit the journal (LOGD_JOURNAL_MB) and were lost with the process`, run);
+  if (c.notJournaled > 0) reg.reportJournalProblem(`journal: run ${run.id}, writer ${id.writerId}: ${c.notJournaled} row(s) did not fit the journal (LOGD_JOURNAL_MB); those the daemon had not received yet were lost with the process`, run);
   reg.log(`journal: run ${run.id}: recovered ${rows} row(s) in ${batches} batch(es) of writer ${id.writerId} (pid ${id.pid})${c.damaged ? '; the rest was damaged' : ''}`);
   // The file goes only once what it held is durable in the run's log.
   ingested.add(file);
