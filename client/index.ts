@@ -46,6 +46,13 @@ export interface InitOptions {
    * throws, as LOGD_ON_ERROR=raise does for every init().
    */
   onError?: OnError;
+  /**
+   * When the run `id` exists: 'allow' continues it (else creates it), 'must'
+   * continues it or throws, 'never' (default) throws. A continued run is a new
+   * attempt: running again, its config merged, its steps going on from the
+   * last stored step (docs/api.md, "Continuing a run").
+   */
+  resume?: 'allow' | 'must' | 'never';
 }
 
 const warn = (m: string) => process.stderr.write(m.endsWith('\n') ? m : m + '\n');
@@ -149,8 +156,10 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
     // A rank started by `logd launch` gets its job's group in LOGD_GROUP.
     client: clientInfo(), project: opts.project ?? '', name: opts.name ?? '', group: opts.group || process.env.LOGD_GROUP || '', jobType: opts.jobType ?? '',
     configJson: toJson(opts.config ?? {}), tags: opts.tags ?? [], id: opts.id ?? newRunId(), mode, notes: opts.notes ?? '',
-    sampleIntervalMs: opts.sampleIntervalMs ?? 0, createKey: randomBytes(18).toString('base64url'),
+    sampleIntervalMs: opts.sampleIntervalMs ?? 0, createKey: randomBytes(18).toString('base64url'), resume: opts.resume ?? '',
   };
+  if (opts.resume !== undefined && !['allow', 'must', 'never'].includes(opts.resume)) throw new TypeError(`logd: resume ${JSON.stringify(opts.resume)} must be 'allow', 'must' or 'never'`);
+  if (opts.resume === 'must' && !opts.id) throw new TypeError("logd: resume: 'must' continues a run: give its id");
   const badId = checkRunId(request.id);
   if (badId) throw new TypeError(`logd: ${badId}`);
   const create = () => withDaemon('init', (c, ms) => c.unary<unknown, RunInfo>('createRun', request, ms));

@@ -79,6 +79,14 @@ export class Run {
     private warn: (m: string) => void,
   ) {
     this.id = info.id;
+    // A continued run (init({ resume })) goes on from its last stored step (its owner; an attached writer
+    // counts its own steps from 0, as before).
+    if (isOwner) try {
+      const last = (JSON.parse(info.metadataJson || '{}') as { lastStep?: number }).lastStep;
+      if (typeof last === 'number' && Number.isSafeInteger(last) && last >= 0) this.nextStep = last + 1;
+    } catch {
+      /* no metadata: step 0 */
+    }
     this.name = info.name;
     this.project = info.project;
     this.group = info.group;

@@ -209,6 +209,7 @@ function recover(registry: Registry, finaliser: Finaliser): void {
     try {
       const { run: r, log: rlog } = store.replay(id, true);
       const run = new LiveRun(r.meta, rlog!, r.keys, r.summary, r.userSummary, r.config);
+      run.attempts = r.attempts;
       if (r.final) {
         run.state = r.final.state;
         run.reason = r.final.reason;
@@ -279,5 +280,6 @@ function uploadFeed(reg: Registry): DaemonRuns {
       const live = reg.runs.get(id);
       return live ? rowFromLive(live) : null;
     },
+    continued: (id) => reg.continued.delete(id),
   });
 }

@@ -18,6 +18,7 @@ import { toJson } from '../../src/json.js';
 import { summaryChunks } from '../store/summary.js';
 import { MetricCollector, bucketPoints } from '../../src/downsample.js';
 import type { HistoryBatch } from '../store/format.js';
+import { isAlive } from '../runs/liveness.js';
 
 export interface ServerContext {
   registry: Registry;
@@ -123,6 +124,14 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
     }),
 
     createRun: unary(ctx, async (req: Parameters<Registry['createRun']>[0], call) => {
+      if ((req.resume === 'allow' || req.resume === 'must') && req.id) {
+        // A new attempt (a restarted worker) may come before the daemon noticed the last one's owner died: end it first.
+        const open = reg.runs.get(req.id);
+        const owner = open && !open.final ? open.writers.get(open.meta.ownerWriterId) : undefined;
+        if (open && owner?.local && !isAlive(owner.meta.pid, owner.startTime)) {
+          await fin.finalise(open, 'crashed', `owner pid ${owner.meta.pid} exited without finish (seen when a new attempt continued the run)`, -1);
+        }
+      }
       const run = reg.createRun(req); // the same run again for a retry with the same create key
       fin.armOwnerWithoutPid(run);
       if (req.client) clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });

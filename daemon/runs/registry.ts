@@ -9,7 +9,7 @@ import { FINAL_STATES, type RunMeta, type RankMeta } from '../store/format.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
 import { checkBatch } from './validate.js';
 import { invalid, notFound, denied, failedPrecondition, alreadyExists, unavailable } from '../../src/errors.js';
-import { reopenKilledRun } from './resume.js';
+import { reopenKilledRun, continueFinalRun } from './resume.js';
 import { checkRunId, checkLabel, checkKey } from '../../src/names.js';
 import { parseJsonObject, ownRecord } from '../../src/json.js';
 import { sameSecret } from '../../src/token.js';
@@ -26,6 +26,8 @@ interface BatchMark { w: Writer; seq: number; bytes: number }
 export interface CreateRunInput {
   client: ClientInfo | null; project: string; name: string; group: string; jobType: string;
   configJson: string; tags: string[]; id: string; mode: string; notes: string; sampleIntervalMs?: number; createKey?: string;
+  /** '' or 'never' (refuse an existing id), 'allow' (continue it, else create), 'must' (continue it, else NOT_FOUND). */
+  resume?: string;
 }
 
 export function newId(bytes = 8): string {
@@ -53,6 +55,8 @@ export class Registry {
   stopping: string | null = null;
   /** Bounds what the daemon holds in memory between a stream and the disk. */
   readonly backpressure = new Backpressure();
+  /** Runs continued as a new attempt since the uploader last looked (it may have uploaded them whole before). */
+  readonly continued = new Set<string>();
 
   constructor(readonly store: Store, readonly tunables: DaemonTunables, readonly log: (line: string) => void) {}
 
@@ -76,9 +80,16 @@ export class Registry {
     } catch (e) {
       throw invalid((e as Error).message);
     }
+    const resume = req.resume || 'never';
+    if (!['allow', 'must', 'never'].includes(resume)) throw invalid(`resume ${JSON.stringify(String(req.resume).slice(0, 40))} must be allow, must or never`);
+    if (resume === 'must' && !req.id) throw invalid("resume='must' continues a run: give its id");
     const again = this.runs.get(id);
     if (again && req.createKey && again.meta.createKey && sameSecret(req.createKey, again.meta.createKey)) return again; // a retry of this create
-    if (this.runs.has(id) || this.store.exists(id)) throw alreadyExists(`run ${id} already exists; attach to it with its handle, or pick another id`);
+    if (again && req.createKey && again.attemptKey && sameSecret(req.createKey, again.attemptKey)) return again; // a retry of this continue
+    const exists = this.runs.has(id) || this.store.exists(id);
+    if (exists && resume !== 'never') return this.continueRun(id, req, config);
+    if (exists) throw alreadyExists(`run ${id} already exists; continue it with resume='allow' (or 'must'), attach to it with its handle, or pick another id`);
+    if (resume === 'must') throw notFound(`run ${id} does not exist in ${this.store.dataDir}; resume='must' only continues a run this node's store holds (resume='allow' creates it when missing)`);
     const meta: RunMeta = {
       id, project: req.project || 'default', name: req.name || id, group: req.group, jobType: req.jobType,
       tags: req.tags, notes: req.notes, mode: req.mode || 'online', createdAt: Date.now() / 1000,
@@ -100,6 +111,32 @@ export class Registry {
     this.runs.set(id, run);
     this.adopt(run, req.sampleIntervalMs);
     this.touch();
+    return run;
+  }
+
+  /** init(resume='allow'|'must') of an existing run: a new attempt, or a refusal that names who holds it. */
+  private continueRun(id: string, req: CreateRunInput, config: Record<string, unknown>): LiveRun {
+    const open = this.runs.get(id);
+    if (open && !open.final) {
+      throw failedPrecondition(`run ${id} is still running, held by pid ${open.meta.pid} on ${open.meta.host || 'an unknown host'}; it can be continued once that process has ended (or attach to it with its handle)`);
+    }
+    if (open) throw unavailable(`run ${id} is being finalised; try again in a moment`);
+    const owner = { host: req.client?.host ?? '', pid: req.client?.pid ?? 0, rank: rankOf(req.client), runToken: randomBytes(18).toString('base64url'), ownerWriterId: `w-${newId()}` };
+    let run: LiveRun | null;
+    try {
+      run = continueFinalRun(this.store, id, owner, config);
+    } catch (e) {
+      throw failedPrecondition(`run ${id} cannot be continued: ${(e as Error).message}`);
+    }
+    if (!run) throw failedPrecondition(`run ${id} is open in this node's store but not on this daemon (a daemon stop left it waiting for its writers); try again once it is final`);
+    if (req.createKey) run.attemptKey = req.createKey;
+    this.continued.add(id);
+    run.addWriter(owner.ownerWriterId, owner.pid, owner.host, owner.rank);
+    this.runs.set(id, run);
+    this.adopt(run, req.sampleIntervalMs);
+    this.touch();
+    const prev = run.attempts[run.attempts.length - 2];
+    this.log(`server: run ${id} continued as attempt ${run.attempts.length} by pid ${owner.pid} on ${owner.host} from step ${run.summary.lastStep + 1} (it was ${prev?.state ?? 'final'})`);
     return run;
   }
 

@@ -3,7 +3,7 @@
 import os from 'node:os';
 import type * as grpc from '@grpc/grpc-js';
 import type { RecordLog } from '../store/record-log.js';
-import { FrameType, encodeHistory, jsonFrame, FINAL_STATES, type RunMeta, type RunStateName, type WriterMeta, type RankMeta } from '../store/format.js';
+import { FrameType, encodeHistory, jsonFrame, FINAL_STATES, type Attempt, type RunMeta, type RunStateName, type WriterMeta, type RankMeta } from '../store/format.js';
 import { RunSummary, cappedSummary } from '../store/summary.js';
 import { bytesOf, type WriteRequestMsg, type WriteResponseMsg, type RunInfo } from '../../src/wire.js';
 import type { CheckedBatch } from './validate.js';
@@ -64,6 +64,10 @@ export class LiveRun {
   /** The run's step progress (daemon/health/), fed as batches commit, and what the health monitor made of it. */
   readonly progress = new StepProgress();
   health: RunHealth | null = null;
+  /** The create key of the call that continued this run (a retried continue gets the same attempt back). */
+  attemptKey = '';
+  /** The run's attempts (a continued run has more than one); the last one's end is this run's final state. */
+  attempts: Attempt[];
 
   constructor(
     readonly meta: RunMeta,
@@ -75,6 +79,14 @@ export class LiveRun {
   ) {
     keys.forEach((k, i) => this.keyIndex.set(k, i));
     summary.ensureKeys(keys.length);
+    this.attempts = [{ n: 1, startedAt: meta.createdAt, host: meta.host, pid: meta.pid, fromStep: 0 }];
+  }
+
+  /** The attempts, the last one ended with this run's final state when it has one. */
+  attemptsNow(): Attempt[] {
+    if (!this.final) return this.attempts;
+    const last = this.attempts[this.attempts.length - 1];
+    return [...this.attempts.slice(0, -1), { ...last, endedAt: this.finishedAt, state: this.state, reason: this.reason, exitCode: this.exitCode }];
   }
 
   get id(): string {
@@ -193,6 +205,7 @@ export class LiveRun {
       stepsBackwards: this.summary.stepsBackwards,
       droppedRows: this.writerList.reduce((n, w) => n + (w?.meta.droppedRows ?? 0), 0),
       lastStep: this.summary.lastStep,
+      ...(this.attempts.length > 1 ? { attempts: this.attemptsNow() } : {}),
       ...(this.journalRecoveredRows || this.journalProblems.length ? { journal: { recoveredRows: this.journalRecoveredRows, problems: this.journalProblems.slice(-20) } } : {}),
       ...(this.health ? { health: this.health } : {}),
       system: this.system ? { gpus: this.system.gpus(), last: this.system.lastForRun(runWindow(this.span())) } : null,

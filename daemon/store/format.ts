@@ -10,10 +10,37 @@
 // STATE    JSON FinalState: the run reached a final state; a later STATE of
 //          `running` reopens it (a run killed by a daemon stop, resumed)
 // SYSTEM   binary history of node system metrics (writer index 0xffffffff)
+// ATTEMPT  JSON Attempt: the run was continued (init(resume=...)): a new
+//          attempt with its own owner and token; the run is running again
 
 import { toJson } from '../../src/json.js';
 
-export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7 } as const;
+export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8 } as const;
+
+/**
+ * One attempt of a run: the first is the run's creation; each continue
+ * (init(resume=...)) starts another. The end fields are the state the
+ * attempt ended in (absent while it runs).
+ */
+export interface Attempt {
+  n: number;
+  startedAt: number;
+  host: string;
+  pid: number;
+  /** The first step this attempt was expected to log (the last stored step + 1). */
+  fromStep: number;
+  endedAt?: number;
+  state?: string;
+  reason?: string;
+  exitCode?: number;
+}
+
+/** An ATTEMPT frame: the attempt, and the run's new owner (replaces RunMeta's owner fields). */
+export interface AttemptFrame extends Attempt {
+  runToken: string;
+  ownerWriterId: string;
+  rank: RankMeta | null;
+}
 
 export interface RankMeta { rank: number; localRank: number; worldSize: number; nodeRank: number; localWorldSize: number }
 

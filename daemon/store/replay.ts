@@ -1,7 +1,7 @@
 // Rebuilds a run's state from its record log: used at daemon start for runs
 // that were open when it stopped, and to rebuild the index.
 import { RecordLog } from './record-log.js';
-import { FrameType, decodeHistory, parseFrameJson, type FinalState, type RunMeta, type WriterMeta } from './format.js';
+import { FrameType, decodeHistory, parseFrameJson, type Attempt, type AttemptFrame, type FinalState, type RunMeta, type WriterMeta } from './format.js';
 import { RunSummary } from './summary.js';
 import { ownRecord } from '../../src/json.js';
 import { scanFrames, type ScanResult } from '../../src/frames.js';
@@ -16,6 +16,8 @@ export interface ReplayedRun {
   userSummary: Record<string, unknown>;
   config: Record<string, unknown>;
   final: FinalState | null;
+  /** The run's attempts, the first its creation (see Attempt). */
+  attempts: Attempt[];
   scan: ScanResult;
 }
 
@@ -30,11 +32,14 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
   const userSummary = ownRecord();
   const config = ownRecord();
   let final: FinalState | null = null;
+  const attempts: Attempt[] = [];
   const onFrame = (type: number, p: Uint8Array) => {
     switch (type) {
       case FrameType.RUN:
         meta = parseFrameJson<RunMeta>(p);
         Object.assign(config, meta.config);
+        attempts.length = 0;
+        attempts.push({ n: 1, startedAt: meta.createdAt, host: meta.host, pid: meta.pid, fromStep: 0 });
         break;
       case FrameType.KEYS: {
         const k = parseFrameJson<{ first: number; names: string[] }>(p);
@@ -63,6 +68,16 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
       case FrameType.STATE: {
         const st = parseFrameJson<FinalState>(p);
         final = st.state === 'running' ? null : st; // a resumed run is open again
+        const last = attempts[attempts.length - 1];
+        if (last && final) Object.assign(last, { endedAt: st.finishedAt, state: st.state, reason: st.reason, exitCode: st.exitCode });
+        else if (last) for (const k of ['endedAt', 'state', 'reason', 'exitCode'] as const) delete last[k];
+        break;
+      }
+      case FrameType.ATTEMPT: {
+        const a = parseFrameJson<AttemptFrame>(p);
+        if (meta) meta = { ...(meta as RunMeta), runToken: a.runToken, ownerWriterId: a.ownerWriterId, host: a.host, pid: a.pid, rank: a.rank };
+        attempts.push({ n: a.n, startedAt: a.startedAt, host: a.host, pid: a.pid, fromStep: a.fromStep });
+        final = null;
         break;
       }
       default:
@@ -82,5 +97,5 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
     log?.close();
     throw new Error(`store: ${file} has no run record; it is not a logd run log`);
   }
-  return { run: { meta, keys, writers, maxSeq, summary, userSummary, config, final, scan }, log };
+  return { run: { meta, keys, writers, maxSeq, summary, userSummary, config, final, attempts, scan }, log };
 }

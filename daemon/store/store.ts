@@ -211,7 +211,8 @@ export function rowFromReplay(r: ReplayedRun): RunRow {
     state: r.final?.state ?? 'running', state_reason: r.final?.reason ?? '', created_at: m.createdAt,
     finished_at: r.final?.finishedAt ?? 0, exit_code: r.final?.exitCode ?? 0,
     config_json: toJson(r.config), summary_json: toJson(s.summary),
-    metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: s.stats, ...(s.capped ? { summaryCapped: s.capped } : {}) }),
+    metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: s.stats, ...(s.capped ? { summaryCapped: s.capped } : {}),
+      lastStep: r.summary.lastStep, ...(r.attempts.length > 1 ? { attempts: r.attempts } : {}) }),
     history_rows: r.summary.rows, mode: m.mode, notes: m.notes,
   };
 }

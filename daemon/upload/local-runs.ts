@@ -25,6 +25,8 @@ export interface LocalRuns {
   /** The node's system log, or null when there is none. */
   systemLog(): string | null;
   syncRequested(id: string): boolean;
+  /** Open on this daemon right now, or continued since the last ask (a run continued after it was uploaded whole); cheap. */
+  isOpen?(id: string): boolean;
 }
 
 abstract class DirRuns implements LocalRuns {
@@ -78,6 +80,8 @@ export interface OpenRunsView {
   historyRows(id: string): number | null;
   mode(id: string): string | null;
   row(id: string): RunRow | null;
+  /** Whether the run was continued (a new attempt) since the last ask; asking consumes it. */
+  continued?(id: string): boolean;
 }
 
 /** Inside the daemon: open runs through the daemon's view of them, the rest through the index. */
@@ -107,6 +111,10 @@ export class DaemonRuns extends DirRuns {
 
   row(id: string): RunRow | null {
     return this.open.row(id) ?? this.index.get(id) ?? null;
+  }
+
+  isOpen(id: string): boolean {
+    return this.open.historyRows(id) !== null || (this.open.continued?.(id) ?? false);
   }
 }
 

@@ -84,6 +84,11 @@ export class PgSink {
     });
   }
 
+  /** A run that was done is open again (init(resume=...)): its new rows are to come. */
+  async reopen(runId: string): Promise<void> {
+    await this.pool.query('UPDATE logd_cursors SET done = false, updated_at = now() WHERE run_id = $1 AND node = $2', [runId, this.node]);
+  }
+
   /**
    * The run's listing row alone (its metadata moved: rank health events and
    * progress), for an open run whose log is all in: a stalled job sends no
@@ -99,7 +104,13 @@ export class PgSink {
   /** The run's system metrics (encoded, stream 1), once it is final and its log is all in; marks the run done. */
   async uploadSystem(row: RunRow, sys: EncodedSlice | null): Promise<void> {
     await this.inRunTransaction(row.id, async (c, cur) => {
-      if (cur.systemDone) return;
+      if (cur.systemDone) {
+        // A continued run (a new attempt) ended again: its rows came with the slices; the system metrics of
+        // the first attempt's lifetime are in already (later attempts' are not sent: no row twice).
+        await upsertRun(c, this.node, row, 0, true);
+        await c.query('UPDATE logd_cursors SET done = true, updated_at = now() WHERE run_id = $1', [row.id]);
+        return;
+      }
       await upsertRun(c, this.node, row, 0, true);
       if (sys) {
         await copyInto(c, 'logd_keys', KEY_COLUMNS, sys.keys);

@@ -125,6 +125,7 @@ export class Uploader {
     this.measureBacklog();
     for (const { id, cur, end } of this.candidates()) {
       if (this.stopped) break;
+      if (this.reopened.delete(id)) await this.sink.reopen(id);
       if (end > cur.offset) {
         if (await this.uploadSlice(id, cur, end)) worked = true;
         continue;
@@ -150,6 +151,9 @@ export class Uploader {
     this.flushStatus(false);
     return worked;
   }
+
+  /** Runs found open again after they were done: the store's cursor is told before their next slice. */
+  private reopened = new Set<string>();
 
   /** What of each open run's health was last sent: its events, and a 15 s clock for its progress. */
   private healthSent = new Map<string, string>();
@@ -186,7 +190,11 @@ export class Uploader {
       if (this.o.only && !this.o.only.has(id)) continue;
       if (this.refusedRuns.has(id)) continue;
       const cur = this.cursors.get(id) ?? { offset: 0, systemDone: false, done: false, rows: 0 };
-      if (cur.done) continue;
+      if (cur.done) {
+        if (!this.o.runs.isOpen?.(id)) continue;
+        cur.done = false; // continued (init(resume=...)) after it was uploaded whole: the new attempt follows
+        this.reopened.add(id);
+      }
       const mode = this.o.runs.mode(id);
       if (mode === null) continue;
       if (mode === 'offline' && !this.o.includeOffline && !this.o.runs.syncRequested(id)) continue;

@@ -31,7 +31,7 @@ from .paths import resolve_paths, tunables
 from .reach import DaemonUnavailableError, checked_daemon, with_daemon
 from .trust import UntrustedDaemonError, UntrustedDirError
 from .run import FinishResult, Run, live_runs
-from .torchrun import rank_info, restart_count, torchrun_env
+from .torchrun import job_run_id, rank_info, torchrun_env
 from .values import to_json
 from .relay import RelayWriter
 from .writer import Writer, new_writer_id
@@ -88,7 +88,7 @@ def _writer_factory(run_id: str, run_token: str, spool_dir: str = ""):
 def init(project: Optional[str] = None, name: Optional[str] = None, group: Optional[str] = None,
          job_type: Optional[str] = None, config: Optional[dict] = None, tags=None, notes: Optional[str] = None,
          id: Optional[str] = None, mode: Optional[str] = None, sample_interval_ms: int = 0,  # noqa: A002 - wandb's name
-         on_error: Optional[str] = None):
+         on_error: Optional[str] = None, resume: Optional[str] = None):
     """Creates a run; this process becomes its owner.
 
     When no daemon can be used (none can be started or reached, the data dir is unwritable or full, the runtime
@@ -99,9 +99,14 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
     In a process forked after logd used gRPC (a multiprocessing or DataLoader worker of a parent that holds a
     run), the create goes through the child's relay process (forked.py): this process never touches gRPC.
 
-    Under torchrun the torchrun environment is recorded in config["torchrun"], and
-    a restarted worker (TORCHELASTIC_RESTART_COUNT > 0) logs into a new run whose
-    name (and requested id) carry the attempt: "<name>-attempt-<n>".
+    resume: when the run `id` exists, "allow" continues it (else creates it), "must" continues it or raises,
+    "never" (the default) raises. A continued run is a new attempt: running again, its config merged, its steps
+    going on from the last stored step (metadata.attempts lists the attempts).
+
+    Under torchrun the torchrun environment is recorded in config["torchrun"]. With no id given, each rank's run
+    gets a stable id derived from the job (torchrun.py: TORCHELASTIC_RUN_ID, or the torchrun agent process when
+    the job has none) and resume="allow": a worker restarted by --max-restarts continues its rank's run as a new
+    attempt instead of starting another run.
     """
     t = tunables()
     mode = t.mode or mode or "online"
@@ -116,11 +121,15 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
     env = torchrun_env()
     if env:
         cfg.setdefault("torchrun", env)
-    attempt = restart_count()
-    if attempt > 0:
-        name = "%s-attempt-%d" % (name, attempt) if name else "attempt-%d" % attempt
-        if id:
-            id = "%s-attempt-%d" % (id, attempt)
+    if resume not in (None, "allow", "must", "never"):
+        raise ValueError("logd: resume=%r must be 'allow', 'must' or 'never'" % (resume,))
+    if resume == "must" and not id:
+        raise ValueError("logd: resume='must' continues a run: give its id")
+    if id is None and env:
+        # A restarted worker (--max-restarts) continues its rank's run: the same id on every attempt.
+        id = job_run_id(project or "", group or os.environ.get("LOGD_GROUP") or "", name or "")
+        if id is not None and resume is None:
+            resume = "allow"
     if id is not None and (not isinstance(id, str) or not _RUN_ID.match(id)):
         # Checked here, not only by the daemon: a deferred run's id names its files.
         raise TypeError("logd: run id %s must be 1-64 characters of A-Z a-z 0-9 _ -" % json.dumps(str(id)[:80]))
@@ -132,7 +141,7 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         sample_interval_ms=int(sample_interval_ms or 0),
         # The id is chosen here and the create carries a key only this call knows: a CreateRun sent again
         # (after a timeout, or to a restarted daemon) gets the same run back instead of leaving a second one.
-        create_key=secrets.token_urlsafe(18),
+        create_key=secrets.token_urlsafe(18), resume=resume or "",
     )
     if forked_after_grpc():
         from .forked import init_via_relay

@@ -46,8 +46,10 @@ def should_raise(on_error: Optional[str], e: BaseException) -> bool:
         return True  # a bad option, id or setting: the caller's bug, said at once
     from .connection import CallError
 
-    # INVALID_ARGUMENT and ALREADY_EXISTS are about the request (a bad label, a taken id), not about the daemon.
-    return isinstance(e, CallError) and e.code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ALREADY_EXISTS)
+    # INVALID_ARGUMENT, ALREADY_EXISTS, NOT_FOUND (resume="must" of an unknown run) and FAILED_PRECONDITION (a run
+    # held by a live owner, another wire protocol) are about the request, not about a daemon that is away.
+    return isinstance(e, CallError) and e.code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ALREADY_EXISTS,
+                                                   grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
 
 
 def check_on_error(on_error: Optional[str]) -> None:

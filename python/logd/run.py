@@ -67,6 +67,14 @@ class Run:
         self._address = writer.conn.address if writer.conn is not None else _NO_DAEMON
         self._pid = os.getpid()
         self._next_step = 0
+        # A continued run (init(resume=...)) goes on from its last stored step (its owner; an attached writer
+        # counts its own steps from 0, as before).
+        try:
+            last = json.loads(info.metadata_json or "{}").get("lastStep") if is_owner else None
+            if type(last) in (int, float) and last >= 0:
+                self._next_step = int(last) + 1
+        except (ValueError, AttributeError):
+            pass
         self._known = set()  # metric names already checked
         # The names of the last row that had no nesting and no skipped value, as a list: a row with the same names
         # (nearly every step) takes a short path, and every row of it shares this one list (the journal's cache

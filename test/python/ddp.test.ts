@@ -132,24 +132,29 @@ describe.skipIf(torchMissing !== null)(`Python client under torchrun, 4 ranks (D
     expect(rows.filter((r) => 'loss' in r)).toHaveLength(STEPS);
   });
 
-  it('(f) kill -9 of one rank: its run is crashed within 5 s, every rank keeps its rows, the restart logs into new runs', async () => {
+  it('(f) kill -9 of one rank: that attempt is crashed within 5 s, and the restart continues each rank\'s run as its second attempt', async () => {
     const { facts } = await torchrun(t, 'kill', ['--max_restarts', '1']);
     const killed = facts('killed');
     const dead = await show(t, killed.run);
-    expect(dead).toMatchObject({ name: 'rank2', state: 'crashed', historyRows: killed.rows });
-    expect(Date.parse(dead.finishedAt!) / 1000 - killed.at).toBeLessThan(5);
+    const firstOfDead = (dead.metadata as any).attempts[0];
+    expect(firstOfDead.state).toBe('crashed');
+    expect(firstOfDead.endedAt - killed.at).toBeLessThan(5);
+    expect(await runs(t)).toHaveLength(4); // one run per rank, whatever the restarts
     for (let rank = 0; rank < 4; rank++) {
-      // The first attempt: torchrun stopped the surviving ranks; what they logged is all there.
+      // The first attempt: torchrun stopped the surviving ranks; the restart continued the same run (a stable id per rank).
       const first = facts(`rank${rank}`);
-      const run = await show(t, first.run);
-      expect(['crashed', 'killed'], `rank ${rank}`).toContain(run.state);
-      expect(run.historyRows, `rank ${rank}`).toBe(first.rows);
-      await expectTrainingRows(t, first.run, rank);
-      // The restarted attempt: a new run that names the attempt.
       const second = facts(`rank${rank}-attempt-1`);
-      const rerun = await show(t, second.run);
-      expect(rerun).toMatchObject({ name: `rank${rank}-attempt-1`, state: 'finished', historyRows: STEPS });
-      expect(rerun.config.torchrun.TORCHELASTIC_RESTART_COUNT).toBe(1);
+      expect(second.run, `rank ${rank}`).toBe(first.run);
+      const run = await show(t, first.run);
+      expect(run, `rank ${rank}`).toMatchObject({ name: `rank${rank}`, state: 'finished', historyRows: first.rows + STEPS });
+      const attempts = (run.metadata as any).attempts;
+      expect(attempts.map((a: any) => a.n)).toEqual([1, 2]);
+      expect(['crashed', 'killed'], `rank ${rank}`).toContain(attempts[0].state);
+      expect(attempts[1]).toMatchObject({ state: 'finished', fromStep: first.rows });
+      expect(run.config.torchrun.TORCHELASTIC_RESTART_COUNT).toBe(1); // the config update of the second attempt, merged
+      const rows = await exportJsonl(t, first.run, ['--raw']);
+      expect(rows).toHaveLength(first.rows + STEPS);
+      for (const r of rows) expect(r['train/rank']).toBe(rank);
     }
   });
 });
