@@ -81,7 +81,7 @@ check-imports:
 test: check-imports system-deps build native python packages-for-test
 	npx vitest run
 
-# The chaos, fuzz and load tests at soak length (README, Reliability).
+# The chaos, fuzz and load tests at soak length (docs/reliability.md).
 soak: build
 	LOGD_SOAK=1 npx vitest run test/chaos-daemon.test.ts test/chaos-disk.test.ts test/chaos-load.test.ts test/chaos-runs.test.ts test/fuzz.test.ts
 

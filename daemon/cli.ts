@@ -225,6 +225,14 @@ program
     console.log(`summary: ${JSON.stringify(j.summary)}`);
     const meta = j.metadata as { host?: string; pid?: number; rank?: unknown; system?: { gpus: Array<{ index: number; name: string }>; last: Record<string, number> | null } | null };
     console.log(`host: ${meta.host}, pid ${meta.pid}, rank ${JSON.stringify(meta.rank)}`);
+    const attempts = (j.metadata as { attempts?: Array<{ n: number; startedAt: number; host: string; pid: number; fromStep: number; state?: string; reason?: string; endedAt?: number }> }).attempts;
+    if (attempts && attempts.length > 1) {
+      console.log(`attempts: ${attempts.length}`);
+      for (const a of attempts) {
+        const end = a.state ? `${a.state}${a.reason ? ` (${a.reason})` : ''} at ${new Date((a.endedAt ?? 0) * 1000).toISOString()}` : 'running';
+        console.log(`  ${a.n}: from step ${a.fromStep}, started ${new Date(a.startedAt * 1000).toISOString()} on ${a.host || '?'} pid ${a.pid}; ${end}`);
+      }
+    }
     const damage = damageLine(j);
     if (damage) console.log(`DAMAGED: ${damage}`);
     if (meta.system) {

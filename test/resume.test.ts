@@ -3,7 +3,7 @@
 // on from the last stored step, its attempts recorded (and kept across a
 // daemon restart). Refusals name what to do. Real processes, a real daemon.
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, cliJson, exportJsonl, script, runScript, spawnScript, startDaemon, killDaemon, waitUntil, type TestEnv } from './helpers.js';
+import { makeEnv, cli, cliJson, exportJsonl, script, runScript, spawnScript, startDaemon, killDaemon, waitUntil, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
 afterEach(async () => {
@@ -50,6 +50,8 @@ describe('init({ resume }) continues a run as a new attempt', () => {
     expect(info.historyRows).toBe(18);
     expect(info.metadata.attempts.map((a: any) => [a.n, a.state, a.fromStep])).toEqual([[1, 'finished', 0], [2, 'finished', 10], [3, 'finished', 15]]);
     expect((await exportJsonl(t, 'job1')).map((r) => r._step)).toEqual(Array.from({ length: 18 }, (_, i) => i));
+    const human = (await cli(t, ['show', 'job1'])).stdout;
+    expect(human).toMatch(/attempts: 3\n  1: from step 0, .*; finished .*\n  2: from step 10, .*\n  3: from step 15, /);
   });
 
   it('a run whose owner was killed is continued; the killed attempt reads crashed', async () => {

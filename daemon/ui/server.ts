@@ -1,6 +1,6 @@
 // The dashboard's HTTP server: the page (bundled at build time into
 // dist/web, served from the package), the JSON API and the live feed, all
-// behind one random token. See the README's Dashboard section for the API.
+// behind one random token. docs/dashboard.md (Dashboard API) lists the API.
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -91,7 +91,7 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'groups' && id !== undefined && sub === undefined) return sendJson(res, 200, await api.group(id, q));
     if (what === 'groups' && id !== undefined && sub === 'health') return sendJson(res, 200, await api.groupHealth(id));
     if (what === 'live' && id === undefined) return serveLive(api, q, req, res);
-    throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; the README's Dashboard section lists them`);
+    throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; docs/dashboard.md (Dashboard API) lists them`);
   }
 
   async function page(parts: string[], params: URLSearchParams, res: http.ServerResponse): Promise<void> {
