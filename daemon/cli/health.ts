@@ -1,26 +1,16 @@
 // `logd health [GROUP|RUN]`: each rank's progress and the health events of
 // a group (daemon/health/ judges them; they travel in each run's
-// metadata.health, so the local store and the shared one read the same).
+// metadata.health, so the local store and the shared one read the same; the
+// dashboard's merge, daemon/ui/health.ts, makes one view of a group).
 import type { Command } from 'commander';
 import { openSource, RunNotFound, type QuerySource, type RunInfo } from '../query/index.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
-import { rankLabel, type HealthEvent, type RankProgress, type RunHealth } from '../../src/health.js';
+import { rankLabel } from '../../src/health.js';
+import { mergeGroupHealth, type GroupHealth as MergedHealth } from '../ui/health.js';
 
-export interface GroupHealth {
+export interface GroupHealth extends MergedHealth {
   project: string;
   group: string;
-  /** The newest `job stalled` with no `recovered` after it, or a rank stalled now. */
-  stalled: boolean;
-  ranks: Array<RankProgress & { name: string; runState: string }>;
-  events: HealthEvent[];
-}
-
-function healthOf(r: RunInfo): RunHealth | null {
-  try {
-    return ((JSON.parse(r.metadataJson || '{}') as { health?: RunHealth }).health ?? null);
-  } catch {
-    return null;
-  }
 }
 
 function rankOf(r: RunInfo): number | null {
@@ -61,31 +51,7 @@ export async function groupsHealth(src: QuerySource, target: string | undefined)
     const k = r.group ? `${r.project}\u0000${r.group}` : `${r.project}\u0000\u0000${r.id}`;
     (byGroup.get(k) ?? byGroup.set(k, []).get(k)!).push(r);
   }
-  const out: GroupHealth[] = [];
-  for (const members of byGroup.values()) {
-    const seen = new Map<string, HealthEvent>();
-    const ranks: GroupHealth['ranks'] = [];
-    for (const r of members) {
-      const h = healthOf(r);
-      for (const e of h?.events ?? []) {
-        const key = `${e.at}|${e.kind}|${e.runIds.join(',')}`;
-        const had = seen.get(key);
-        if (!had || (!had.stacks && e.stacks)) seen.set(key, e);
-      }
-      const p = h?.progress;
-      ranks.push({
-        runId: r.id, rank: p?.rank ?? rankOf(r), host: p?.host ?? '', pid: p?.pid ?? 0, step: p?.step ?? -1, stepAt: p?.stepAt ?? 0,
-        stepS: p?.stepS ?? null, stepsPerS: p?.stepsPerS ?? null, lag: p?.lag ?? 0, cpuPerStepS: p?.cpuPerStepS ?? null,
-        state: r.state !== 'running' ? r.state : p?.state ?? 'unknown', at: p?.at ?? 0, name: r.name, runState: r.state,
-      });
-    }
-    ranks.sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9) || a.runId.localeCompare(b.runId));
-    const events = [...seen.values()].sort((a, b) => a.at - b.at);
-    const lastJob = [...events].reverse().find((e) => e.kind === 'job stalled');
-    const jobStalledNow = !!lastJob && !events.some((e) => e.kind === 'recovered' && e.at >= lastJob.at);
-    out.push({ project: members[0].project, group: members[0].group, stalled: jobStalledNow || ranks.some((r) => r.state === 'stalled'), ranks, events });
-  }
-  return out;
+  return [...byGroup.values()].map((members) => ({ project: members[0].project, group: members[0].group, ...mergeGroupHealth(members) }));
 }
 
 function ago(at: number): string {

@@ -5,27 +5,15 @@
 // process, how many rows it logged; the test compares with what `logd export`
 // and `logd show` say was stored.
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { execa } from 'execa';
 import { describe, it, expect, beforeEach, afterEach } from 'vitest';
 import { ROOT, makeEnv, cliJson, exportJsonl, type TestEnv } from '../helpers.js';
-import { FIXTURES, PYTHON, torchMissing, pyEnv, readJson } from './py-helpers.js';
+import { FIXTURES, PYTHON, torchMissing, pyEnv, readJson, freePort } from './py-helpers.js';
 
 interface RunJson { id: string; name: string; group: string; state: string; exitCode: number; historyRows: number; finishedAt: string | null; config: Record<string, any>; metadata: { writers: Array<{ pid: number }> } }
 
 const STEPS = 20; // 400 samples / 4 ranks / batch 10 x 2 epochs
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** torchrun, 4 ranks. Debian's torch 1.13 on Python 3.11 needs --redirects/--tee/--log_dir to start at all. */
 async function torchrun(t: TestEnv, mode: string, extra: string[] = []) {

@@ -4,24 +4,12 @@
 // (daemon/health/). The judgements are read as a user reads them:
 // `logd health GROUP --json`.
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { execa, execaSync } from 'execa';
 import { describe, it, expect, afterEach } from 'vitest';
 import { makeEnv, startDaemon, killDaemon, cliJson, waitUntil, type TestEnv } from '../helpers.js';
-import { FIXTURES, PYTHON, torchMissing, pythonMissing, pyEnv, spawnPython, killSpawnedPython } from './py-helpers.js';
+import { FIXTURES, PYTHON, torchMissing, pythonMissing, pyEnv, spawnPython, killSpawnedPython, freePort } from './py-helpers.js';
 import type { GroupHealth } from '../../daemon/cli/health.js';
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** torchrun, 4 ranks (Debian's torch 1.13 on Python 3.11 needs --redirects/--tee/--log_dir to start at all). */
 async function torchrun(t: TestEnv, mode: string, group: string, env: Record<string, string> = {}) {

@@ -2,6 +2,7 @@
 // is (.venv-python, made by `make python`), why tests skip when there is
 // none, and a LOGD_BIN wrapper so the client can auto-start this repository's
 // daemon as its sidecar.
+import net from 'node:net';
 import fs from 'node:fs';
 import path from 'node:path';
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
@@ -71,4 +72,16 @@ export function spawnPython(t: TestEnv, args: string[], env: Record<string, stri
   child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
   child.err = () => err;
   return child;
+}
+
+/** A TCP port free on loopback now (torchrun's --master_port). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
 }
