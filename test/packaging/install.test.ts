@@ -260,7 +260,8 @@ describe.skipIf(wheelSkipped !== null)(`the wheel in a clean venv${wheelSkipped 
     expect(serve.exitCode).not.toBe(0);
     expect(serve.all).toContain(`was written by logd 9.0.0 (data format 99); this daemon is logd ${VERSION} (data format 1)`);
     expect(serve.all).toContain('Nothing there was changed');
-    const r = await py(venv, e, 'import logd\ntry:\n    logd.init(project="p")\nexcept Exception as ex:\n    print(type(ex).__name__, ex)\n');
+    // on_error="raise": the error itself (by default the run would go on deferred, its rows kept for a daemon that can).
+    const r = await py(venv, e, 'import logd\ntry:\n    logd.init(project="p", on_error="raise")\nexcept Exception as ex:\n    print(type(ex).__name__, ex)\n');
     expect(r.stdout).toContain('DaemonStartError');
     expect(r.stdout).toContain('logd 9.0.0');
     expect(r.stdout).toContain(`logd ${VERSION}`);
