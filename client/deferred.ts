@@ -23,9 +23,9 @@ export type OnError = 'raise' | 'defer';
 export function raiseOnError(onError: OnError | undefined, e: unknown): boolean {
   if ((onError ?? process.env.LOGD_ON_ERROR) === 'raise') return true;
   if (e instanceof TypeError || e instanceof RangeError) return true; // a bad option or id: the caller's bug, said at once
-  // INVALID_ARGUMENT, ALREADY_EXISTS, NOT_FOUND (resume 'must' of an unknown run) and FAILED_PRECONDITION
-  // (a run held by a live owner, another wire protocol) are about the request, not a daemon that is away.
-  return e instanceof CallError && (e.code === 3 || e.code === 6 || e.code === 5 || e.code === 9);
+  // INVALID_ARGUMENT, ALREADY_EXISTS (a taken id, a run to continue that a live owner holds) and NOT_FOUND
+  // (resume 'must' of an unknown run) are about the request, not about a daemon that cannot be used.
+  return e instanceof CallError && (e.code === 3 || e.code === 6 || e.code === 5);
 }
 
 function writable(dir: string): boolean {

@@ -118,7 +118,7 @@ export class Registry {
   private continueRun(id: string, req: CreateRunInput, config: Record<string, unknown>): LiveRun {
     const open = this.runs.get(id);
     if (open && !open.final) {
-      throw failedPrecondition(`run ${id} is still running, held by pid ${open.meta.pid} on ${open.meta.host || 'an unknown host'}; it can be continued once that process has ended (or attach to it with its handle)`);
+      throw alreadyExists(`run ${id} is still running, held by pid ${open.meta.pid} on ${open.meta.host || 'an unknown host'}; it can be continued once that process has ended (or attach to it with its handle)`);
     }
     if (open) throw unavailable(`run ${id} is being finalised; try again in a moment`);
     const owner = { host: req.client?.host ?? '', pid: req.client?.pid ?? 0, rank: rankOf(req.client), runToken: randomBytes(18).toString('base64url'), ownerWriterId: `w-${newId()}` };
@@ -171,7 +171,7 @@ export class Registry {
     if (!run) {
       if (checkRunId(runId) === null && this.store.exists(runId)) {
         const row = this.store.index.get(runId);
-        throw failedPrecondition(`run ${runId} is ${row?.state ?? 'final'}; it takes no more records (start a new run, or resume with a new id)`);
+        throw failedPrecondition(`run ${runId} is ${row?.state ?? 'final'}; it takes no more records (continue it as a new attempt: init with its id and resume 'allow')`);
       }
       throw notFound(`run ${JSON.stringify(runId.slice(0, 80))} does not exist on this daemon (data dir ${this.store.dataDir})`);
     }

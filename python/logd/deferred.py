@@ -46,10 +46,10 @@ def should_raise(on_error: Optional[str], e: BaseException) -> bool:
         return True  # a bad option, id or setting: the caller's bug, said at once
     from .connection import CallError
 
-    # INVALID_ARGUMENT, ALREADY_EXISTS, NOT_FOUND (resume="must" of an unknown run) and FAILED_PRECONDITION (a run
-    # held by a live owner, another wire protocol) are about the request, not about a daemon that is away.
+    # INVALID_ARGUMENT, ALREADY_EXISTS (a taken id, a run to continue that a live owner holds) and NOT_FOUND
+    # (resume="must" of an unknown run) are about the request, not about a daemon that cannot be used.
     return isinstance(e, CallError) and e.code in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.ALREADY_EXISTS,
-                                                   grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
+                                                   grpc.StatusCode.NOT_FOUND)
 
 
 def check_on_error(on_error: Optional[str]) -> None:

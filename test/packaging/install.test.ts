@@ -295,7 +295,7 @@ describe.skipIf(wheelSkipped !== null)(`the wheel in a clean venv${wheelSkipped 
     expect(JSON.parse(p.stdout.trim().split('\n').pop()!)).toMatchObject({ state: 'finished', version: '0.1.99' });
     expect(serviceOf(`${shared}-rt`)!.pid).toBe(daemon.pid);
 
-    const w = await py(wire2, e(wire2), 'import logd\ntry:\n    logd.init(project="p")\nexcept Exception as ex:\n    print(type(ex).__name__, ex)\n');
+    const w = await py(wire2, e(wire2), 'import logd\ntry:\n    logd.init(project="p", on_error="raise")\nexcept Exception as ex:\n    print(type(ex).__name__, ex)\n');
     expect(w.stdout).toContain('CallError');
     expect(w.stdout).toContain(`logd 0.2.0 speaks wire protocol 2, and this daemon (logd ${VERSION}, pid ${daemon.pid}) speaks wire protocol 1`);
     const runs = await logd(wire2, e(wire2), ['runs']);
