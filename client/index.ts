@@ -19,6 +19,7 @@ import { UntrustedDaemonError } from './peer-credentials.js';
 import { BatchWriter } from './writer.js';
 import { Run, liveRuns, type RunHandlePayload } from './run.js';
 import { DisabledRun } from './disabled.js';
+import { captureConsole } from './console-capture.js';
 import { installExitHooks } from './exit-hooks.js';
 import { raiseOnError, deferredSpool, deferredInfo, deferredCreate, retryCreate, type OnError } from './deferred.js';
 import { checkRunId } from '../src/names.js';
@@ -46,6 +47,12 @@ export interface InitOptions {
    * throws, as LOGD_ON_ERROR=raise does for every init().
    */
   onError?: OnError;
+  /**
+   * Capture this process's stdout and stderr into the run (default false, or
+   * true with LOGD_CONSOLE=1; LOGD_CONSOLE=0 turns it off everywhere). Only
+   * the first open run of a process captures (docs/api.md, "Console output").
+   */
+  console?: boolean;
   /**
    * When the run `id` exists: 'allow' continues it (else creates it), 'must'
    * continues it or throws, 'never' (default) throws. A continued run is a new
@@ -168,17 +175,27 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
     created = await create();
   } catch (e) {
     if (raiseOnError(opts.onError, e)) throw e;
-    return deferredRun(request, e, create);
+    return deferredRun(request, e, create, opts);
   }
   const { value: info, address } = created;
   const writer = makeWriter(address, info, info.runToken, info.ownerWriterId);
   installExitHooks();
   ensureKeepalive();
-  return new Run(info, writer, info.runToken, true, warn);
+  return withConsole(new Run(info, writer, info.runToken, true, warn), opts, t.console);
+}
+
+/** The owner's run takes this process's console, unless turned off or another run has it. */
+function withConsole(run: Run, opts: InitOptions, allowed: boolean): Run {
+  // Off unless asked (console: true, or LOGD_CONSOLE=1): taking process.stdout makes Node switch a piped
+  // stdout to non-blocking, for this process and every process sharing the pipe, which breaks a program that
+  // writes fd 1 with fs.writeSync. The Python client captures by default (a tee changes no file descriptor).
+  const wanted = opts.console ?? process.env.LOGD_CONSOLE === '1';
+  if (allowed && wanted) run.consoleCapture = captureConsole(run.id, run.writer, warn);
+  return run;
 }
 
 /** init() could not use a daemon: the run goes on deferred, and a daemon gets it later (client/deferred.ts). */
-function deferredRun(request: Parameters<typeof deferredInfo>[0] & Record<string, any>, e: unknown, create: () => Promise<{ value: RunInfo; address: ServiceAddress }>): Run {
+function deferredRun(request: Parameters<typeof deferredInfo>[0] & Record<string, any>, e: unknown, create: () => Promise<{ value: RunInfo; address: ServiceAddress }>, opts: InitOptions): Run {
   const reason = (e as Error)?.message ?? String(e);
   const spoolDir = deferredSpool();
   const info = deferredInfo(request, spoolDir);
@@ -192,7 +209,7 @@ function deferredRun(request: Parameters<typeof deferredInfo>[0] & Record<string
   writer.lastProblem = problem;
   warn(`logd: run ${info.id}: ${problem}`);
   installExitHooks();
-  const run = new Run(info, writer, info.runToken, true, warn);
+  const run = withConsole(new Run(info, writer, info.runToken, true, warn), opts, t.console);
   retryCreate(writer, create, (real) => {
     run.adoptToken(real.runToken);
     ensureKeepalive();

@@ -12,7 +12,7 @@ const MAX_ROWS = 8192;
 const MAX_PAIRS = 128 * 1024;
 
 /** What a sealed batch took from the open one, to be put back when the batch is dropped. */
-export interface Unsealed { keys: number; summary: string[]; config: string[] }
+export interface Unsealed { keys: number; summary: string[]; config: string[]; console: string[] }
 
 export class OpenBatch {
   // dictionary: key id = index in `keys`; `keysSealed` of them went out in sealed batches
@@ -31,6 +31,10 @@ export class OpenBatch {
   private pairs = 0;
   private summaryUpdates: string[] = [];
   private configUpdates: string[] = [];
+  /** Console output captured since the last seal (client/console-capture.ts), as RecordBatch.console_json entries. */
+  private consoleEntries: string[] = [];
+  /** Characters of console text in the open batch: the capture's bound per flush interval counts them. */
+  consoleChars = 0;
   /** The writer's crash journal: every accepted row and update also goes there (client/journal.ts). */
   journal: Journal | null = null;
 
@@ -45,7 +49,7 @@ export class OpenBatch {
 
   /** Something to seal: rows, updates, or names no sealed batch carried yet. */
   get hasContent(): boolean {
-    return this.rows > 0 || this.summaryUpdates.length > 0 || this.configUpdates.length > 0 || this.keysSealed !== this.keys.length;
+    return this.rows > 0 || this.summaryUpdates.length > 0 || this.configUpdates.length > 0 || this.consoleEntries.length > 0 || this.keysSealed !== this.keys.length;
   }
 
   /** The dictionary as the daemon knows it from sealed batches (what OpenWriter sends). */
@@ -83,6 +87,12 @@ export class OpenBatch {
     this.journal?.update(UPDATE_CONFIG, json);
   }
 
+  /** One console entry ({t, s, l} as JSON); not journaled: a killed process loses what its last batch did not carry. */
+  console(entryJson: string, chars: number): void {
+    this.consoleEntries.push(entryJson);
+    this.consoleChars += chars;
+  }
+
   /** The writer's code gave a step explicitly (sticky): sent on every batch, rank health judges its steps. */
   stepsGiven = false;
 
@@ -96,14 +106,17 @@ export class OpenBatch {
         steps: u8(this.steps, rows), times: u8(this.times, rows), counts: u8(this.counts, rows),
         keyIds: u8(this.kid, this.pairs), values: u8(this.vals, this.pairs),
         summaryJson: this.summaryUpdates, configJson: this.configUpdates, droppedRows, stepsGiven: this.stepsGiven,
+        consoleJson: this.consoleEntries,
       },
     });
-    const taken: Unsealed = { keys: this.keysSealed, summary: this.summaryUpdates, config: this.configUpdates };
+    const taken: Unsealed = { keys: this.keysSealed, summary: this.summaryUpdates, config: this.configUpdates, console: this.consoleEntries };
     this.keysSealed = this.keys.length;
     this.rows = 0;
     this.pairs = 0;
     this.summaryUpdates = [];
     this.configUpdates = [];
+    this.consoleEntries = [];
+    this.consoleChars = 0;
     return { bytes, rows, taken };
   }
 
@@ -115,6 +128,7 @@ export class OpenBatch {
     this.keysSealed = taken.keys;
     this.summaryUpdates = taken.summary.concat(this.summaryUpdates);
     this.configUpdates = taken.config.concat(this.configUpdates);
+    this.consoleEntries = taken.console.concat(this.consoleEntries);
   }
 
   private intern(k: string): number {

@@ -70,6 +70,8 @@ export class Run {
   readonly summary: Summary;
   private nextStep = 0;
   private finishing: Promise<FinishResult> | null = null;
+  /** This process's console capture, when this run has it (client/console-capture.ts); ended by finish. */
+  consoleCapture: { stop(): void } | null = null;
 
   constructor(
     info: RunInfo,
@@ -136,6 +138,7 @@ export class Run {
   }
 
   finish(opts: FinishOptions = {}): Promise<FinishResult> {
+    this.stopConsole();
     this.finishing ??= this.doFinish(opts.exitCode ?? 0, opts.timeoutMs ?? 10_000);
     return this.finishing;
   }
@@ -239,6 +242,13 @@ export class Run {
     }
   }
 
+  /** Gives stdout and stderr back; what the capture still held goes with the last batch. */
+  private stopConsole(): void {
+    const c = this.consoleCapture;
+    this.consoleCapture = null;
+    c?.stop();
+  }
+
   /** Spills, and says where to (or, when even that failed, how many rows are lost and why). */
   private spillAndSay(exitCode: number | null, after: string): string {
     try {
@@ -251,6 +261,7 @@ export class Run {
 
   /** At process exit: hand everything unsent to the daemon through a spill file. */
   spillForExit(exitCode: number): void {
+    this.stopConsole();
     if (this.finishing) {
       // finish() is under way: keep its records, without a second finish.
       this.writer.spill(null);

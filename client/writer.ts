@@ -170,6 +170,18 @@ export class BatchWriter {
     if (this.flushTimer === null) this.armFlush();
   }
 
+  /** Console output of this process (client/console-capture.ts): rides with the next batch; nothing after close. */
+  console(entryJson: string, chars: number): void {
+    if (this.closed) return;
+    this.batch.console(entryJson, chars);
+    if (this.flushTimer === null) this.armFlush();
+  }
+
+  /** Console characters in the open batch (the capture bounds them per flush interval). */
+  get consoleChars(): number {
+    return this.batch.consoleChars;
+  }
+
   private armFlush(): void {
     this.flushTimer = setTimeout(() => {
       this.flushTimer = null;

@@ -13,6 +13,7 @@ import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from '../launcher/main.js';
 import { registerUiCommand } from './cli/ui.js';
 import { registerHealthCommand } from './cli/health.js';
+import { registerLogsCommand } from './cli/logs.js';
 import { registerUploadCommands, uploadStatusLines, daemonUploadStatus } from './cli/upload.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './cli/store-url.js';
 
@@ -334,6 +335,7 @@ program
 
 registerUploadCommands(program);
 registerHealthCommand(program, fail);
+registerLogsCommand(program, fail);
 
 // `logd launch`: torchrun-style ranks; the node's daemon is made sure of once, before any rank starts.
 registerLaunchCommand(program, async () => {

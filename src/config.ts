@@ -149,6 +149,8 @@ export interface ClientTunables {
   callTimeoutMs: number;
   /** Whether a client may auto-start a sidecar daemon when none answers. */
   autoStart: boolean;
+  /** LOGD_CONSOLE=0 turns off console capture in every init() (docs/api.md, "Console output"). */
+  console: boolean;
 }
 
 export function clientTunables(env: NodeJS.ProcessEnv = process.env): ClientTunables {
@@ -166,6 +168,7 @@ export function clientTunables(env: NodeJS.ProcessEnv = process.env): ClientTuna
     startTimeoutMs: envInt(env, 'LOGD_START_TIMEOUT_MS', 10_000),
     callTimeoutMs: envInt(env, 'LOGD_CALL_TIMEOUT_MS', 10_000),
     autoStart: env.LOGD_NO_AUTOSTART !== '1',
+    console: env.LOGD_CONSOLE !== '0',
   };
 }
 

@@ -20,6 +20,8 @@ export interface RecordBatchMsg {
   summaryJson: string[]; configJson: string[]; droppedRows?: number;
   /** The writer's code gave a step explicitly at least once (rank health judges only such steps). */
   stepsGiven?: boolean;
+  /** Console output since the last batch: JSON objects {t, s: 'out' | 'err', l} (proto: RecordBatch.console_json). */
+  consoleJson?: string[];
 }
 export interface OpenWriterMsg { runId: string; runToken: string; writerId: string; client?: ClientInfo | null; keys: string[] }
 export interface WriteRequestMsg { open?: OpenWriterMsg | null; batch?: RecordBatchMsg | null }

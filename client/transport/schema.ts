@@ -16,7 +16,7 @@ export const MESSAGES: Record<string, readonly Field[]> = {
   RunInfo: [['id', 1, 'string', 0, 0], ['project', 2, 'string', 0, 0], ['name', 3, 'string', 0, 0], ['group', 4, 'string', 0, 0], ['jobType', 5, 'string', 0, 0], ['tags', 6, 'string', 1, 0], ['state', 7, 'string', 0, 0], ['stateReason', 8, 'string', 0, 0], ['createdAt', 9, 'double', 0, 0], ['finishedAt', 10, 'double', 0, 0], ['exitCode', 11, 'int32', 0, 0], ['configJson', 12, 'string', 0, 0], ['summaryJson', 13, 'string', 0, 0], ['metadataJson', 14, 'string', 0, 0], ['historyRows', 15, 'uint64', 0, 0], ['writers', 16, 'uint32', 0, 0], ['runToken', 17, 'string', 0, 0], ['mode', 18, 'string', 0, 0], ['notes', 19, 'string', 0, 0], ['ownerWriterId', 20, 'string', 0, 0], ['spoolDir', 21, 'string', 0, 0]],
   WriteRequest: [['open', 1, 'OpenWriter', 0, 1], ['batch', 2, 'RecordBatch', 0, 1]],
   OpenWriter: [['runId', 1, 'string', 0, 0], ['runToken', 2, 'string', 0, 0], ['writerId', 3, 'string', 0, 0], ['client', 4, 'ClientInfo', 0, 0], ['keys', 5, 'string', 1, 0]],
-  RecordBatch: [['seq', 1, 'uint64', 0, 0], ['newKeys', 2, 'string', 1, 0], ['newKeysFirst', 11, 'uint32', 0, 0], ['rows', 3, 'uint32', 0, 0], ['steps', 4, 'bytes', 0, 0], ['times', 5, 'bytes', 0, 0], ['counts', 6, 'bytes', 0, 0], ['keyIds', 7, 'bytes', 0, 0], ['values', 8, 'bytes', 0, 0], ['summaryJson', 9, 'string', 1, 0], ['configJson', 10, 'string', 1, 0], ['droppedRows', 12, 'uint64', 0, 0], ['stepsGiven', 13, 'bool', 0, 0]],
+  RecordBatch: [['seq', 1, 'uint64', 0, 0], ['newKeys', 2, 'string', 1, 0], ['newKeysFirst', 11, 'uint32', 0, 0], ['rows', 3, 'uint32', 0, 0], ['steps', 4, 'bytes', 0, 0], ['times', 5, 'bytes', 0, 0], ['counts', 6, 'bytes', 0, 0], ['keyIds', 7, 'bytes', 0, 0], ['values', 8, 'bytes', 0, 0], ['summaryJson', 9, 'string', 1, 0], ['configJson', 10, 'string', 1, 0], ['droppedRows', 12, 'uint64', 0, 0], ['stepsGiven', 13, 'bool', 0, 0], ['consoleJson', 14, 'string', 1, 0]],
   WriteResponse: [['opened', 1, 'Opened', 0, 1], ['ack', 2, 'Ack', 0, 1], ['control', 3, 'Control', 0, 1]],
   Opened: [['writerId', 1, 'string', 0, 0], ['lastSeq', 2, 'uint64', 0, 0], ['runState', 3, 'string', 0, 0]],
   Ack: [['seq', 1, 'uint64', 0, 0]],
@@ -33,6 +33,8 @@ export const MESSAGES: Record<string, readonly Field[]> = {
   StatusResponse: [['pid', 1, 'int32', 0, 0], ['version', 2, 'string', 0, 0], ['addresses', 3, 'string', 1, 0], ['dataDir', 4, 'string', 0, 0], ['startedAt', 5, 'double', 0, 0], ['sidecar', 6, 'bool', 0, 0], ['openRuns', 7, 'RunInfo', 1, 0], ['clients', 8, 'ClientInfo', 1, 0], ['recordsStored', 9, 'uint64', 0, 0], ['storageProblem', 10, 'string', 0, 0], ['storeProblems', 11, 'string', 1, 0]],
   ShutdownRequest: [],
   ShutdownResponse: [['runsKilled', 1, 'uint32', 0, 0]],
+  ReadConsoleRequest: [['runId', 1, 'string', 0, 0], ['afterOffset', 2, 'uint64', 0, 0], ['limit', 3, 'uint32', 0, 0]],
+  ReadConsoleResponse: [['entriesJson', 1, 'string', 1, 0], ['nextOffset', 2, 'uint64', 0, 0]],
 };
 
 /** The service's methods: the client's method name → [path, request, response, server streams]. */
@@ -46,6 +48,7 @@ export const METHODS: Record<string, readonly [path: string, request: string, re
   getRun: ['/logd.v1.Logd/GetRun', 'GetRunRequest', 'RunInfo', false, false],
   readHistory: ['/logd.v1.Logd/ReadHistory', 'ReadHistoryRequest', 'HistoryChunk', false, true],
   readSummary: ['/logd.v1.Logd/ReadSummary', 'GetRunRequest', 'SummaryChunk', false, true],
+  readConsole: ['/logd.v1.Logd/ReadConsole', 'ReadConsoleRequest', 'ReadConsoleResponse', false, false],
   status: ['/logd.v1.Logd/Status', 'StatusRequest', 'StatusResponse', false, false],
   shutdown: ['/logd.v1.Logd/Shutdown', 'ShutdownRequest', 'ShutdownResponse', false, false],
 };

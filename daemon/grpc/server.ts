@@ -197,6 +197,14 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return runInfo(req.runId);
     }),
 
+    readConsole: unary(ctx, (req: { runId: string; afterOffset: number; limit: number }) => {
+      if (checkRunId(req.runId) !== null || !reg.store.exists(req.runId)) throw notFound(`run ${JSON.stringify(req.runId.slice(0, 80))} does not exist; list runs with \`logd runs\``);
+      const limit = req.limit > 0 ? Math.min(req.limit, MAX_CONSOLE_PAGE) : MAX_CONSOLE_PAGE;
+      // Pages stay well under the message limit whatever the lines hold.
+      const page = reg.store.readConsole(req.runId, Number(req.afterOffset) || 0, limit, reg.tunables.maxMessageBytes / 4);
+      return { entriesJson: page.entries, nextOffset: page.nextOffset };
+    }),
+
     status: unary(ctx, () => {
       const cutoff = Date.now() - 60_000;
       for (const [pid, c] of clients) if (c.lastSeen < cutoff) clients.delete(pid);
@@ -278,6 +286,9 @@ function withDamage(reg: Registry, info: RunInfo): RunInfo {
   const meta = JSON.parse(info.metadataJson || '{}') as Record<string, unknown>;
   return { ...info, metadataJson: toJson({ ...meta, damage }) };
 }
+
+/** The most console entries one ReadConsole answer holds. */
+const MAX_CONSOLE_PAGE = 10_000;
 
 type HistoryRequest = { runId: string; keys: string[]; tailRows: number; system: boolean; points: number };
 

@@ -7,7 +7,7 @@ import type { ServiceAddress } from '../../src/wire.js';
 import { connectionFor, CallError, Status, type Connection } from '../../client/connection.js';
 import { findDaemon } from '../../client/discovery.js';
 import { readHistory, readSummary } from '../../client/history.js';
-import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History } from './source.js';
+import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine } from './source.js';
 import { RunNotFound } from './source.js';
 import { downsampleHistory } from './downsampled.js';
 
@@ -59,6 +59,13 @@ export class LocalSource implements QuerySource {
       const h = await readHistory(c, id, q);
       // A daemon older than `points` answers rows: bucket them here.
       return q.points && q.points > 0 && !h.buckets ? downsampleHistory(h, q.keys ?? [], q.points) : h;
+    }, id);
+  }
+
+  console(id: string, after: number): Promise<{ entries: ConsoleLine[]; next: number }> {
+    return this.call(async (c) => {
+      const page = await c.unary<unknown, { entriesJson: string[]; nextOffset: number }>('readConsole', { runId: id, afterOffset: after, limit: 0 }, CALL_MS);
+      return { entries: page.entriesJson.map((j) => JSON.parse(j) as ConsoleLine), next: Number(page.nextOffset) };
     }, id);
   }
 

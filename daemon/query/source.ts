@@ -63,6 +63,12 @@ export interface QuerySource {
    * never capped need not have it.
    */
   wholeSummary?(id: string): Promise<{ summary: Record<string, unknown>; stats: Record<string, unknown> }>;
+  /**
+   * A run's stored console output, a page at a time (`after`: 0, or the
+   * `next` of the page before; `next` 0: the last page). Only the local
+   * source has it: console output is not uploaded yet.
+   */
+  console?(id: string, after: number): Promise<{ entries: ConsoleLine[]; next: number }>;
   close(): Promise<void>;
   /**
    * For long-lived readers (the dashboard): keeps the source serving. The
@@ -71,6 +77,9 @@ export interface QuerySource {
    */
   keepAlive?(): Promise<void>;
 }
+
+/** One stored piece of console output: writer index, its RANK (null: none), time, stream, text (one or more lines). */
+export interface ConsoleLine { w: number; rank: number | null; t: number; s: 'out' | 'err'; l: string }
 
 export class RunNotFound extends Error {
   override name = 'RunNotFound';

@@ -7,7 +7,7 @@ import type { Store } from '../store/store.js';
 import { RunExistsError } from '../store/store.js';
 import { FINAL_STATES, type RunMeta, type RankMeta } from '../store/format.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
-import { checkBatch } from './validate.js';
+import { checkBatch, checkConsole } from './validate.js';
 import { invalid, notFound, denied, failedPrecondition, alreadyExists, unavailable } from '../../src/errors.js';
 import { reopenKilledRun, continueFinalRun } from './resume.js';
 import { checkRunId, checkLabel, checkKey } from '../../src/names.js';
@@ -244,6 +244,8 @@ export class Registry {
     }
     const checked = checkBatch(b, w.keyMap.length, (id) => run.keys[w.keyMap[id]] ?? `#${id}`);
     if (typeof checked === 'string') return this.refuse(w, b, checked);
+    const consoleEntries = checkConsole(b.consoleJson);
+    if (typeof consoleEntries === 'string') return this.refuse(w, b, consoleEntries);
     // Dictionary entries: repeats must match, the rest extend it.
     for (let i = 0; i < b.newKeys.length; i++) {
       const localId = b.newKeysFirst + i;
@@ -263,7 +265,7 @@ export class Registry {
     } catch (e) {
       return this.refuse(w, b, (e as Error).message);
     }
-    const bytes = run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates, !!b.stepsGiven);
+    const bytes = run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates, !!b.stepsGiven, consoleEntries);
     if ((b.droppedRows ?? 0) > (w.meta.droppedRows ?? 0)) run.recordDropped(w, b.droppedRows!);
     run.log.mark({ w, seq: b.seq, bytes } satisfies BatchMark);
     this.backpressure.appended(w, bytes);

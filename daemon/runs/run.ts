@@ -3,7 +3,7 @@
 import os from 'node:os';
 import type * as grpc from '@grpc/grpc-js';
 import type { RecordLog } from '../store/record-log.js';
-import { FrameType, encodeHistory, jsonFrame, FINAL_STATES, type Attempt, type RunMeta, type RunStateName, type WriterMeta, type RankMeta } from '../store/format.js';
+import { FrameType, encodeHistory, jsonFrame, FINAL_STATES, type Attempt, type ConsoleEntry, type RunMeta, type RunStateName, type WriterMeta, type RankMeta } from '../store/format.js';
 import { RunSummary, cappedSummary } from '../store/summary.js';
 import { bytesOf, type WriteRequestMsg, type WriteResponseMsg, type RunInfo } from '../../src/wire.js';
 import type { CheckedBatch } from './validate.js';
@@ -138,7 +138,7 @@ export class LiveRun {
 
   /** Appends a checked batch (writer-local ids) to the log and the summary. */
   /** Appends a checked batch to the run's log; returns the bytes appended (held in memory until the next sync). */
-  appendBatch(w: Writer, seq: number, b: CheckedBatch, summaryUpdates: string[], configUpdates: string[], stepsGiven = false): number {
+  appendBatch(w: Writer, seq: number, b: CheckedBatch, summaryUpdates: string[], configUpdates: string[], stepsGiven = false, consoleEntries: ConsoleEntry[] = []): number {
     let bytes = 0;
     const global = new Uint32Array(b.keyIds.length);
     const map = w.keyMap;
@@ -168,6 +168,11 @@ export class LiveRun {
       Object.assign(this.config, obj);
       this.log.append(FrameType.CONFIG, jsonFrame(obj));
       bytes += c.length;
+    }
+    if (consoleEntries.length > 0) {
+      const frame = jsonFrame({ writerIdx: w.meta.idx, entries: consoleEntries });
+      this.log.append(FrameType.CONSOLE, frame);
+      bytes += frame.reduce((n, p) => n + p.byteLength, 0);
     }
     w.appendedSeq = seq;
     return bytes;

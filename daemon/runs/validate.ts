@@ -83,3 +83,29 @@ export function checkBatch(b: RecordBatchMsg, dictionarySize: number, known: (id
   }
   return { rows, steps, times, counts, keyIds, values };
 }
+
+/** The most text one console entry may carry (UTF-8 bytes); clients cut longer output into pieces. */
+export const MAX_CONSOLE_ENTRY_BYTES = 64 * 1024;
+
+/**
+ * A batch's console entries (RecordBatch.console_json), each a JSON object
+ * {t, s, l}; a string says why the batch is refused.
+ */
+export function checkConsole(entries: readonly string[] | undefined): Array<{ t: number; s: 'out' | 'err'; l: string }> | string {
+  const out: Array<{ t: number; s: 'out' | 'err'; l: string }> = [];
+  for (let i = 0; i < (entries?.length ?? 0); i++) {
+    let e: unknown;
+    try {
+      e = JSON.parse(entries![i]);
+    } catch {
+      return `console entry ${i} is not JSON`;
+    }
+    if (e === null || typeof e !== 'object' || Array.isArray(e)) return `console entry ${i} is not a JSON object`;
+    const { t, s, l } = e as { t?: unknown; s?: unknown; l?: unknown };
+    if (s !== 'out' && s !== 'err') return `console entry ${i}: "s" must be "out" or "err", not ${JSON.stringify(s)?.slice(0, 40)}`;
+    if (typeof l !== 'string') return `console entry ${i}: "l" must be a string`;
+    if (Buffer.byteLength(l) > MAX_CONSOLE_ENTRY_BYTES) return `console entry ${i}: "l" is ${Buffer.byteLength(l)} bytes, more than ${MAX_CONSOLE_ENTRY_BYTES}; cut it into pieces`;
+    out.push({ t: typeof t === 'number' && Number.isFinite(t) ? t : 0, s, l });
+  }
+  return out;
+}

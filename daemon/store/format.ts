@@ -12,10 +12,13 @@
 // SYSTEM   binary history of node system metrics (writer index 0xffffffff)
 // ATTEMPT  JSON Attempt: the run was continued (init(resume=...)): a new
 //          attempt with its own owner and token; the run is running again
+// CONSOLE  JSON ConsoleFrame: console output a writer's process printed
+//          (RecordBatch.console_json), appended with that writer's batch;
+//          read by ReadConsole (`logd logs`), ignored by replay
 
 import { toJson } from '../../src/json.js';
 
-export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8 } as const;
+export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9 } as const;
 
 /**
  * One attempt of a run: the first is the run's creation; each continue
@@ -41,6 +44,15 @@ export interface AttemptFrame extends Attempt {
   ownerWriterId: string;
   rank: RankMeta | null;
 }
+
+/** A CONSOLE frame: one batch's console entries of one writer, in order. */
+export interface ConsoleFrame {
+  writerIdx: number;
+  entries: ConsoleEntry[];
+}
+
+/** One piece of console output: its time (unix seconds), its stream, its text (one or more lines). */
+export interface ConsoleEntry { t: number; s: 'out' | 'err'; l: string }
 
 export interface RankMeta { rank: number; localRank: number; worldSize: number; nodeRank: number; localWorldSize: number }
 

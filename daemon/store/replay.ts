@@ -80,6 +80,8 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
         final = null;
         break;
       }
+      case FrameType.CONSOLE:
+        break; // console output: read by ReadConsole (store.readConsole), no part of the run's state
       default:
         break; // a newer frame type: skipped, still kept in the file
     }

@@ -5,7 +5,7 @@ import path from 'node:path';
 import { RecordLog } from './record-log.js';
 import { IndexDb, type RunRow } from './index-db.js';
 import { replayLog, type ReplayedRun } from './replay.js';
-import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type HistoryBatch } from './format.js';
+import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type HistoryBatch, type WriterMeta, type ConsoleFrame } from './format.js';
 import { scanFrames, readFrame, type FrameRef } from '../../src/frames.js';
 import { StoreProblems } from './problems.js';
 import { cappedSummary } from './summary.js';
@@ -106,6 +106,42 @@ export class Store {
     });
     this.problems.noteDamage(id, scan.damaged, rows, this.logPath(id));
     return { keys };
+  }
+
+  /**
+   * A page of a run's console output (CONSOLE frames) from file offset
+   * `fromOffset` on: at most about `limit` entries and `maxBytes` of text,
+   * whole frames only. Each entry carries its writer's index and RANK (from
+   * the WRITER frames before it). `nextOffset` > 0: where the next page starts.
+   */
+  readConsole(id: string, fromOffset: number, limit: number, maxBytes: number): { entries: string[]; nextOffset: number } {
+    const ranks: Array<number | null> = [];
+    const entries: string[] = [];
+    let bytes = 0;
+    let nextOffset = 0;
+    const full = new Error('page full');
+    try {
+      scanFrames(this.logPath(id), (type, p, offset) => {
+        if (type === FrameType.WRITER) {
+          const w = parseFrameJson<WriterMeta>(p);
+          ranks[w.idx] = w.rank && w.rank.rank >= 0 ? w.rank.rank : null;
+        } else if (type === FrameType.CONSOLE && offset >= fromOffset) {
+          if (entries.length > 0 && (entries.length >= limit || bytes + p.byteLength > maxBytes)) {
+            nextOffset = offset;
+            throw full;
+          }
+          const f = parseFrameJson<ConsoleFrame>(p);
+          for (const e of f.entries) {
+            const json = toJson({ w: f.writerIdx, rank: ranks[f.writerIdx] ?? null, t: e.t, s: e.s, l: e.l });
+            entries.push(json);
+            bytes += json.length;
+          }
+        }
+      });
+    } catch (e) {
+      if (e !== full) throw e;
+    }
+    return { entries, nextOffset };
   }
 
   /**

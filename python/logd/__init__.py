@@ -30,6 +30,7 @@ from .disabled import DisabledRun
 from .paths import resolve_paths, tunables
 from .reach import DaemonUnavailableError, checked_daemon, with_daemon
 from .trust import UntrustedDaemonError, UntrustedDirError
+from .console import capture_console
 from .run import FinishResult, Run, live_runs
 from .torchrun import job_run_id, rank_info, torchrun_env
 from .values import to_json
@@ -88,7 +89,7 @@ def _writer_factory(run_id: str, run_token: str, spool_dir: str = ""):
 def init(project: Optional[str] = None, name: Optional[str] = None, group: Optional[str] = None,
          job_type: Optional[str] = None, config: Optional[dict] = None, tags=None, notes: Optional[str] = None,
          id: Optional[str] = None, mode: Optional[str] = None, sample_interval_ms: int = 0,  # noqa: A002 - wandb's name
-         on_error: Optional[str] = None, resume: Optional[str] = None):
+         on_error: Optional[str] = None, resume: Optional[str] = None, console: Optional[bool] = None):
     """Creates a run; this process becomes its owner.
 
     When no daemon can be used (none can be started or reached, the data dir is unwritable or full, the runtime
@@ -107,6 +108,10 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
     gets a stable id derived from the job (torchrun.py: TORCHELASTIC_RUN_ID, or the torchrun agent process when
     the job has none) and resume="allow": a worker restarted by --max-restarts continues its rank's run as a new
     attempt instead of starting another run.
+
+    console: this process's sys.stdout and sys.stderr are captured into the run (default on; console=False or
+    LOGD_CONSOLE=0 turns it off). Only the first open run of a process captures, and only Python-level writes
+    (console.py); the output reaches the terminal unchanged.
     """
     t = tunables()
     mode = t.mode or mode or "online"
@@ -147,10 +152,10 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         from .forked import init_via_relay
 
         return init_via_relay(req, on_error)
-    return create_run(req, on_error, _writer_factory)
+    return create_run(req, on_error, _writer_factory, console=t.console and console is not False)
 
 
-def create_run(req: pb.CreateRunRequest, on_error: Optional[str], factory) -> Run:
+def create_run(req: pb.CreateRunRequest, on_error: Optional[str], factory, console: bool = False) -> Run:
     """The create, or a deferred run when no daemon can be used; also what a forked child's relay runs for it."""
 
     def create():
@@ -161,11 +166,21 @@ def create_run(req: pb.CreateRunRequest, on_error: Optional[str], factory) -> Ru
     except Exception as e:
         if should_raise(on_error, e):
             raise
-        return _deferred_run(req, e, create, factory)
+        return _with_console(_deferred_run(req, e, create, factory), console)
     make = factory(info.id, info.run_token, info.spool_dir)
     exit_hooks.install()
     run = Run(info, make(address, info.owner_writer_id), info.run_token, True, _warn, make)
     keepalive.ensure(client_info, tunables().keepalive_s, live_runs)
+    return _with_console(run, console)
+
+
+def _with_console(run: Run, console: bool) -> Run:
+    """The owner's run takes this process's console, unless turned off or another run has it (console.py)."""
+    if console:
+        capture = capture_console(run.id, _warn)
+        if capture is not None:
+            run._writer.console_source = capture
+            run._console = capture
     return run
 
 

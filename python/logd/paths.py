@@ -93,6 +93,7 @@ class Tunables:
     auto_start: bool
     journal_mb: float  # the crash journal's size (journal.py); 0: no journal
     keepalive_s: float = 15.0  # keepalive.py: how often a process with open runs tells its daemons it lives
+    console: bool = True  # LOGD_CONSOLE=0: no init() captures stdout/stderr (console.py)
 
 
 def tunables() -> Tunables:
@@ -109,6 +110,7 @@ def tunables() -> Tunables:
         auto_start=os.environ.get("LOGD_NO_AUTOSTART") != "1",
         journal_mb=_journal_mb(),
         keepalive_s=_env_number("LOGD_KEEPALIVE_MS", 15_000) / 1000,
+        console=os.environ.get("LOGD_CONSOLE") != "0",
     )
 
 

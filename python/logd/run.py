@@ -82,6 +82,7 @@ class Run:
         self._flat_keys: list = []
         self._finish_lock = threading.Lock()
         self._finished: Optional[FinishResult] = None
+        self._console = None  # this process's console capture when this run has it (console.py); ended by finish
         cfg = json.loads(info.config_json) if info.config_json else {}
         self.config = _Updates(cfg if isinstance(cfg, dict) else {}, "config", self)
         self.summary = _Updates({}, "summary", self)
@@ -119,10 +120,10 @@ class Run:
             raise TypeError("logd: step %r must be a non-negative integer" % step)
         self._next_step = step + 1
         w = self._writer
-        if given:
-            w.steps_given = True  # sent with every batch: rank health judges the pace of given steps only
         if w is None or w.pid != self._pid:
             w = self._writer_after_fork()
+        if given:
+            w.steps_given = True  # sent with every batch: rank health judges the pace of given steps only
         w.add(step, time.time(), keys, vals)
 
     def _flatten(self, data, names):
@@ -240,6 +241,7 @@ class Run:
     def finish(self, exit_code: Optional[int] = None, timeout: Optional[float] = None) -> FinishResult:
         """Waits (up to timeout seconds, default 10) until everything is durable, then
         finishes the run (the owner) or detaches from it (an attached writer)."""
+        self._stop_console()
         with self._finish_lock:
             if self._finished is None:
                 self._finished = self._finish(0 if exit_code is None else int(exit_code), 10.0 if timeout is None else float(timeout))
@@ -324,8 +326,15 @@ class Run:
                 time.sleep(0.2)
                 w.rediscover()
 
+    def _stop_console(self) -> None:
+        """Gives sys.stdout and sys.stderr back; what the capture still held goes with the last batch."""
+        c, self._console = self._console, None
+        if c is not None and os.getpid() == c._pid:
+            c.stop()
+
     def spill_for_exit(self, exit_code: int) -> None:
         """At a fatal signal: hand everything unsent to the daemon through a spill file (no network)."""
+        self._stop_console()
         w = self._writer
         if w is None or w.pid != os.getpid():
             return

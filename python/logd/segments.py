@@ -41,7 +41,9 @@ class OpenSegments:
         self._buf: List[Tuple[int, float, list, list]] = []
         self._seg_rows = 0  # of them in memory, and their values
         self._seg_pairs = 0
-        self._updates: List[Tuple[str, str]] = []  # ("summary" | "config", json), in call order
+        self._updates: List[Tuple[str, str]] = []  # ("summary" | "config" | "console", json), in call order
+        # The process's console capture (console.py) when this writer's run has it: drained into each segment.
+        self.console_source = None
         # Closed segments not yet taken by the writer thread: (seq, ring_from, ring_to, rows in memory, updates).
         self._segments: list = []
         self._last_seq = 0  # the seq of the last segment closed
@@ -111,6 +113,9 @@ class OpenSegments:
     # ---- closing segments (caller holds _buf_lock) ----
 
     def _close_segment(self) -> None:
+        c = self.console_source
+        if c is not None:  # console output (console.py) rides with this batch; never journaled
+            self._updates.extend(("console", e) for e in c.drain())
         self._last_seq += 1
         j = self.journal
         if j is None:
@@ -155,9 +160,11 @@ class OpenSegments:
             self._ring_lock.release()
 
     def _open_has_content(self) -> bool:
-        """The open segment holds rows (in memory or in the journal) or updates (caller holds _buf_lock)."""
+        """The open segment holds rows (in memory or in the journal), updates, or console output waits (caller holds _buf_lock)."""
         j = self.journal
-        return bool(self._seg_rows or self._updates or (j is not None and j.tail > max(self._ring_from, j.skip_end)))
+        c = self.console_source
+        return bool(self._seg_rows or self._updates or (j is not None and j.tail > max(self._ring_from, j.skip_end))
+                    or (c is not None and c.waiting()))
 
     def add_segment(self, seq: int, rows: list, updates: list) -> None:
         """A segment closed elsewhere, with its seq (the relay process gets a forked child's segments this way)."""

@@ -184,7 +184,7 @@ class Writer(OpenSegments):
             steps=_le(steps), times=_le(times), counts=_le(counts), key_ids=_le(kid), values=_le(values),
             summary_json=[j for kind, j in updates if kind == "summary"],
             config_json=[j for kind, j in updates if kind == "config"], dropped_rows=self.dropped_rows,
-            steps_given=self.steps_given,
+            steps_given=self.steps_given, console_json=[j for kind, j in updates if kind == "console"],
         )
         keys_before = self._keys_sealed
         self._keys_sealed = len(self.keys)
@@ -224,7 +224,7 @@ class Writer(OpenSegments):
         empty = encode_batch(pb.RecordBatch(
             seq=batch.seq, new_keys=self.keys[keys_before : self._keys_sealed], new_keys_first=keys_before, rows=0,
             summary_json=batch.summary_json, config_json=batch.config_json, dropped_rows=self.dropped_rows,
-            steps_given=self.steps_given))
+            steps_given=self.steps_given, console_json=batch.console_json))
         if self._overflow.count:
             self._overflow.keep(batch.seq, empty)
         else:

@@ -1,0 +1,166 @@
+// Console capture (issue 20, first slice): a trainer's stdout and stderr are
+// stored with its run, in order, while its own output stays exactly as it was.
+import { describe, it, expect, beforeEach, afterEach } from 'vitest';
+import { makeEnv, startDaemon, script, runScript, spawnScript, cli, cliJson, killDaemon, waitUntil, type TestEnv } from '../helpers.js';
+import { checkConsole } from '../../daemon/runs/validate.js';
+
+let t: TestEnv;
+beforeEach(() => {
+  t = makeEnv();
+});
+afterEach(async () => {
+  await t.cleanup();
+});
+
+async function logs(runId: string, extra: string[] = []): Promise<Array<{ t: number; stream: string; rank: number | null; line: string }>> {
+  const r = await cli(t, ['logs', runId, '--json', ...extra]);
+  return r.stdout.trim() === '' ? [] : r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+}
+
+const TRAINER = `
+const run = await logd.init({ project: 'console', console: process.env.CAPTURE !== 'off' });
+console.log('starting');
+console.error('a warning on stderr');
+process.stdout.write('partial ');
+process.stdout.write('line\\n');
+for (let step = 0; step < 3; step++) {
+  run.log({ loss: 1 / (step + 1) }, { step });
+  console.log('step', step);
+}
+process.stderr.write(Buffer.from('bytes on stderr\\n'));
+console.log('the end, no newline after this:');
+process.stdout.write('last');
+const res = await run.finish();
+process.stderr.write('RUN=' + run.id + ' STATE=' + res.state + '\\n');
+`;
+
+const runIdOf = (stderr: string) => /RUN=(\S+) STATE=finished/.exec(stderr)?.[1];
+
+describe('console capture (TypeScript client)', () => {
+  it('stores every line of stdout and stderr in order with its stream, and leaves the trainer output unchanged', async () => {
+    await startDaemon(t);
+    const r = await runScript(t, script(t, 'train.mjs', TRAINER), [], { RANK: '3' });
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout).toBe('starting\npartial line\nstep 0\nstep 1\nstep 2\nthe end, no newline after this:\nlast');
+    expect(r.stderr.startsWith('a warning on stderr\nbytes on stderr\n')).toBe(true);
+    const id = runIdOf(r.stderr)!;
+    expect(id).toBeTruthy();
+    const lines = await logs(id);
+    expect(lines.map((l) => [l.stream, l.line])).toEqual([
+      ['out', 'starting'], ['err', 'a warning on stderr'], ['out', 'partial line'],
+      ['out', 'step 0'], ['out', 'step 1'], ['out', 'step 2'], ['err', 'bytes on stderr'],
+      ['out', 'the end, no newline after this:'], ['out', 'last'],
+    ]);
+    expect(lines.every((l) => l.rank === 3 && l.t > 1e9)).toBe(true);
+    // Filters, and the text form.
+    expect((await logs(id, ['--stream', 'err'])).map((l) => l.line)).toEqual(['a warning on stderr', 'bytes on stderr']);
+    expect((await logs(id, ['--tail', '2'])).map((l) => l.line)).toEqual(['the end, no newline after this:', 'last']);
+    expect(await logs(id, ['--rank', '0'])).toEqual([]);
+    const text = await cli(t, ['logs', id, '--stream', 'out', '--tail', '3']);
+    expect(text.stdout).toBe('step 2\nthe end, no newline after this:\nlast');
+    // The rows are all there beside it.
+    const hist = await cli(t, ['export', id]);
+    expect(hist.stdout.trim().split('\n')).toHaveLength(3);
+  }, 60_000);
+
+  it('captures nothing with console: false, nor with LOGD_CONSOLE=0', async () => {
+    await startDaemon(t);
+    for (const env of [{ CAPTURE: 'off' }, { LOGD_CONSOLE: '0' }]) {
+      const r = await runScript(t, script(t, 'quiet.mjs', TRAINER), [], env);
+      expect(r.exitCode, r.stderr).toBe(0);
+      expect(r.stdout).toContain('partial line\nstep 0');
+      expect(await logs(runIdOf(r.stderr)!)).toEqual([]);
+    }
+  }, 60_000);
+
+  it('bounds a 5 MB burst: the trainer goes on at speed, the dropped bytes are counted and the cut is marked', async () => {
+    await startDaemon(t);
+    const body = `
+const run = await logd.init({ project: 'console', console: true });
+const line = 'x'.repeat(99) + '\\n';
+const t0 = performance.now();
+for (let i = 0; i < 50_000; i++) process.stdout.write(line);   // 5 MB without yielding
+const burstMs = performance.now() - t0;
+await new Promise((r) => setTimeout(r, 400));                 // a flush interval later the capture goes on
+console.log('after the burst');
+run.log({ x: 1 });
+const res = await run.finish();
+process.stderr.write('RUN=' + run.id + ' STATE=' + res.state + ' BURST_MS=' + burstMs.toFixed(0) + ' PROBLEM=' + run.problem + '\\n');
+`;
+    const r = await runScript(t, script(t, 'burst.mjs', body));
+    expect(r.exitCode, r.stderr).toBe(0);
+    expect(r.stdout.length).toBe(50_000 * 100 + 'after the burst'.length); // the terminal got all of it (execa strips the last newline)
+    expect(r.stderr).toMatch(/console output beyond 1 MiB per flush interval is not stored/);
+    expect(r.stderr.match(/console output beyond/g)).toHaveLength(1); // said once
+    const burstMs = Number(/BURST_MS=(\d+)/.exec(r.stderr)![1]);
+    expect(burstMs).toBeLessThan(5000);
+    const lines = await logs(runIdOf(r.stderr)!);
+    const kept = lines.filter((l) => l.line.startsWith('xxx'));
+    expect(kept.length).toBeGreaterThan(5000);
+    expect(kept.length).toBeLessThan(12_000); // about 1 MiB of the 5 MB
+    const mark = lines.find((l) => l.line.startsWith('[logd: '))!;
+    expect(mark.line).toMatch(/^\[logd: \d+ bytes of stdout not stored here/);
+    const dropped = Number(/(\d+) bytes/.exec(mark.line)![1]);
+    expect(dropped + kept.length * 100).toBe(50_000 * 100);
+    expect(lines[lines.length - 1].line).toBe('after the burst');
+  }, 90_000);
+
+  it('keeps the stored lines across a killed daemon: the record log replays with its CONSOLE frames', async () => {
+    await startDaemon(t);
+    const w = spawnScript(t, script(t, 'held.mjs', `
+const run = await logd.init({ project: 'console', console: true });
+console.log('before the kill');
+run.log({ a: 1 });
+await run.flush();
+console.log('RUN=' + run.id);
+await new Promise((r) => process.on('SIGTERM', r));
+await run.finish();
+`));
+    await waitUntil(() => w.lines.some((l) => l.startsWith('RUN=')), 20_000, 'the trainer to flush');
+    const id = w.lines.find((l) => l.startsWith('RUN='))!.slice(4);
+    await waitUntil(async () => (await logs(id)).some((l) => l.line === 'RUN=' + id), 10_000, 'the second line to be stored');
+    await killDaemon(t.dir, 'SIGKILL');
+    await startDaemon(t);
+    expect((await logs(id)).map((l) => l.line)).toEqual(['before the kill', 'RUN=' + id]);
+    w.kill('SIGTERM');
+    await new Promise((r) => w.once('exit', r));
+    expect((await cliJson(t, ['show', id])).historyRows).toBe(1);
+  }, 150_000);
+
+  it('stores the lines printed just before process.exit(), through the exit spill', async () => {
+    await startDaemon(t);
+    const r = await runScript(t, script(t, 'exit.mjs', `
+const run = await logd.init({ project: 'console', console: true });
+process.stderr.write('RUN=' + run.id + '\\n');
+run.log({ a: 1 });
+console.log('the last words');
+process.stdout.write('no newline either');
+process.exit(3);
+`));
+    expect(r.exitCode).toBe(3);
+    const id = /RUN=(\S+)/.exec(r.stderr)![1];
+    await waitUntil(async () => (await cliJson(t, ['show', id])).state === 'crashed', 15_000, 'the spill to be ingested');
+    expect((await logs(id)).map((l) => [l.stream, l.line])).toEqual([['err', 'RUN=' + id], ['out', 'the last words'], ['out', 'no newline either']]);
+  }, 60_000);
+
+  it('refuses a batch whose console entries are malformed, saying what is wrong', () => {
+    expect(checkConsole(['{"t":1,"s":"out","l":"ok\\n"}'])).toEqual([{ t: 1, s: 'out', l: 'ok\n' }]);
+    expect(checkConsole(undefined)).toEqual([]);
+    expect(checkConsole(['nope'])).toBe('console entry 0 is not JSON');
+    expect(checkConsole(['[1]'])).toBe('console entry 0 is not a JSON object');
+    expect(checkConsole(['{"t":1,"s":"tty","l":"x"}'])).toMatch(/"s" must be "out" or "err", not "tty"/);
+    expect(checkConsole(['{"t":1,"s":"err","l":5}'])).toMatch(/"l" must be a string/);
+    expect(checkConsole([JSON.stringify({ t: 1, s: 'out', l: 'x'.repeat(70_000) })])).toMatch(/70000 bytes, more than 65536/);
+  });
+
+  it('keeps log() free of capture code', async () => {
+    // The capture lives on the process's streams; log()'s path (Run.log -> BatchWriter.add -> OpenBatch.add) never touches it.
+    const fs = await import('node:fs');
+    const { ROOT } = await import('../helpers.js');
+    const run = fs.readFileSync(`${ROOT}/client/run.ts`, 'utf8');
+    const logBody = run.slice(run.indexOf('  log(data'), run.indexOf('  get problem'));
+    expect(logBody).not.toMatch(/console/i);
+    const writer = fs.readFileSync(`${ROOT}/client/writer.ts`, 'utf8');
+    expect(writer.slice(writer.indexOf('  add(data'), writer.indexOf('  summary(obj'))).not.toMatch(/console/i);
+  });
+});
