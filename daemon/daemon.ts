@@ -237,6 +237,7 @@ function recover(registry: Registry, finaliser: Finaliser): void {
 function healthView(reg: Registry, stacksDir: string): HealthView {
   return {
     stacksDir,
+    storageProblem: () => reg.storageProblem,
     runs: () => [...reg.runs.values()].map((run) => {
       const owner = run.writers.get(run.meta.ownerWriterId) ?? run.writerList.find(Boolean);
       const local = owner?.local ?? false;

@@ -40,6 +40,8 @@ export interface HealthView {
   finalOf(id: string): { state: string; at: number; reason: string } | null;
   /** Where clients register their stack dumps (`<data dir>/stacks`). */
   stacksDir: string;
+  /** Why the daemon cannot store right now (a full disk), or null: then ranks wait on logd, not the reverse. */
+  storageProblem?(): string | null;
 }
 
 export interface HealthOptions {
@@ -83,7 +85,31 @@ export class HealthMonitor {
   }
 
   tick(nowS: number): void {
+    // The daemon's own timer: whatever goes wrong here is said once and never ends the daemon.
+    try {
+      this.tickInner(nowS);
+    } catch (e) {
+      this.once(`health: a tick failed (${(e as Error).message}); rank health goes on at the next one`);
+    }
+  }
+
+  private said = new Set<string>();
+  private storageProblemAt = -Infinity;
+  private once(line: string): void {
+    if (this.said.has(line)) return;
+    this.said.add(line);
+    this.o.log(line);
+  }
+
+  private tickInner(nowS: number): void {
     const t0 = performance.now();
+    if (this.view.storageProblem?.()) this.storageProblemAt = nowS;
+    if (nowS - this.storageProblemAt < 2 * this.o.defaults.stallFloorS) {
+      // Batches wait on the daemon's disk (and catch up after it), so no rank steps in its eyes: judging now
+      // would blame the ranks for logd's own wait.
+      this.busyMs += performance.now() - t0;
+      return;
+    }
     this.ticks++;
     if (this.ticks % 10 === 0) sweepStacks(this.view.stacksDir);
     const groups = new Map<string, HealthRun[]>();
@@ -136,10 +162,12 @@ export class HealthMonitor {
     for (const e of res.events) this.record(e, runs, judge, inputs);
     if (res.jobStalled) {
       const e = res.jobStalled;
-      void this.withStacks(key, e, runs, judge).then(() => {
-        judge.nameCause(e, inputs, e.stacks ?? []);
-        this.record(e, runs, judge, inputs, true);
-      });
+      void this.withStacks(key, e, runs, judge)
+        .then(() => {
+          judge.nameCause(e, inputs, e.stacks ?? []);
+          this.record(e, runs, judge, inputs, true);
+        })
+        .catch((err: Error) => this.once(`health: recording a job stall failed: ${err.message}`));
     }
     for (const p of res.progress) {
       this.progress.set(p.runId, p);
@@ -154,7 +182,7 @@ export class HealthMonitor {
     this.stacking.add(key);
     try {
       const asked = runs.filter((r) => e.runIds.includes(r.id) && r.startTicks !== null && !r.ended);
-      const answers = await Promise.all(asked.map((r) => requestStack(this.view.stacksDir, r.pid, r.startTicks!)));
+      const answers = await Promise.all(asked.map((r) => requestStack(this.view.stacksDir, r.pid, r.startTicks!).catch((err: Error) => ({ problem: err.message }))));
       const stacks: RankStack[] = [];
       const problems: string[] = [];
       asked.forEach((r, i) => {
@@ -172,7 +200,9 @@ export class HealthMonitor {
   private record(e: HealthEvent, runs: HealthRun[], judge: GroupJudge, inputs: RankInput[], ready = false): void {
     if (!ready && e.kind === 'stalled') {
       // One rank stalled: its stack too, then recorded.
-      void this.withStacks(`stalled\u0000${e.runIds.join(',')}`, e, runs, judge).then(() => this.record(e, runs, judge, inputs, true));
+      void this.withStacks(`stalled\u0000${e.runIds.join(',')}`, e, runs, judge)
+        .then(() => this.record(e, runs, judge, inputs, true))
+        .catch((err: Error) => this.once(`health: recording a stall failed: ${err.message}`));
       return;
     }
     const involved = e.kind === 'job stalled' ? runs.map((r) => r.id) : e.runIds;

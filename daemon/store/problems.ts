@@ -26,6 +26,14 @@ export class StoreProblems {
 
   /** Records what a read of run `id`'s log found; logs a change once. */
   noteDamage(id: string, regions: DamagedRegion[], readableRows: number | null, file: string): void {
+    try {
+      this.recordDamage(id, regions, readableRows, file);
+    } catch (e) {
+      this.log(`store: could not note the damage of run ${id} in the index (${(e as Error).message}); reads still skip it`);
+    }
+  }
+
+  private recordDamage(id: string, regions: DamagedRegion[], readableRows: number | null, file: string): void {
     const key = DAMAGE + id;
     const before = this.index.metaGet(key);
     if (regions.length === 0) {
@@ -51,15 +59,25 @@ export class StoreProblems {
 
   /** A run directory that could not be read (at an index rebuild); `null` clears it. */
   noteUnreadable(id: string, why: string | null): void {
-    if (why === null) return this.index.metaDelete(UNREADABLE + id);
-    this.index.metaSet(UNREADABLE + id, why);
+    try {
+      if (why === null) return this.index.metaDelete(UNREADABLE + id);
+      this.index.metaSet(UNREADABLE + id, why);
+    } catch (e) {
+      this.log(`store: could not note run ${id} as unreadable in the index (${(e as Error).message})`);
+    }
   }
 
   /** A crash journal that was refused, damaged or could not be delivered (daemon/runs/journal.ts). */
   noteJournal(line: string): void {
-    const keys = this.index.metaWithPrefix(JOURNAL).map((e) => e.k).sort();
-    for (const k of keys.slice(0, Math.max(0, keys.length - JOURNAL_KEPT + 1))) this.index.metaDelete(k);
-    this.index.metaSet(`${JOURNAL}${Date.now().toString().padStart(15, '0')}-${Math.random().toString(36).slice(2, 8)}`, line);
+    // Called where a writer died, often while the disk is full: the index may refuse the write. The line is in
+    // the daemon's log and on the run (metadata.journal) already; a failure here must never end the daemon.
+    try {
+      const keys = this.index.metaWithPrefix(JOURNAL).map((e) => e.k).sort();
+      for (const k of keys.slice(0, Math.max(0, keys.length - JOURNAL_KEPT + 1))) this.index.metaDelete(k);
+      this.index.metaSet(`${JOURNAL}${Date.now().toString().padStart(15, '0')}-${Math.random().toString(36).slice(2, 8)}`, line);
+    } catch (e) {
+      this.log(`store: could not keep a journal problem for \`logd status\` (${(e as Error).message}); it is in this log and on the run`);
+    }
   }
 
   /** One line per problem, for `logd status`. */
