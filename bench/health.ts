@@ -126,4 +126,4 @@ for (let i = 0; i < rounds; i++) {
   off.push(await endToEnd(0, 20));
   console.log(`round ${i + 1}: daemon CPU with health ${on[i].toFixed(2)} % of a core, without ${off[i].toFixed(2)} %`);
 }
-console.log(`daemon CPU, ${RANKS} writers × 20 steps/s × 10 metrics (median of ${rounds}): health on ${median(on).toFixed(2)} %, off ${median(off).toFixed(2)} % of a core (difference ${(median(on) - median(off)).toFixed(2)} points; the in-process figure above is the health work alone)`);
+if (rounds > 0) console.log(`daemon CPU, ${RANKS} writers × 20 steps/s × 10 metrics (median of ${rounds}): health on ${median(on).toFixed(2)} %, off ${median(off).toFixed(2)} % of a core (difference ${(median(on) - median(off)).toFixed(2)} points; the in-process figure above is the health work alone)`);
