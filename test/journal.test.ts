@@ -223,7 +223,25 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
       await waitUntil(() => lastLogged(p.lines) > 2000, 30_000, 'the trainer to log');
       const free = () => { const st = fs.statfsSync(t.dataDir); return st.bavail * st.bsize; };
       const filler = path.join(t.dataDir, 'filler');
-      fs.writeFileSync(filler, Buffer.alloc(Math.max(0, free() - 64 * 1024)));
+      // Fill what is free: the daemon and the trainer write into this tmpfs at the same time, so the last
+      // chunks may meet ENOSPC first (the disk is full either way).
+      const fd = fs.openSync(filler, 'w');
+      try {
+        for (const chunk of [1 << 20, 64 << 10, 4 << 10]) {
+          const buf = Buffer.alloc(chunk, 1);
+          for (;;) {
+            try {
+              fs.writeSync(fd, buf);
+            } catch (e) {
+              if ((e as NodeJS.ErrnoException).code === 'ENOSPC') break;
+              throw e;
+            }
+          }
+        }
+      } finally {
+        fs.closeSync(fd);
+      }
+      expect(free()).toBeLessThan(64 * 1024);
       const at = lastLogged(p.lines);
       await waitUntil(() => lastLogged(p.lines) > at + 20_000, 60_000, 'the trainer to go on logging with the disk full');
       expect(p.exitCode, 'the trainer died with the disk full').toBeNull();
