@@ -7,6 +7,9 @@ import { checkKey, duplicateKeyMessage, RowKeyCheck } from '../src/names.js';
 import { toJson } from '../src/json.js';
 import type { Journal } from './journal.js';
 import { UPDATE_CONFIG, UPDATE_SUMMARY } from '../src/journal.js';
+import { MediaValue } from './media/index.js';
+import { MEDIA_BATCH_BYTES } from '../src/media.js';
+import type { MediaMsg } from '../src/wire.js';
 
 const MAX_ROWS = 8192;
 const MAX_PAIRS = 128 * 1024;
@@ -35,6 +38,11 @@ export class OpenBatch {
   private consoleEntries: string[] = [];
   /** Characters of console text in the open batch: the capture's bound per flush interval counts them. */
   consoleChars = 0;
+  /** Histograms, images and text of the open batch (not journaled), and their bytes. */
+  private media: MediaMsg[] = [];
+  private mediaBytes = 0;
+  /** The media of the row being added: kept only when the whole row is good. */
+  private rowMedia: Array<[string, MediaValue]> = [];
   /** The writer's crash journal: every accepted row and update also goes there (client/journal.ts). */
   journal: Journal | null = null;
 
@@ -44,12 +52,12 @@ export class OpenBatch {
 
   /** Large enough to seal now, without waiting for the flush timer. */
   get full(): boolean {
-    return this.rows >= MAX_ROWS || this.pairs >= MAX_PAIRS;
+    return this.rows >= MAX_ROWS || this.pairs >= MAX_PAIRS || this.mediaBytes >= MEDIA_BATCH_BYTES;
   }
 
   /** Something to seal: rows, updates, or names no sealed batch carried yet. */
   get hasContent(): boolean {
-    return this.rows > 0 || this.summaryUpdates.length > 0 || this.configUpdates.length > 0 || this.consoleEntries.length > 0 || this.keysSealed !== this.keys.length;
+    return this.rows > 0 || this.summaryUpdates.length > 0 || this.configUpdates.length > 0 || this.consoleEntries.length > 0 || this.media.length > 0 || this.keysSealed !== this.keys.length;
   }
 
   /** The dictionary as the daemon knows it from sealed batches (what OpenWriter sends). */
@@ -64,9 +72,25 @@ export class OpenBatch {
       this.putObject('', data);
       const twice = this.pairs - start > 1 ? this.rowKeys.duplicate(this.kid, start, this.pairs, this.keys.length) : -1;
       if (twice >= 0) throw new TypeError(`logd: ${duplicateKeyMessage(this.keys[twice])}`);
+      if (this.rowMedia.length > 1) {
+        const seen = new Set<string>();
+        for (const [k] of this.rowMedia) {
+          if (seen.has(k)) throw new TypeError(`logd: ${duplicateKeyMessage(k)}`);
+          seen.add(k);
+        }
+      }
     } catch (e) {
       this.pairs = start;
+      this.rowMedia.length = 0;
       throw e;
+    }
+    if (this.rowMedia.length > 0) {
+      for (const [k, v] of this.rowMedia) {
+        this.media.push(v.toMsg(k, step, time));
+        this.mediaBytes += v.size;
+      }
+      this.rowMedia.length = 0;
+      if (this.pairs === start) return; // media only: no row of numbers
     }
     if (this.rows === this.steps.length) this.growRows();
     this.steps[this.rows] = step;
@@ -106,10 +130,10 @@ export class OpenBatch {
         steps: u8(this.steps, rows), times: u8(this.times, rows), counts: u8(this.counts, rows),
         keyIds: u8(this.kid, this.pairs), values: u8(this.vals, this.pairs),
         summaryJson: this.summaryUpdates, configJson: this.configUpdates, droppedRows, stepsGiven: this.stepsGiven,
-        consoleJson: this.consoleEntries,
+        consoleJson: this.consoleEntries, media: this.media,
       },
     });
-    const taken: Unsealed = { keys: this.keysSealed, summary: this.summaryUpdates, config: this.configUpdates, console: this.consoleEntries };
+    const taken: Unsealed = { keys: this.keysSealed, summary: this.summaryUpdates, config: this.configUpdates, console: this.consoleEntries }; // a dropped batch's media are dropped with its rows
     this.keysSealed = this.keys.length;
     this.rows = 0;
     this.pairs = 0;
@@ -117,6 +141,8 @@ export class OpenBatch {
     this.configUpdates = [];
     this.consoleEntries = [];
     this.consoleChars = 0;
+    this.media = [];
+    this.mediaBytes = 0;
     return { bytes, rows, taken };
   }
 
@@ -168,9 +194,22 @@ export class OpenBatch {
       if (typeof v === 'number') this.put(prefix + k, v);
       else if (typeof v === 'boolean') this.put(prefix + k, v ? 1 : 0);
       else if (typeof v === 'bigint') this.put(prefix + k, Number(v));
-      else if (v !== null && typeof v === 'object' && !Array.isArray(v)) this.putObject(`${prefix}${k}/`, v as Record<string, unknown>);
+      else if (v instanceof MediaValue) this.rowMedia.push([checkedKey(prefix + k), v]);
+      else if (v !== null && typeof v === 'object' && !Array.isArray(v) && !ArrayBuffer.isView(v)) this.putObject(`${prefix}${k}/`, v as Record<string, unknown>);
       else if (v === undefined || v === null) continue;
-      else throw new TypeError(`logd: ${JSON.stringify(prefix + k)} is a ${Array.isArray(v) ? 'array' : typeof v}; history holds numbers (put text in run.config or run.summary)`);
+      else throw new TypeError(`logd: ${JSON.stringify(prefix + k)} is ${describe(v)}; log() takes numbers, booleans, nested objects of them, and logd.Histogram, logd.Image and logd.Text (wrap a string in new Text(s), an array of numbers in new Histogram(a))`);
     }
   }
+}
+
+function checkedKey(k: string): string {
+  const bad = checkKey(k);
+  if (bad) throw new TypeError(`logd: ${bad}`);
+  return k;
+}
+
+function describe(v: unknown): string {
+  if (Array.isArray(v)) return 'an array';
+  if (ArrayBuffer.isView(v)) return `a ${v.constructor.name}`;
+  return `a ${typeof v}`;
 }

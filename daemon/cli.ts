@@ -14,6 +14,7 @@ import { registerLaunchCommand } from '../launcher/main.js';
 import { registerUiCommand } from './cli/ui.js';
 import { registerHealthCommand } from './cli/health.js';
 import { registerLogsCommand } from './cli/logs.js';
+import { registerMediaCommand } from './cli/media.js';
 import { registerUploadCommands, uploadStatusLines, daemonUploadStatus } from './cli/upload.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './cli/store-url.js';
 
@@ -234,6 +235,11 @@ program
         console.log(`  ${a.n}: from step ${a.fromStep}, started ${new Date(a.startedAt * 1000).toISOString()} on ${a.host || '?'} pid ${a.pid}; ${end}`);
       }
     }
+    const media = (j.metadata as { media?: Record<string, { kind: string; count: number; lastStep: number }> }).media;
+    if (media && Object.keys(media).length > 0) {
+      const list = Object.entries(media).map(([k, m]) => `${JSON.stringify(k)} (${m.count} ${m.kind}${m.count === 1 ? '' : m.kind === 'text' ? 's' : 's'})`);
+      console.log(`media: ${list.join(', ')}; \`logd media ${r.id}\` lists them`);
+    }
     const damage = damageLine(j);
     if (damage) console.log(`DAMAGED: ${damage}`);
     if (meta.system) {
@@ -336,6 +342,7 @@ program
 registerUploadCommands(program);
 registerHealthCommand(program, fail);
 registerLogsCommand(program, fail);
+registerMediaCommand(program, fail);
 
 // `logd launch`: torchrun-style ranks; the node's daemon is made sure of once, before any rank starts.
 registerLaunchCommand(program, async () => {

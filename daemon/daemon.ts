@@ -210,6 +210,7 @@ function recover(registry: Registry, finaliser: Finaliser): void {
       const { run: r, log: rlog } = store.replay(id, true);
       const run = new LiveRun(r.meta, rlog!, r.keys, r.summary, r.userSummary, r.config);
       run.attempts = r.attempts;
+      run.media = r.media;
       if (r.final) {
         run.state = r.final.state;
         run.reason = r.final.reason;

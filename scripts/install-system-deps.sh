@@ -2,7 +2,7 @@
 # Installs the Debian packages logd's native addon and reference tests use:
 #   libtorch-dev + libgloo-dev  (c10d with gloo, for the native addon)
 #   python3-torch               (PyTorch DDP reference runs and benchmarks)
-#   python3-grpcio, python3-protobuf, python3-numpy, python3-venv,
+#   python3-grpcio, python3-protobuf, python3-numpy, python3-pil, python3-venv,
 #   python3-setuptools, python3-wheel, protobuf-compiler
 #                               (the Python client, its tests and the check
 #                                that its generated wire code is current)
@@ -11,7 +11,7 @@
 # Everything else in logd works without them: the native tests then skip with
 # the reason. Runs apt-get only when something is missing and we are root.
 set -uo pipefail
-pkgs=(libtorch-dev libgloo-dev python3-torch cmake g++ python3-grpcio python3-protobuf python3-numpy python3-venv python3-setuptools python3-wheel protobuf-compiler chromium fonts-liberation postgresql)
+pkgs=(libtorch-dev libgloo-dev python3-torch cmake g++ python3-grpcio python3-protobuf python3-numpy python3-pil python3-venv python3-setuptools python3-wheel protobuf-compiler chromium fonts-liberation postgresql)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -22,6 +22,15 @@ export interface RecordBatchMsg {
   stepsGiven?: boolean;
   /** Console output since the last batch: JSON objects {t, s: 'out' | 'err', l} (proto: RecordBatch.console_json). */
   consoleJson?: string[];
+  /** Histograms, images and text (proto: RecordBatch.media; src/media.ts checks them). */
+  media?: MediaMsg[];
+}
+/** One logged histogram, image or text (proto: Media). */
+export interface MediaMsg {
+  key: string; step: number; time: number; kind: string;
+  counts?: Uint8Array; edges?: Uint8Array; nonfinite?: number;
+  data?: Uint8Array; format?: string; width?: number; height?: number; caption?: string;
+  text?: string;
 }
 export interface OpenWriterMsg { runId: string; runToken: string; writerId: string; client?: ClientInfo | null; keys: string[] }
 export interface WriteRequestMsg { open?: OpenWriterMsg | null; batch?: RecordBatchMsg | null }

@@ -16,7 +16,8 @@ export const MESSAGES: Record<string, readonly Field[]> = {
   RunInfo: [['id', 1, 'string', 0, 0], ['project', 2, 'string', 0, 0], ['name', 3, 'string', 0, 0], ['group', 4, 'string', 0, 0], ['jobType', 5, 'string', 0, 0], ['tags', 6, 'string', 1, 0], ['state', 7, 'string', 0, 0], ['stateReason', 8, 'string', 0, 0], ['createdAt', 9, 'double', 0, 0], ['finishedAt', 10, 'double', 0, 0], ['exitCode', 11, 'int32', 0, 0], ['configJson', 12, 'string', 0, 0], ['summaryJson', 13, 'string', 0, 0], ['metadataJson', 14, 'string', 0, 0], ['historyRows', 15, 'uint64', 0, 0], ['writers', 16, 'uint32', 0, 0], ['runToken', 17, 'string', 0, 0], ['mode', 18, 'string', 0, 0], ['notes', 19, 'string', 0, 0], ['ownerWriterId', 20, 'string', 0, 0], ['spoolDir', 21, 'string', 0, 0]],
   WriteRequest: [['open', 1, 'OpenWriter', 0, 1], ['batch', 2, 'RecordBatch', 0, 1]],
   OpenWriter: [['runId', 1, 'string', 0, 0], ['runToken', 2, 'string', 0, 0], ['writerId', 3, 'string', 0, 0], ['client', 4, 'ClientInfo', 0, 0], ['keys', 5, 'string', 1, 0]],
-  RecordBatch: [['seq', 1, 'uint64', 0, 0], ['newKeys', 2, 'string', 1, 0], ['newKeysFirst', 11, 'uint32', 0, 0], ['rows', 3, 'uint32', 0, 0], ['steps', 4, 'bytes', 0, 0], ['times', 5, 'bytes', 0, 0], ['counts', 6, 'bytes', 0, 0], ['keyIds', 7, 'bytes', 0, 0], ['values', 8, 'bytes', 0, 0], ['summaryJson', 9, 'string', 1, 0], ['configJson', 10, 'string', 1, 0], ['droppedRows', 12, 'uint64', 0, 0], ['stepsGiven', 13, 'bool', 0, 0], ['consoleJson', 14, 'string', 1, 0]],
+  RecordBatch: [['seq', 1, 'uint64', 0, 0], ['newKeys', 2, 'string', 1, 0], ['newKeysFirst', 11, 'uint32', 0, 0], ['rows', 3, 'uint32', 0, 0], ['steps', 4, 'bytes', 0, 0], ['times', 5, 'bytes', 0, 0], ['counts', 6, 'bytes', 0, 0], ['keyIds', 7, 'bytes', 0, 0], ['values', 8, 'bytes', 0, 0], ['summaryJson', 9, 'string', 1, 0], ['configJson', 10, 'string', 1, 0], ['droppedRows', 12, 'uint64', 0, 0], ['stepsGiven', 13, 'bool', 0, 0], ['consoleJson', 14, 'string', 1, 0], ['media', 15, 'Media', 1, 0]],
+  Media: [['key', 1, 'string', 0, 0], ['step', 2, 'double', 0, 0], ['time', 3, 'double', 0, 0], ['kind', 4, 'string', 0, 0], ['counts', 5, 'bytes', 0, 0], ['edges', 6, 'bytes', 0, 0], ['nonfinite', 7, 'uint64', 0, 0], ['data', 8, 'bytes', 0, 0], ['format', 9, 'string', 0, 0], ['width', 10, 'uint32', 0, 0], ['height', 11, 'uint32', 0, 0], ['caption', 12, 'string', 0, 0], ['text', 13, 'string', 0, 0]],
   WriteResponse: [['opened', 1, 'Opened', 0, 1], ['ack', 2, 'Ack', 0, 1], ['control', 3, 'Control', 0, 1]],
   Opened: [['writerId', 1, 'string', 0, 0], ['lastSeq', 2, 'uint64', 0, 0], ['runState', 3, 'string', 0, 0]],
   Ack: [['seq', 1, 'uint64', 0, 0]],
@@ -34,6 +35,10 @@ export const MESSAGES: Record<string, readonly Field[]> = {
   ShutdownRequest: [],
   ShutdownResponse: [['runsKilled', 1, 'uint32', 0, 0]],
   ReadConsoleRequest: [['runId', 1, 'string', 0, 0], ['afterOffset', 2, 'uint64', 0, 0], ['limit', 3, 'uint32', 0, 0]],
+  ReadMediaRequest: [['runId', 1, 'string', 0, 0], ['afterOffset', 2, 'uint64', 0, 0], ['limit', 3, 'uint32', 0, 0], ['kind', 4, 'string', 0, 0], ['key', 5, 'string', 0, 0]],
+  ReadMediaResponse: [['entriesJson', 1, 'string', 1, 0], ['nextOffset', 2, 'uint64', 0, 0]],
+  ReadImageRequest: [['runId', 1, 'string', 0, 0], ['sha256', 2, 'string', 0, 0]],
+  ReadImageResponse: [['data', 1, 'bytes', 0, 0], ['format', 2, 'string', 0, 0]],
   ReadConsoleResponse: [['entriesJson', 1, 'string', 1, 0], ['nextOffset', 2, 'uint64', 0, 0]],
 };
 
@@ -49,6 +54,8 @@ export const METHODS: Record<string, readonly [path: string, request: string, re
   readHistory: ['/logd.v1.Logd/ReadHistory', 'ReadHistoryRequest', 'HistoryChunk', false, true],
   readSummary: ['/logd.v1.Logd/ReadSummary', 'GetRunRequest', 'SummaryChunk', false, true],
   readConsole: ['/logd.v1.Logd/ReadConsole', 'ReadConsoleRequest', 'ReadConsoleResponse', false, false],
+  readMedia: ['/logd.v1.Logd/ReadMedia', 'ReadMediaRequest', 'ReadMediaResponse', false, false],
+  readImage: ['/logd.v1.Logd/ReadImage', 'ReadImageRequest', 'ReadImageResponse', false, false],
   status: ['/logd.v1.Logd/Status', 'StatusRequest', 'StatusResponse', false, false],
   shutdown: ['/logd.v1.Logd/Shutdown', 'ShutdownRequest', 'ShutdownResponse', false, false],
 };

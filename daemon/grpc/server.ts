@@ -15,6 +15,7 @@ import { rowFromLive, infoFromRow } from '../runs/index-rows.js';
 import { bytesOf } from '../../src/wire.js';
 import { Undecodable } from '../../src/proto.js';
 import { toJson } from '../../src/json.js';
+import { MEDIA_KINDS } from '../../src/media.js';
 import { summaryChunks } from '../store/summary.js';
 import { MetricCollector, bucketPoints } from '../../src/downsample.js';
 import type { HistoryBatch } from '../store/format.js';
@@ -203,6 +204,21 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       // Pages stay well under the message limit whatever the lines hold.
       const page = reg.store.readConsole(req.runId, Number(req.afterOffset) || 0, limit, reg.tunables.maxMessageBytes / 4);
       return { entriesJson: page.entries, nextOffset: page.nextOffset };
+    }),
+
+    readMedia: unary(ctx, (req: { runId: string; afterOffset: number; limit: number; kind: string; key: string }) => {
+      if (checkRunId(req.runId) !== null || !reg.store.exists(req.runId)) throw notFound(`run ${JSON.stringify(req.runId.slice(0, 80))} does not exist; list runs with \`logd runs\``);
+      if (req.kind && !(MEDIA_KINDS as readonly string[]).includes(req.kind)) throw invalid(`kind ${JSON.stringify(req.kind.slice(0, 40))} is none of ${MEDIA_KINDS.join(', ')}`);
+      const limit = req.limit > 0 ? Math.min(req.limit, MAX_CONSOLE_PAGE) : MAX_CONSOLE_PAGE;
+      const page = reg.store.readMedia(req.runId, Number(req.afterOffset) || 0, limit, reg.tunables.maxMessageBytes / 4, req.kind, req.key);
+      return { entriesJson: page.entries, nextOffset: page.nextOffset };
+    }),
+
+    readImage: unary(ctx, (req: { runId: string; sha256: string }) => {
+      if (checkRunId(req.runId) !== null || !reg.store.exists(req.runId)) throw notFound(`run ${JSON.stringify(req.runId.slice(0, 80))} does not exist; list runs with \`logd runs\``);
+      const img = reg.store.readImage(req.runId, req.sha256);
+      if (!img) throw notFound(`run ${req.runId} has no image ${JSON.stringify(req.sha256.slice(0, 80))}; its images are listed by \`logd media ${req.runId} --kind image\``);
+      return { data: img.data, format: img.format };
     }),
 
     status: unary(ctx, () => {

@@ -7,7 +7,7 @@ import type { ServiceAddress } from '../../src/wire.js';
 import { connectionFor, CallError, Status, type Connection } from '../../client/connection.js';
 import { findDaemon } from '../../client/discovery.js';
 import { readHistory, readSummary } from '../../client/history.js';
-import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine } from './source.js';
+import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine, MediaItem } from './source.js';
 import { RunNotFound } from './source.js';
 import { downsampleHistory } from './downsampled.js';
 
@@ -66,6 +66,25 @@ export class LocalSource implements QuerySource {
     return this.call(async (c) => {
       const page = await c.unary<unknown, { entriesJson: string[]; nextOffset: number }>('readConsole', { runId: id, afterOffset: after, limit: 0 }, CALL_MS);
       return { entries: page.entriesJson.map((j) => JSON.parse(j) as ConsoleLine), next: Number(page.nextOffset) };
+    }, id);
+  }
+
+  media(id: string, after: number, filter: { kind?: string; key?: string } = {}): Promise<{ entries: MediaItem[]; next: number }> {
+    return this.call(async (c) => {
+      const page = await c.unary<unknown, { entriesJson: string[]; nextOffset: number }>('readMedia', { runId: id, afterOffset: after, limit: 0, kind: filter.kind ?? '', key: filter.key ?? '' }, CALL_MS);
+      return { entries: page.entriesJson.map((j) => JSON.parse(j) as MediaItem), next: Number(page.nextOffset) };
+    }, id);
+  }
+
+  image(id: string, sha256: string): Promise<{ data: Uint8Array; format: 'png' | 'jpeg' } | null> {
+    return this.call(async (c) => {
+      try {
+        const r = await c.unary<unknown, { data: Uint8Array; format: 'png' | 'jpeg' }>('readImage', { runId: id, sha256 }, CALL_MS);
+        return r;
+      } catch (e) {
+        if ((e as { code?: number }).code === 5 && /has no image/.test((e as Error).message)) return null;
+        throw e;
+      }
     }, id);
   }
 

@@ -69,6 +69,12 @@ export interface QuerySource {
    * source has it: console output is not uploaded yet.
    */
   console?(id: string, after: number): Promise<{ entries: ConsoleLine[]; next: number }>;
+  /**
+   * A run's histograms, images and text, a page at a time (as console);
+   * `kind` and `key` filter. Image bytes by image().
+   */
+  media?(id: string, after: number, filter?: { kind?: string; key?: string }): Promise<{ entries: MediaItem[]; next: number }>;
+  image?(id: string, sha256: string): Promise<{ data: Uint8Array; format: 'png' | 'jpeg' } | null>;
   close(): Promise<void>;
   /**
    * For long-lived readers (the dashboard): keeps the source serving. The
@@ -80,6 +86,17 @@ export interface QuerySource {
 
 /** One stored piece of console output: writer index, its RANK (null: none), time, stream, text (one or more lines). */
 export interface ConsoleLine { w: number; rank: number | null; t: number; s: 'out' | 'err'; l: string }
+
+/**
+ * One stored histogram, image or text: writer index, its RANK, key, step,
+ * time, kind, and the kind's fields (docs/api.md, "Beyond numbers").
+ */
+export interface MediaItem {
+  w: number; rank: number | null; key: string; step: number; t: number; kind: 'histogram' | 'image' | 'text';
+  counts?: number[]; edges?: number[]; nonfinite?: number;
+  sha256?: string; format?: 'png' | 'jpeg'; width?: number; height?: number; bytes?: number; caption?: string; lost?: string;
+  text?: string;
+}
 
 export class RunNotFound extends Error {
   override name = 'RunNotFound';

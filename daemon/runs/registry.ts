@@ -5,9 +5,10 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
 import { RunExistsError } from '../store/store.js';
-import { FINAL_STATES, type RunMeta, type RankMeta } from '../store/format.js';
+import { FINAL_STATES, type RunMeta, type RankMeta, type MediaEntry } from '../store/format.js';
+import { writeImage } from '../store/media.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
-import { checkBatch, checkConsole } from './validate.js';
+import { checkBatch, checkConsole, checkMedia, type CheckedMedia } from './validate.js';
 import { invalid, notFound, denied, failedPrecondition, alreadyExists, unavailable } from '../../src/errors.js';
 import { reopenKilledRun, continueFinalRun } from './resume.js';
 import { checkRunId, checkLabel, checkKey } from '../../src/names.js';
@@ -246,6 +247,8 @@ export class Registry {
     if (typeof checked === 'string') return this.refuse(w, b, checked);
     const consoleEntries = checkConsole(b.consoleJson);
     if (typeof consoleEntries === 'string') return this.refuse(w, b, consoleEntries);
+    const media = checkMedia(b.media);
+    if (typeof media === 'string') return this.refuse(w, b, media);
     // Dictionary entries: repeats must match, the rest extend it.
     for (let i = 0; i < b.newKeys.length; i++) {
       const localId = b.newKeysFirst + i;
@@ -265,7 +268,7 @@ export class Registry {
     } catch (e) {
       return this.refuse(w, b, (e as Error).message);
     }
-    const bytes = run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates, !!b.stepsGiven, consoleEntries);
+    const bytes = run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates, !!b.stepsGiven, consoleEntries, this.storeMedia(run, media));
     if ((b.droppedRows ?? 0) > (w.meta.droppedRows ?? 0)) run.recordDropped(w, b.droppedRows!);
     run.log.mark({ w, seq: b.seq, bytes } satisfies BatchMark);
     this.backpressure.appended(w, bytes);
@@ -273,6 +276,32 @@ export class Registry {
     this.touch();
     this.scheduleCommit();
     return null;
+  }
+
+  /**
+   * A batch's media as the MEDIA frame keeps them: an image's bytes go to a
+   * file first (fsynced: the frame that names it is durable only after it).
+   * An image the disk refuses keeps its entry, with `lost` saying why, and
+   * nothing else of the batch is lost.
+   */
+  private storeMedia(run: LiveRun, media: CheckedMedia[]): MediaEntry[] {
+    const out: MediaEntry[] = [];
+    for (const m of media) {
+      if (m.kind !== 'image') {
+        out.push(m as MediaEntry);
+        continue;
+      }
+      const { data, ...entry } = m;
+      const e: MediaEntry = { ...entry, bytes: data!.byteLength };
+      try {
+        e.sha256 = writeImage(path.dirname(this.store.logPath(run.id)), data!, m.format!);
+      } catch (err) {
+        e.lost = `the image could not be stored: ${(err as Error).message}`;
+        this.log(`server: run ${run.id}: image ${JSON.stringify(m.key)} at step ${m.step} lost: ${(err as Error).message}`);
+      }
+      out.push(e);
+    }
+    return out;
   }
 
   /**

@@ -30,6 +30,7 @@ export function reopenKilledRun(store: Store, id: string, runToken: string, writ
     return null;
   }
   const run = new LiveRun(r.meta, log!, r.keys, r.summary, r.userSummary, r.config);
+  run.media = r.media;
   run.attempts = r.attempts.map((a, i) => (i === r.attempts.length - 1 ? { n: a.n, startedAt: a.startedAt, host: a.host, pid: a.pid, fromStep: a.fromStep } : a));
   for (const w of r.writers) {
     if (!w) continue;
@@ -62,6 +63,7 @@ export function continueFinalRun(
   log!.append(FrameType.STATE, jsonFrame({ state: 'running', reason: `continued: attempt ${a.n}`, exitCode: 0, finishedAt: 0 }));
   const meta = { ...r.meta, runToken: owner.runToken, ownerWriterId: owner.ownerWriterId, host: owner.host, pid: owner.pid, rank: owner.rank };
   const run = new LiveRun(meta, log!, r.keys, r.summary, r.userSummary, r.config);
+  run.media = r.media;
   run.attempts = [...r.attempts, { n: a.n, startedAt: a.startedAt, host: a.host, pid: a.pid, fromStep: a.fromStep }];
   for (const w of r.writers) if (w) run.restoreWriter(w, r.maxSeq[w.idx] ?? 0);
   if (Object.keys(configUpdate).length > 0) {

@@ -3,12 +3,12 @@
 import os from 'node:os';
 import type * as grpc from '@grpc/grpc-js';
 import type { RecordLog } from '../store/record-log.js';
-import { FrameType, encodeHistory, jsonFrame, FINAL_STATES, type Attempt, type ConsoleEntry, type RunMeta, type RunStateName, type WriterMeta, type RankMeta } from '../store/format.js';
+import { FrameType, encodeHistory, jsonFrame, FINAL_STATES, type Attempt, type ConsoleEntry, type MediaEntry, type MediaIndex, indexMedia, type RunMeta, type RunStateName, type WriterMeta, type RankMeta } from '../store/format.js';
 import { RunSummary, cappedSummary } from '../store/summary.js';
 import { bytesOf, type WriteRequestMsg, type WriteResponseMsg, type RunInfo } from '../../src/wire.js';
 import type { CheckedBatch } from './validate.js';
 import { processStartTime } from './liveness.js';
-import { toJson } from '../../src/json.js';
+import { toJson, ownRecord } from '../../src/json.js';
 import { runWindow, type RunSpan, type SystemMetrics } from '../sampler/system-metrics.js';
 import { StepProgress } from '../health/progress.js';
 import type { RunHealth } from '../../src/health.js';
@@ -68,6 +68,8 @@ export class LiveRun {
   attemptKey = '';
   /** The run's attempts (a continued run has more than one); the last one's end is this run's final state. */
   attempts: Attempt[];
+  /** The run's histogram, image and text keys so far (metadata "media"). */
+  media: MediaIndex = ownRecord() as MediaIndex;
 
   constructor(
     readonly meta: RunMeta,
@@ -138,7 +140,7 @@ export class LiveRun {
 
   /** Appends a checked batch (writer-local ids) to the log and the summary. */
   /** Appends a checked batch to the run's log; returns the bytes appended (held in memory until the next sync). */
-  appendBatch(w: Writer, seq: number, b: CheckedBatch, summaryUpdates: string[], configUpdates: string[], stepsGiven = false, consoleEntries: ConsoleEntry[] = []): number {
+  appendBatch(w: Writer, seq: number, b: CheckedBatch, summaryUpdates: string[], configUpdates: string[], stepsGiven = false, consoleEntries: ConsoleEntry[] = [], media: MediaEntry[] = []): number {
     let bytes = 0;
     const global = new Uint32Array(b.keyIds.length);
     const map = w.keyMap;
@@ -172,6 +174,12 @@ export class LiveRun {
     if (consoleEntries.length > 0) {
       const frame = jsonFrame({ writerIdx: w.meta.idx, entries: consoleEntries });
       this.log.append(FrameType.CONSOLE, frame);
+      bytes += frame.reduce((n, p) => n + p.byteLength, 0);
+    }
+    if (media.length > 0) {
+      const frame = jsonFrame({ writerIdx: w.meta.idx, entries: media });
+      this.log.append(FrameType.MEDIA, frame);
+      indexMedia(this.media, media);
       bytes += frame.reduce((n, p) => n + p.byteLength, 0);
     }
     w.appendedSeq = seq;
@@ -213,6 +221,7 @@ export class LiveRun {
       ...(this.attempts.length > 1 ? { attempts: this.attemptsNow() } : {}),
       ...(this.journalRecoveredRows || this.journalProblems.length ? { journal: { recoveredRows: this.journalRecoveredRows, problems: this.journalProblems.slice(-20) } } : {}),
       ...(this.health ? { health: this.health } : {}),
+      ...(Object.keys(this.media).length ? { media: this.media } : {}),
       system: this.system ? { gpus: this.system.gpus(), last: this.system.lastForRun(runWindow(this.span())) } : null,
     };
   }

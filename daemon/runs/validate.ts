@@ -1,7 +1,9 @@
 // Validation of a record batch from the wire, before anything is stored. A bad
 // batch is refused as a whole with a message that says what is wrong; nothing
 // of it reaches the log.
-import { f64, u32, type RecordBatchMsg } from '../../src/wire.js';
+import { f64, u32, type RecordBatchMsg, type MediaMsg } from '../../src/wire.js';
+import { checkHistogram, sniffImage, MAX_CAPTION_BYTES, MAX_TEXT_BYTES, MEDIA_KINDS } from '../../src/media.js';
+import type { MediaEntry } from '../store/format.js';
 import { checkKey, duplicateKeyMessage } from '../../src/names.js';
 
 export interface CheckedBatch {
@@ -106,6 +108,67 @@ export function checkConsole(entries: readonly string[] | undefined): Array<{ t:
     if (typeof l !== 'string') return `console entry ${i}: "l" must be a string`;
     if (Buffer.byteLength(l) > MAX_CONSOLE_ENTRY_BYTES) return `console entry ${i}: "l" is ${Buffer.byteLength(l)} bytes, more than ${MAX_CONSOLE_ENTRY_BYTES}; cut it into pieces`;
     out.push({ t: typeof t === 'number' && Number.isFinite(t) ? t : 0, s, l });
+  }
+  return out;
+}
+
+/** The most media entries one batch may carry. */
+export const MAX_MEDIA_PER_BATCH = 10_000;
+
+/** A checked media entry; an image still holds its bytes (written to a file by the run). */
+export type CheckedMedia = Omit<MediaEntry, 'sha256' | 'bytes' | 'lost'> & { data?: Uint8Array };
+
+/**
+ * A batch's media (RecordBatch.media), checked as the clients check them
+ * (src/media.ts); a string says why the batch is refused. An image's format
+ * and size are what its own bytes say, whatever the entry claims.
+ */
+export function checkMedia(media: readonly MediaMsg[] | undefined): CheckedMedia[] | string {
+  const out: CheckedMedia[] = [];
+  const n = media?.length ?? 0;
+  if (n > MAX_MEDIA_PER_BATCH) return `${n} media entries in one batch; at most ${MAX_MEDIA_PER_BATCH}`;
+  for (let i = 0; i < n; i++) {
+    const m = media![i];
+    const at = `media entry ${i} (${JSON.stringify(String(m.key).slice(0, 60))})`;
+    const badKey = checkKey(m.key ?? '');
+    if (badKey) return `media entry ${i}: ${badKey}`;
+    const step = Number(m.step);
+    if (!Number.isSafeInteger(step) || step < 0) return `${at}: step ${m.step} must be a non-negative integer`;
+    const t = Number.isFinite(m.time) ? m.time : 0;
+    switch (m.kind) {
+      case 'histogram': {
+        let counts: Float64Array;
+        let edges: Float64Array;
+        try {
+          counts = f64(m.counts ?? new Uint8Array(0));
+          edges = f64(m.edges ?? new Uint8Array(0));
+        } catch (e) {
+          return `${at}: ${(e as Error).message}`;
+        }
+        const bad = checkHistogram(counts, edges);
+        if (bad) return `${at}: ${bad}`;
+        const nonfinite = Number(m.nonfinite ?? 0);
+        out.push({ key: m.key, step, t, kind: 'histogram', counts: Array.from(counts), edges: Array.from(edges), nonfinite: Number.isSafeInteger(nonfinite) && nonfinite >= 0 ? nonfinite : 0 });
+        break;
+      }
+      case 'image': {
+        const data = m.data ?? new Uint8Array(0);
+        const h = sniffImage(data);
+        if (typeof h === 'string') return `${at}: ${h}`;
+        const caption = m.caption ?? '';
+        if (Buffer.byteLength(caption) > MAX_CAPTION_BYTES) return `${at}: the caption is more than ${MAX_CAPTION_BYTES} bytes`;
+        out.push({ key: m.key, step, t, kind: 'image', format: h.format, width: h.width, height: h.height, caption, data });
+        break;
+      }
+      case 'text': {
+        const text = m.text ?? '';
+        if (Buffer.byteLength(text) > MAX_TEXT_BYTES) return `${at}: the text is more than ${MAX_TEXT_BYTES} bytes (1 MiB)`;
+        out.push({ key: m.key, step, t, kind: 'text', text });
+        break;
+      }
+      default:
+        return `${at}: kind ${JSON.stringify(String(m.kind).slice(0, 40))} is none of ${MEDIA_KINDS.join(', ')}`;
+    }
   }
   return out;
 }

@@ -15,10 +15,13 @@
 // CONSOLE  JSON ConsoleFrame: console output a writer's process printed
 //          (RecordBatch.console_json), appended with that writer's batch;
 //          read by ReadConsole (`logd logs`), ignored by replay
+// MEDIA    JSON MediaFrame: one batch's histograms, images and text of one
+//          writer (RecordBatch.media); an image's bytes are a file under the
+//          run (media.ts), named by the sha256 the entry holds
 
 import { toJson } from '../../src/json.js';
 
-export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9 } as const;
+export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9, MEDIA: 10 } as const;
 
 /**
  * One attempt of a run: the first is the run's creation; each continue
@@ -53,6 +56,41 @@ export interface ConsoleFrame {
 
 /** One piece of console output: its time (unix seconds), its stream, its text (one or more lines). */
 export interface ConsoleEntry { t: number; s: 'out' | 'err'; l: string }
+
+/** A MEDIA frame: one batch's media entries of one writer, in order. */
+export interface MediaFrame {
+  writerIdx: number;
+  entries: MediaEntry[];
+}
+
+/**
+ * One stored histogram, image or text. An image whose file could not be
+ * written (a full disk) keeps its entry with `lost` saying why.
+ */
+export interface MediaEntry {
+  key: string; step: number; t: number; kind: 'histogram' | 'image' | 'text';
+  counts?: number[]; edges?: number[]; nonfinite?: number;
+  sha256?: string; format?: 'png' | 'jpeg'; width?: number; height?: number; bytes?: number; caption?: string; lost?: string;
+  text?: string;
+}
+
+/** Per media key: its kind, how many were stored, the last step (RunInfo metadata "media"). */
+export type MediaIndex = Record<string, { kind: string; count: number; lastStep: number }>;
+
+/** The most media keys a run's metadata lists (the rest are counted in "mediaKeysCapped"). */
+export const MEDIA_INDEX_KEYS = 1000;
+
+export function indexMedia(index: MediaIndex, entries: readonly MediaEntry[]): void {
+  for (const e of entries) {
+    const k = index[e.key];
+    if (k) {
+      k.count++;
+      k.lastStep = Math.max(k.lastStep, e.step);
+    } else if (Object.keys(index).length < MEDIA_INDEX_KEYS) {
+      index[e.key] = { kind: e.kind, count: 1, lastStep: e.step };
+    }
+  }
+}
 
 export interface RankMeta { rank: number; localRank: number; worldSize: number; nodeRank: number; localWorldSize: number }
 

@@ -1,7 +1,7 @@
 // Rebuilds a run's state from its record log: used at daemon start for runs
 // that were open when it stopped, and to rebuild the index.
 import { RecordLog } from './record-log.js';
-import { FrameType, decodeHistory, parseFrameJson, type Attempt, type AttemptFrame, type FinalState, type RunMeta, type WriterMeta } from './format.js';
+import { FrameType, decodeHistory, parseFrameJson, type Attempt, type AttemptFrame, type MediaFrame, type MediaIndex, indexMedia, type FinalState, type RunMeta, type WriterMeta } from './format.js';
 import { RunSummary } from './summary.js';
 import { ownRecord } from '../../src/json.js';
 import { scanFrames, type ScanResult } from '../../src/frames.js';
@@ -18,6 +18,8 @@ export interface ReplayedRun {
   final: FinalState | null;
   /** The run's attempts, the first its creation (see Attempt). */
   attempts: Attempt[];
+  /** The run's histogram, image and text keys (MEDIA frames). */
+  media: MediaIndex;
   scan: ScanResult;
 }
 
@@ -33,6 +35,7 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
   const config = ownRecord();
   let final: FinalState | null = null;
   const attempts: Attempt[] = [];
+  const media = ownRecord() as MediaIndex;
   const onFrame = (type: number, p: Uint8Array) => {
     switch (type) {
       case FrameType.RUN:
@@ -82,6 +85,9 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
       }
       case FrameType.CONSOLE:
         break; // console output: read by ReadConsole (store.readConsole), no part of the run's state
+      case FrameType.MEDIA:
+        indexMedia(media, parseFrameJson<MediaFrame>(p).entries);
+        break;
       default:
         break; // a newer frame type: skipped, still kept in the file
     }
@@ -99,5 +105,5 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
     log?.close();
     throw new Error(`store: ${file} has no run record; it is not a logd run log`);
   }
-  return { run: { meta, keys, writers, maxSeq, summary, userSummary, config, final, attempts, scan }, log };
+  return { run: { meta, keys, writers, maxSeq, summary, userSummary, config, final, attempts, media, scan }, log };
 }

@@ -5,7 +5,8 @@ import path from 'node:path';
 import { RecordLog } from './record-log.js';
 import { IndexDb, type RunRow } from './index-db.js';
 import { replayLog, type ReplayedRun } from './replay.js';
-import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type HistoryBatch, type WriterMeta, type ConsoleFrame } from './format.js';
+import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type HistoryBatch, type WriterMeta, type ConsoleFrame, type MediaFrame } from './format.js';
+import { readImage } from './media.js';
 import { scanFrames, readFrame, type FrameRef } from '../../src/frames.js';
 import { StoreProblems } from './problems.js';
 import { cappedSummary } from './summary.js';
@@ -145,6 +146,48 @@ export class Store {
   }
 
   /**
+   * A page of a run's histograms, images and text (MEDIA frames) from file
+   * offset `fromOffset` on, like readConsole: whole frames, at most about
+   * `limit` entries and `maxBytes` of JSON; `kind` and `key` filter (empty:
+   * all). Each entry carries its writer's index and RANK.
+   */
+  readMedia(id: string, fromOffset: number, limit: number, maxBytes: number, kind = '', key = ''): { entries: string[]; nextOffset: number } {
+    const ranks: Array<number | null> = [];
+    const entries: string[] = [];
+    let bytes = 0;
+    let nextOffset = 0;
+    const full = new Error('page full');
+    try {
+      scanFrames(this.logPath(id), (type, p, offset) => {
+        if (type === FrameType.WRITER) {
+          const w = parseFrameJson<WriterMeta>(p);
+          ranks[w.idx] = w.rank && w.rank.rank >= 0 ? w.rank.rank : null;
+        } else if (type === FrameType.MEDIA && offset >= fromOffset) {
+          if (entries.length > 0 && (entries.length >= limit || bytes + p.byteLength > maxBytes)) {
+            nextOffset = offset;
+            throw full;
+          }
+          const f = parseFrameJson<MediaFrame>(p);
+          for (const e of f.entries) {
+            if ((kind && e.kind !== kind) || (key && e.key !== key)) continue;
+            const json = toJson({ w: f.writerIdx, rank: ranks[f.writerIdx] ?? null, ...e });
+            entries.push(json);
+            bytes += json.length;
+          }
+        }
+      });
+    } catch (e) {
+      if (e !== full) throw e;
+    }
+    return { entries, nextOffset };
+  }
+
+  /** One of a run's images by its sha256 (a ReadMedia entry's), or null. */
+  readImage(id: string, sha256: string): { data: Buffer; format: 'png' | 'jpeg' } | null {
+    return readImage(path.dirname(this.logPath(id)), sha256);
+  }
+
+  /**
    * Checks every frame's checksum (the whole log is read once, then again
    * only when the file changed) and records damage. Returns the valid frames.
    */
@@ -248,7 +291,8 @@ export function rowFromReplay(r: ReplayedRun): RunRow {
     finished_at: r.final?.finishedAt ?? 0, exit_code: r.final?.exitCode ?? 0,
     config_json: toJson(r.config), summary_json: toJson(s.summary),
     metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: s.stats, ...(s.capped ? { summaryCapped: s.capped } : {}),
-      lastStep: r.summary.lastStep, ...(r.attempts.length > 1 ? { attempts: r.attempts } : {}) }),
+      lastStep: r.summary.lastStep, ...(r.attempts.length > 1 ? { attempts: r.attempts } : {}),
+      ...(Object.keys(r.media).length ? { media: r.media } : {}) }),
     history_rows: r.summary.rows, mode: m.mode, notes: m.notes,
   };
 }

@@ -34,6 +34,7 @@ from .console import capture_console
 from .run import FinishResult, Run, live_runs
 from .torchrun import job_run_id, rank_info, torchrun_env
 from .values import to_json
+from .media import Histogram, Image, Text
 from .relay import RelayWriter
 from .writer import Writer, new_writer_id
 from . import keepalive
@@ -41,7 +42,7 @@ from .deferred import (check_on_error, deferred_create, deferred_info, deferred_
                        retry_create, should_raise)
 
 from ._version import __version__  # package.json's version (packaging/sync-version.mjs)
-__all__ = ["setup", "init", "attach", "finish_all", "Run", "DisabledRun", "FinishResult", "CallError", "DaemonStartError",
+__all__ = ["setup", "init", "attach", "finish_all", "Run", "Histogram", "Image", "Text", "DisabledRun", "FinishResult", "CallError", "DaemonStartError",
            "DaemonUnavailableError", "UntrustedDirError", "UntrustedDaemonError"]
 
 

@@ -11,6 +11,8 @@ from collections.abc import Mapping
 from typing import Optional
 
 from . import values
+from ._pb import logd_pb2 as pb
+from .media import Media
 from .connection import CallError, ServiceAddress, keep_forever
 from .finish_result import FinishResult
 from .relay import wait_for_relays
@@ -76,6 +78,7 @@ class Run:
         except (ValueError, AttributeError):
             pass
         self._known = set()  # metric names already checked
+        self._row_media = []  # (key, Histogram | Image | Text) of the row being flattened
         # The names of the last row that had no nesting and no skipped value, as a list: a row with the same names
         # (nearly every step) takes a short path, and every row of it shares this one list (the journal's cache
         # knows it by identity).
@@ -111,6 +114,9 @@ class Run:
             keys, vals = self._flatten(data, None)
         else:
             raise TypeError("logd: log() takes a dict of metrics, not %s" % type(data).__name__)
+        media = self._row_media
+        if media:
+            self._row_media = []
         given = step is not None
         if not given:
             step = self._next_step
@@ -124,13 +130,27 @@ class Run:
             w = self._writer_after_fork()
         if given:
             w.steps_given = True  # sent with every batch: rank health judges the pace of given steps only
-        w.add(step, time.time(), keys, vals)
+        t = time.time()
+        if media:
+            for k, m in media:
+                w.media(m.to_pb(pb, k, step, t), m.size)
+            if not keys:
+                return  # media only: no row of numbers
+        w.add(step, t, keys, vals)
 
     def _flatten(self, data, names):
-        """(keys, values) of a row: nested dicts flattened, names checked (once each), values made numbers.
-        `names`: the dict's own keys as a list, when data is a dict."""
+        """(keys, values) of a row: nested dicts flattened, names checked (once each), values made numbers; its
+        histograms, images and text go to _row_media. `names`: the dict's own keys as a list, when data is a dict."""
+        try:
+            return self._flatten_row(data, names)
+        except BaseException:
+            self._row_media = []
+            raise
+
+    def _flatten_row(self, data, names):
         keys = []
         vals = []
+        self._row_media = []
         known = self._known
         nested = False
         for k, v in data.items():
@@ -142,6 +162,7 @@ class Run:
                 nested = True
         # A dict's own keys differ; only flattening ({'a/b': 1, 'a': {'b': 2}}) can name one twice.
         if nested and len(set(keys)) != len(keys):
+            self._row_media = []
             self._duplicate(keys)
         if names is not None and keys == names:
             self._flat_keys = keys  # no nesting, nothing skipped: the next row with these names takes the short path
@@ -159,6 +180,9 @@ class Run:
         if key not in self._known:
             values.check_key(key)
             self._known.add(key)
+        if isinstance(v, Media):
+            self._row_media.append((key, v))
+            return False
         t = type(v)
         x = v if (t is float or t is int) else values.scalar(key, v)
         if x is not None:

@@ -24,6 +24,7 @@ import threading
 from typing import List, Optional, Tuple
 
 from .journal import FULL, Journal, journal_path, journal_size
+from .media import MEDIA_BATCH_BYTES
 
 MAX_ROWS = 8192
 MAX_PAIRS = 128 * 1024
@@ -41,7 +42,7 @@ class OpenSegments:
         self._buf: List[Tuple[int, float, list, list]] = []
         self._seg_rows = 0  # of them in memory, and their values
         self._seg_pairs = 0
-        self._updates: List[Tuple[str, str]] = []  # ("summary" | "config" | "console", json), in call order
+        self._updates: List[Tuple[str, str]] = []  # ("summary" | "config" | "console", json) or ("media", pb.Media), in call order
         # The process's console capture (console.py) when this writer's run has it: drained into each segment.
         self.console_source = None
         # Closed segments not yet taken by the writer thread: (seq, ring_from, ring_to, rows in memory, updates).
@@ -93,6 +94,15 @@ class OpenSegments:
             if self._seg_rows >= MAX_ROWS or self._seg_pairs >= MAX_PAIRS or r is FULL:
                 self._close_segment()
 
+    def media(self, m, size: int) -> None:
+        """One histogram, image or text (a pb.Media): rides with the open segment's batch, never journaled. A segment
+        whose media reach MEDIA_BATCH_BYTES is closed, so that a batch stays well under the message limit."""
+        with self._buf_lock:
+            self._updates.append(("media", m))
+            self._seg_media_bytes = getattr(self, "_seg_media_bytes", 0) + size
+            if self._seg_media_bytes >= MEDIA_BATCH_BYTES:
+                self._close_segment()
+
     def _keep_in_memory(self, j: Journal) -> None:
         """A row the journal did not take: it and the rest of the segment are kept in memory (in order behind
         the rows the journal holds; later ones still go into the journal too, for a crash)."""
@@ -128,6 +138,7 @@ class OpenSegments:
             self._ring_from = j.tail
         self._ring_to = -1
         self._buf, self._seg_rows, self._seg_pairs, self._updates = [], 0, 0, []
+        self._seg_media_bytes = 0
 
     def _take_raw(self, lock_timeout_s: float = -1):
         """Closes the open segment (if it holds anything) and takes every closed one, in seq order: (the journal,

@@ -67,7 +67,8 @@ def scalar(key: str, v):
         what = "list"
     elif isinstance(v, str):
         what = "string"
-    raise TypeError("logd: %r is a %s; history holds numbers (put text in run.config or run.summary)" % (key, what))
+    raise TypeError("logd: %r is a %s; log() takes numbers, bools, nested dicts of them, and logd.Histogram, logd.Image "
+                    "and logd.Text (wrap a string in logd.Text(s), an array in logd.Histogram(a))" % (key, what))
 
 
 def _is_scalar_array(v) -> bool:

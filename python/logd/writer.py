@@ -185,6 +185,7 @@ class Writer(OpenSegments):
             summary_json=[j for kind, j in updates if kind == "summary"],
             config_json=[j for kind, j in updates if kind == "config"], dropped_rows=self.dropped_rows,
             steps_given=self.steps_given, console_json=[j for kind, j in updates if kind == "console"],
+            media=[m for kind, m in updates if kind == "media"],
         )
         keys_before = self._keys_sealed
         self._keys_sealed = len(self.keys)

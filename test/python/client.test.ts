@@ -31,7 +31,7 @@ describe.skipIf(pythonMissing !== null)(`Python client${pythonMissing ? ` (skipp
     expect(res.state).toBe('finished');
     expect(res.service).toMatch(/^unix:.*#.+/); // auto-started, and exported for children
     expect(res.errors).toHaveLength(6);
-    expect(res.errors[0]).toMatch(/'text' is a string; history holds numbers/);
+    expect(res.errors[0]).toMatch(/'text' is a string; log\(\) takes numbers.*logd.Text/);
     expect(res.errors[1]).toMatch(/'list' is a list/);
     expect(res.errors[2]).toMatch(/'nested\/deep' is a object/);
     expect(res.errors[3]).toMatch(/metric name is empty/);

@@ -1,0 +1,74 @@
+// `logd media RUN`: a run's histograms, images and text (stored as MEDIA
+// frames, images as files under the run; read through the daemon's ReadMedia
+// and ReadImage). `--json` writes one JSON object per line (histograms with
+// their counts and edges: what an export of them is); `--save DIR` writes the
+// images out as files. Local store only: media are not uploaded yet.
+import fs from 'node:fs';
+import path from 'node:path';
+import { Command, Option } from 'commander';
+import { openSource, type MediaItem } from '../query/index.js';
+
+interface MediaOptions { kind?: string; key?: string; json?: boolean; save?: string }
+
+/** A file name for an image: its key with anything but [A-Za-z0-9._-] as "_", its step, rank and hash. */
+export function imageFileName(m: MediaItem): string {
+  const key = m.key.replace(/[^A-Za-z0-9._-]+/g, '_').replace(/^\.+/, '_').slice(0, 120);
+  const rank = m.rank !== null ? `_rank${m.rank}` : '';
+  return `${key}_step${m.step}${rank}_${(m.sha256 ?? '').slice(0, 12)}.${m.format === 'jpeg' ? 'jpg' : 'png'}`;
+}
+
+/** A line for people: step, rank, kind, key and what the value is, control characters escaped. */
+function describe(m: MediaItem): string {
+  let what: string;
+  if (m.kind === 'histogram') {
+    const total = (m.counts ?? []).reduce((a, b) => a + b, 0);
+    const e = m.edges ?? [];
+    what = `${m.counts?.length ?? 0} bins, ${total} values in [${e[0]}, ${e[e.length - 1]}]${m.nonfinite ? `, ${m.nonfinite} NaN/inf left out` : ''}`;
+  } else if (m.kind === 'image') {
+    what = m.lost ? `LOST: ${m.lost}` : `${m.width}x${m.height} ${m.format}, ${m.bytes} bytes${m.caption ? `, ${JSON.stringify(m.caption)}` : ''}`;
+  } else {
+    const t = m.text ?? '';
+    what = JSON.stringify(t.length > 100 ? t.slice(0, 100) + '…' : t);
+  }
+  const rank = m.rank !== null ? String(m.rank) : '-';
+  return `${String(m.step).padStart(8)}  ${rank.padStart(4)}  ${m.kind.padEnd(9)}  ${JSON.stringify(m.key)}  ${what}\n`;
+}
+
+export function registerMediaCommand(program: Command, fail: (msg: string) => never): void {
+  program
+    .command('media')
+    .description("a run's histograms, images and text, in the order they were stored")
+    .argument('<run>', 'run id')
+    .addOption(new Option('--kind <kind>', 'only this kind').choices(['histogram', 'image', 'text']))
+    .option('--key <key>', 'only this key')
+    .option('--json', 'one JSON object per line: {w, rank, key, step, t, kind, ...} (histograms with counts and edges)')
+    .option('--save <dir>', 'write the images into this directory (made if missing), one file each')
+    .action(async (id: string, o: MediaOptions) => {
+      const src = await openSource().catch((e: Error) => fail(e.message));
+      if (!src.media) fail(`${src.where} does not keep histograms, images or text yet; read them from the node's own store`);
+      if (o.save) fs.mkdirSync(o.save, { recursive: true });
+      let n = 0;
+      let saved = 0;
+      if (!o.json) process.stdout.write(`${'step'.padStart(8)}  rank  kind       key  value\n`);
+      for (let after = 0; ;) {
+        const page = await src.media!(id, after, { kind: o.kind, key: o.key }).catch((e: Error) => fail(e.message));
+        const out: string[] = [];
+        for (const m of page.entries) {
+          n++;
+          out.push(o.json ? JSON.stringify(m) + '\n' : describe(m));
+          if (o.save && m.kind === 'image' && m.sha256) {
+            const img = await src.image!(id, m.sha256).catch((e: Error) => fail(e.message));
+            if (!img) continue;
+            fs.writeFileSync(path.join(o.save, imageFileName(m)), img.data);
+            saved++;
+          }
+        }
+        process.stdout.write(out.join(''));
+        if (!page.next) break;
+        after = page.next;
+      }
+      if (o.save) process.stderr.write(`logd media: wrote ${saved} image(s) into ${o.save}\n`);
+      if (n === 0 && !o.json) process.stderr.write(`logd media: run ${id} has no ${o.kind ?? 'histograms, images or text'}${o.key ? ` under ${JSON.stringify(o.key)}` : ''}\n`);
+      await src.close();
+    });
+}
