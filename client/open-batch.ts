@@ -6,7 +6,7 @@ import { encode } from './transport/codec.js';
 import { checkKey, duplicateKeyMessage, RowKeyCheck } from '../src/names.js';
 import { toJson } from '../src/json.js';
 import type { Journal } from './journal.js';
-import { UPDATE_CONFIG, UPDATE_SUMMARY } from '../src/journal.js';
+import { UPDATE_CONFIG, UPDATE_CONSOLE, UPDATE_SUMMARY } from '../src/journal.js';
 import { MediaValue } from './media/index.js';
 import { MEDIA_BATCH_BYTES } from '../src/media.js';
 import type { MediaMsg } from '../src/wire.js';
@@ -111,9 +111,10 @@ export class OpenBatch {
     this.journal?.update(UPDATE_CONFIG, json);
   }
 
-  /** One console entry ({t, s, l} as JSON); not journaled: a killed process loses what its last batch did not carry. */
+  /** One console entry ({t, s, l} as JSON), journaled too: a line printed just before a kill is recovered with the rows. */
   console(entryJson: string, chars: number): void {
     this.consoleEntries.push(entryJson);
+    this.journal?.update(UPDATE_CONSOLE, entryJson);
     this.consoleChars += chars;
   }
 

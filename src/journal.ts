@@ -39,6 +39,8 @@ export const CHECK_CRC32 = 2;
 export const SEAL_DROPPED = 1;
 export const UPDATE_SUMMARY = 1;
 export const UPDATE_CONFIG = 2;
+/** Console output (a RecordBatch.console_json entry): journaled as printed, so a line printed just before a kill survives it. */
+export const UPDATE_CONSOLE = 3;
 
 /** A journal larger than this is refused by the reader (a hostile sparse file, say). */
 export const MAX_JOURNAL_BYTES = 1024 * 1024 * 1024;

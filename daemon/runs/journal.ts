@@ -15,11 +15,12 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import {
   JOURNAL_MAGIC, JOURNAL_VERSION, H, HEADER_BYTES, RECORD_HEADER_BYTES, RecordType, CHECK_SUM32, CHECK_CRC32, SEAL_DROPPED,
-  UPDATE_SUMMARY, UPDATE_CONFIG, MAX_JOURNAL_BYTES, MAX_IDENTITY_BYTES, sum32Words, pad8, type JournalIdentity,
+  UPDATE_SUMMARY, UPDATE_CONFIG, UPDATE_CONSOLE, MAX_JOURNAL_BYTES, MAX_IDENTITY_BYTES, sum32Words, pad8, type JournalIdentity,
 } from '../../src/journal.js';
 import { bytesOf, type RecordBatchMsg } from '../../src/wire.js';
 import { sameSecret } from '../../src/token.js';
 import { isAlive } from './liveness.js';
+import { checkConsole } from './validate.js';
 import type { Registry } from './registry.js';
 
 export interface JournalContents {
@@ -66,15 +67,31 @@ class OpenBatch {
   vals: number[] = [];
   summary: string[] = [];
   config: string[] = [];
+  console: string[] = [];
+  private lastConsole: { t: number; s: string; l: string } | null = null;
+  /**
+   * A journaled console write: writes are journaled as printed (print("a", b) is several), so a write that does
+   * not end its line is joined with the next one of its stream, as the client's own batches would have had it.
+   */
+  addConsole(e: { t: number; s: string; l: string }): void {
+    const last = this.lastConsole;
+    if (last && last.s === e.s && !last.l.endsWith('\n') && last.l.length + e.l.length <= 16 * 1024) {
+      last.l += e.l;
+      this.console[this.console.length - 1] = JSON.stringify(last);
+      return;
+    }
+    this.lastConsole = { ...e };
+    this.console.push(JSON.stringify(e));
+  }
   get empty(): boolean {
-    return this.steps.length === 0 && this.summary.length === 0 && this.config.length === 0;
+    return this.steps.length === 0 && this.summary.length === 0 && this.config.length === 0 && this.console.length === 0;
   }
   toMsg(seq: number): RecordBatchMsg {
     return {
       seq, newKeys: [], newKeysFirst: 0, rows: this.steps.length,
       steps: bytesOf(new Float64Array(this.steps)), times: bytesOf(new Float64Array(this.times)), counts: bytesOf(new Uint32Array(this.counts)),
       keyIds: bytesOf(new Uint32Array(this.ids)), values: bytesOf(new Float64Array(this.vals)),
-      summaryJson: this.summary, configJson: this.config,
+      summaryJson: this.summary, configJson: this.config, consoleJson: this.console,
     };
   }
 }
@@ -200,11 +217,16 @@ export function readJournal(file: string): JournalContents | string {
         for (let i = 0; i < n; i++) open.vals.push(b.readDoubleLE(32 + idBytes + i * 8));
       } else if (type === RecordType.UPDATE) {
         const bytes = b.readUInt32LE(16);
-        if (24 + bytes > len || (n !== UPDATE_SUMMARY && n !== UPDATE_CONFIG)) {
+        if (24 + bytes > len || (n !== UPDATE_SUMMARY && n !== UPDATE_CONFIG && n !== UPDATE_CONSOLE)) {
           out.damaged ??= `${where}: a malformed update`;
           break;
         }
-        (n === UPDATE_SUMMARY ? open.summary : open.config).push(b.toString('utf8', 24, 24 + bytes));
+        const text = b.toString('utf8', 24, 24 + bytes);
+        if (n === UPDATE_CONSOLE) {
+          // A console entry the daemon would refuse is left out here, so that it never costs its batch's rows.
+          const e = checkConsole([text]);
+          if (typeof e !== 'string') open.addConsole(e[0]);
+        } else (n === UPDATE_SUMMARY ? open.summary : open.config).push(text);
       } else if (type === RecordType.SEAL) {
         if (n < 1) {
           out.damaged ??= `${where}: a seal of seq ${n}`;

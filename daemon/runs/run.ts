@@ -172,12 +172,12 @@ export class LiveRun {
       bytes += c.length;
     }
     if (consoleEntries.length > 0) {
-      const frame = jsonFrame({ writerIdx: w.meta.idx, entries: consoleEntries });
+      const frame = jsonFrame({ writerIdx: w.meta.idx, seq, entries: consoleEntries });
       this.log.append(FrameType.CONSOLE, frame);
       bytes += frame.reduce((n, p) => n + p.byteLength, 0);
     }
     if (media.length > 0) {
-      const frame = jsonFrame({ writerIdx: w.meta.idx, entries: media });
+      const frame = jsonFrame({ writerIdx: w.meta.idx, seq, entries: media });
       this.log.append(FrameType.MEDIA, frame);
       indexMedia(this.media, media);
       bytes += frame.reduce((n, p) => n + p.byteLength, 0);

@@ -51,6 +51,8 @@ export interface AttemptFrame extends Attempt {
 /** A CONSOLE frame: one batch's console entries of one writer, in order. */
 export interface ConsoleFrame {
   writerIdx: number;
+  /** The batch's seq (absent in logs written before it was kept): replay knows a batch without rows was stored. */
+  seq?: number;
   entries: ConsoleEntry[];
 }
 
@@ -60,6 +62,8 @@ export interface ConsoleEntry { t: number; s: 'out' | 'err'; l: string }
 /** A MEDIA frame: one batch's media entries of one writer, in order. */
 export interface MediaFrame {
   writerIdx: number;
+  /** The batch's seq, as ConsoleFrame's. */
+  seq?: number;
   entries: MediaEntry[];
 }
 
@@ -190,6 +194,13 @@ export function decodeHistory(p: Uint8Array): HistoryBatch {
   const counts = take32(rows);
   const keyIds = take32(pairs);
   return { writerIdx, seq, rows, steps, times, counts, keyIds, values };
+}
+
+/** The writer and seq at the start of a CONSOLE or MEDIA frame, read without parsing the rest (replay). */
+export function frameSeq(p: Uint8Array): { writerIdx: number; seq: number } | null {
+  const head = Buffer.from(p.buffer, p.byteOffset, Math.min(p.byteLength, 64)).toString('latin1');
+  const m = /^\{"writerIdx":(\d+),"seq":(\d+),/.exec(head);
+  return m ? { writerIdx: Number(m[1]), seq: Number(m[2]) } : null;
 }
 
 export function jsonFrame(obj: unknown): Uint8Array[] {

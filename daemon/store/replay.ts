@@ -1,7 +1,7 @@
 // Rebuilds a run's state from its record log: used at daemon start for runs
 // that were open when it stopped, and to rebuild the index.
 import { RecordLog } from './record-log.js';
-import { FrameType, decodeHistory, parseFrameJson, type Attempt, type AttemptFrame, type MediaFrame, type MediaIndex, indexMedia, type FinalState, type RunMeta, type WriterMeta } from './format.js';
+import { FrameType, decodeHistory, parseFrameJson, type Attempt, type AttemptFrame, type MediaFrame, type MediaIndex, indexMedia, frameSeq, type FinalState, type RunMeta, type WriterMeta } from './format.js';
 import { RunSummary } from './summary.js';
 import { ownRecord } from '../../src/json.js';
 import { scanFrames, type ScanResult } from '../../src/frames.js';
@@ -83,11 +83,19 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
         final = null;
         break;
       }
-      case FrameType.CONSOLE:
-        break; // console output: read by ReadConsole (store.readConsole), no part of the run's state
-      case FrameType.MEDIA:
-        indexMedia(media, parseFrameJson<MediaFrame>(p).entries);
+      case FrameType.CONSOLE: {
+        // Console output is read by ReadConsole (store.readConsole); only its batch's seq is the run's state
+        // (a batch of console output alone was stored: a resend of it is a duplicate).
+        const f = frameSeq(p);
+        if (f) maxSeq[f.writerIdx] = Math.max(maxSeq[f.writerIdx] ?? 0, f.seq);
         break;
+      }
+      case FrameType.MEDIA: {
+        const f = parseFrameJson<MediaFrame>(p);
+        indexMedia(media, f.entries);
+        if (typeof f.seq === 'number') maxSeq[f.writerIdx] = Math.max(maxSeq[f.writerIdx] ?? 0, f.seq);
+        break;
+      }
       default:
         break; // a newer frame type: skipped, still kept in the file
     }

@@ -181,6 +181,8 @@ def _with_console(run: Run, console: bool) -> Run:
         capture = capture_console(run.id, _warn)
         if capture is not None:
             run._writer.console_source = capture
+            if hasattr(run._writer, "_buf_lock"):
+                capture.journal_to = run._writer  # each write goes into the crash journal too (console.py)
             run._console = capture
     return run
 

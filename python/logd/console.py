@@ -62,7 +62,19 @@ class _Tee:
                     if c._dropped[s]:
                         c._mark(s)
                     c._queued_chars += k
-                    c._queue.append((s, text, _now()))
+                    w = c.journal_to
+                    if w is not None and k <= _JOURNAL_PIECE_CHARS and w.journal is not None and w._buf_lock.acquire(False):
+                        # Into the crash journal as well, in the segment whose batch will carry it (the writer closes
+                        # segments under this lock): a line printed just before a kill survives it. Never waits: a
+                        # print while the lock is held (by this thread, or the training thread in log()) only queues.
+                        try:
+                            t = _now()
+                            c._queue.append((s, text, t))
+                            w.journal.update("console", _entry(t, s, text))
+                        finally:
+                            w._buf_lock.release()
+                    else:
+                        c._queue.append((s, text, _now()))
         except Exception:  # the copy never gets in the way of the write itself
             pass
         return n
@@ -78,6 +90,18 @@ class _Tee:
         return iter(self._logd_stream)
 
 
+def _entry(t: float, s: str, text) -> str:
+    """One console entry as RecordBatch.console_json holds it (undecodable text becomes "?": valid UTF-8 JSON)."""
+    if type(text) is not str:
+        text = bytes(text).decode("utf-8", "replace")
+    return json.dumps({"t": t, "s": s, "l": text.encode("utf-8", "replace").decode("utf-8")})
+
+
+# A write longer than this is not journaled (it still goes with the next batch): an entry stays under the daemon's
+# 64 KiB per entry whatever its characters' UTF-8 length.
+_JOURNAL_PIECE_CHARS = 8192
+
+
 class ConsoleCapture:
     def __init__(self, run_id: str, warn):
         self._run_id = run_id
@@ -91,6 +115,8 @@ class ConsoleCapture:
         self._cut = False  # something was cut: say so once
         self._warned = False
         self._stopped = False
+        # The writer (segments.py) whose crash journal also takes each write as it is printed; set by init().
+        self.journal_to = None
         # drain() and stop(): the lines being put together (a line without its newline waits for it).
         self._lock = threading.Lock()
         self._ready: List[str] = []

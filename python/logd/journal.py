@@ -44,7 +44,7 @@ MAX_BYTES = 1 << 30  # the daemon refuses larger journals
 
 ROW, KEY, UPDATE, SEAL, PAD = 1, 2, 3, 4, 5
 SEAL_DROPPED = 1
-UPDATE_KINDS = {"summary": 1, "config": 2}
+UPDATE_KINDS = {"summary": 1, "config": 2, "console": 3}
 
 _ROOM = 48  # kept free past a ROW or UPDATE: the SEAL that closes its batch (40 bytes with a PAD) and a terminator
 # While the daemon keeps up, the ring wraps back to its start once the tail passed this far (as the TypeScript

@@ -111,4 +111,31 @@ sys.stderr.write("RUN=%s STATE=%s BURST_S=%.3f\\n" % (run.id, res.state, burst))
     expect(dropped + kept * 100).toBe(80_000 * 100);
     expect(lines[lines.length - 1].line).toBe('after the burst');
   }, 120_000);
+
+  it('a trainer killed with SIGKILL right after print(): the line comes back from the crash journal, whole', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+    await startDaemon(t);
+    const file = path.join(t.dir, 'kill.py');
+    fs.writeFileSync(file, `
+import os, signal, sys, logd
+run = logd.init(project="console")
+sys.stderr.write("RUN=%s\\n" % run.id)
+for step in range(500):
+    run.log({"loss": float(step)}, step=step)
+print("about to die at step", 499)
+sys.stderr.write("a last warning\\n")
+os.kill(os.getpid(), signal.SIGKILL)
+`);
+    const r = await runPython(t, [file], { env: SOURCE });
+    expect(r.signal).toBe('SIGKILL');
+    const id = /RUN=(\S+)/.exec(r.all ?? '')![1];
+    let got: Array<{ stream: string; line: string }> = [];
+    const deadline = Date.now() + 20_000;
+    while (Date.now() < deadline) {
+      got = await logs(id);
+      if (got.some((l) => l.line === 'a last warning')) break;
+      await new Promise((res) => setTimeout(res, 200));
+    }
+    expect(got.map((l) => [l.stream, l.line])).toEqual([['err', 'RUN=' + id], ['out', 'about to die at step 499'], ['err', 'a last warning']]);
+  }, 60_000);
 });
