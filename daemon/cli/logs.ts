@@ -1,7 +1,7 @@
 // `logd logs RUN`: the console output a run's processes printed (captured by
 // the clients, stored in the run's record log as CONSOLE frames, read through
-// the daemon's ReadConsole). Local store only: console output is not uploaded
-// to the shared store yet.
+// the daemon's ReadConsole), or from the shared store with LOGD_STORE_URL
+// (the uploader copies console output there).
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { openSource, type ConsoleLine } from '../query/index.js';
 

@@ -2,7 +2,8 @@
 // frames, images as files under the run; read through the daemon's ReadMedia
 // and ReadImage). `--json` writes one JSON object per line (histograms with
 // their counts and edges: what an export of them is); `--save DIR` writes the
-// images out as files. Local store only: media are not uploaded yet.
+// images out as files. From the node's store, or the shared one with
+// LOGD_STORE_URL (the uploader copies media there, images as bytea).
 import fs from 'node:fs';
 import path from 'node:path';
 import { Command, Option } from 'commander';
@@ -45,7 +46,7 @@ export function registerMediaCommand(program: Command, fail: (msg: string) => ne
     .option('--save <dir>', 'write the images into this directory (made if missing), one file each')
     .action(async (id: string, o: MediaOptions) => {
       const src = await openSource().catch((e: Error) => fail(e.message));
-      if (!src.media) fail(`${src.where} does not keep histograms, images or text yet; read them from the node's own store`);
+      if (!src.media) fail(`${src.where} does not keep histograms, images or text; read them from the node's own store`);
       if (o.save) fs.mkdirSync(o.save, { recursive: true });
       let n = 0;
       let saved = 0;

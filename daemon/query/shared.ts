@@ -1,16 +1,24 @@
 // The shared source: the PostgreSQL store that every node's uploader fills
 // (schema in daemon/upload/schema.ts). History is read as it is stored — per
 // run, writer and metric chunks of float8[] — in binary, so one metric of a
-// million-row run is a handful of arrays, not a million rows.
+// million-row run is a handful of arrays, not a million rows. Console output
+// and media are rows keyed by the offset of their frame in the run's log, so
+// they page as the local source does, with that offset as the cursor.
 import pg from 'pg';
 import { parseStoreUrl, redact, type StoreUrl } from '../upload/url.js';
 import { pgOptions, lacksPassword, NO_PASSWORD } from '../upload/pgpass.js';
 import { SCHEMA_VERSION, storeVersion } from '../upload/schema.js';
 import { decodeFloat8Array, decodeInt4Array } from '../upload/copy.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from '../upload/pg-sink.js';
-import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History } from './source.js';
+import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine, MediaItem } from './source.js';
 import { RunNotFound } from './source.js';
 import { downsampleHistory } from './downsampled.js';
+
+/** A page of console output or media: at most this many entries and about this many bytes (whole frames; one frame at least). */
+const PAGE_ENTRIES = 10_000;
+const PAGE_BYTES = 4 << 20;
+/** The first schema version with console output and media. */
+const MEDIA_SCHEMA = 2;
 
 interface RunDbRow {
   id: string; node: string; project: string; name: string; grp: string; job_type: string; tags: string[]; notes: string; mode: string;
@@ -22,8 +30,11 @@ export class SharedSource implements QuerySource {
   readonly kind = 'shared' as const;
   readonly where: string;
   private pool: pg.Pool;
+  /** The store's schema version, as check() found it. */
+  private version = SCHEMA_VERSION;
 
-  constructor(private url: StoreUrl) {
+  /** `pages`: the bounds of a console or media page (smaller in tests, to cross page ends). */
+  constructor(private url: StoreUrl, private pages = { entries: PAGE_ENTRIES, bytes: PAGE_BYTES }) {
     this.where = `the shared store ${url.shown}`;
     this.pool = new pg.Pool(pgOptions(url, { max: 4, connectionTimeoutMillis: 15_000, application_name: 'logd reader', allowExitOnIdle: true }));
     this.pool.on('error', () => {});
@@ -41,6 +52,7 @@ export class SharedSource implements QuerySource {
       });
       if (v > SCHEMA_VERSION) throw this.error(`${this.where} has schema version ${v}, newer than this logd reads (${SCHEMA_VERSION}); upgrade logd`);
       if (v === 0) throw this.error(`${this.where} holds no logd data yet (no schema); nodes create it when they upload (LOGD_UPLOAD_URL), or run \`logd store migrate\``);
+      this.version = v;
     } finally {
       c.release();
     }
@@ -128,6 +140,87 @@ export class SharedSource implements QuerySource {
     const chunks = skel.map((s) => byChunk.get(`${s.writer}/${s.seq_lo}`)!).filter(Boolean);
     const h = assemble(keys, chunks, pos, !!wanted);
     return cut > 0 ? dropFirstRows(h, cut) : h;
+  }
+
+  async console(id: string, after: number): Promise<{ entries: ConsoleLine[]; next: number }> {
+    const page = await this.page(id, 'logd_console', 'text', after, [], []);
+    if (page.end <= after) return { entries: [], next: page.next };
+    const rows = await this.q<{ w: number; rank: number | null; t: number; s: 'out' | 'err'; l: string }>(
+      `SELECT c.writer::float8 AS w, wr.rank, c.t, c.stream AS s, c.text AS l FROM logd_console c
+       LEFT JOIN logd_writers wr ON wr.run_id = c.run_id AND wr.writer = c.writer
+       WHERE c.run_id = $1 AND c.log_offset >= $2 AND c.log_offset < $3 ORDER BY c.log_offset, c.n`,
+      [id, after, page.end]);
+    return { entries: rows.map((r) => ({ w: r.w, rank: r.rank, t: r.t, s: r.s, l: r.l })), next: page.next };
+  }
+
+  async media(id: string, after: number, filter: { kind?: string; key?: string } = {}): Promise<{ entries: MediaItem[]; next: number }> {
+    const cond: string[] = [];
+    const args: unknown[] = [];
+    if (filter.kind) (args.push(filter.kind), cond.push(`kind = $${args.length + 2}`));
+    if (filter.key) (args.push(filter.key), cond.push(`key = $${args.length + 2}`));
+    const page = await this.page(id, 'logd_media', 'entry_json', after, cond, args);
+    if (page.end <= after) return { entries: [], next: page.next };
+    const rows = await this.q<{ w: number; rank: number | null; entry_json: string }>(
+      `SELECT m.writer::float8 AS w, wr.rank, m.entry_json FROM logd_media m
+       LEFT JOIN logd_writers wr ON wr.run_id = m.run_id AND wr.writer = m.writer
+       WHERE m.run_id = $1 AND m.log_offset >= $2 AND m.log_offset < $${args.length + 3}${cond.map((c) => ` AND m.${c}`).join('')}
+       ORDER BY m.log_offset, m.n`,
+      [id, after, ...args, page.end]);
+    return { entries: rows.map((r) => ({ w: r.w, rank: r.rank, ...(JSON.parse(r.entry_json) as Omit<MediaItem, 'w' | 'rank'>) })), next: page.next };
+  }
+
+  async image(id: string, sha256: string): Promise<{ data: Uint8Array; format: 'png' | 'jpeg' } | null> {
+    this.needMediaSchema();
+    const rows = await this.q<{ format: 'png' | 'jpeg'; data: Buffer }>('SELECT format, data FROM logd_images WHERE run_id = $1 AND sha256 = $2', [id, sha256]);
+    if (rows.length) return { data: rows[0].data, format: rows[0].format };
+    await this.mustExist(id);
+    return null;
+  }
+
+  /**
+   * Where a page of a run's console pieces or media entries from `after` on
+   * ends: whole frames (the entries of one frame share its log offset), at
+   * most pages.entries entries and about pages.bytes of `big`, one frame at
+   * least. Only offsets and sizes are read here; the page itself is the
+   * range [after, end) of log offsets, and `next` 0 says it is the last
+   * (what was uploaded since is left to the next read). `cond` are extra
+   * conditions whose placeholders start at $3.
+   */
+  private async page(id: string, table: string, big: string, after: number, cond: string[], args: unknown[]): Promise<{ end: number; next: number }> {
+    await this.mustExist(id);
+    const where = `run_id = $1 AND log_offset >= $2${cond.map((c) => ` AND ${c}`).join('')}`;
+    const sizes = await this.q<{ off: number; len: number }>(
+      `SELECT log_offset::float8 AS off, octet_length(${big}) AS len FROM ${table} WHERE ${where} ORDER BY log_offset, n LIMIT ${this.pages.entries + 1}`,
+      [id, after, ...args]);
+    let count = 0, bytes = 0;
+    for (let i = 0; i < sizes.length;) {
+      const off = sizes[i].off;
+      let j = i, frameBytes = 0;
+      while (j < sizes.length && sizes[j].off === off) frameBytes += sizes[j++].len;
+      if (i > 0 && (count + (j - i) > this.pages.entries || bytes + frameBytes > this.pages.bytes)) return { end: off, next: off };
+      if (j === sizes.length && sizes.length > this.pages.entries) {
+        // A first frame of more entries than a page: it is the page, whole.
+        const after2 = await this.q<{ off: number }>(`SELECT log_offset::float8 AS off FROM ${table} WHERE ${where.replace('log_offset >= $2', 'log_offset > $2')} ORDER BY log_offset, n LIMIT 1`, [id, off, ...args]);
+        return after2.length ? { end: after2[0].off, next: after2[0].off } : { end: off + 1, next: 0 };
+      }
+      count += j - i;
+      bytes += frameBytes;
+      i = j;
+    }
+    return { end: sizes.length ? sizes[sizes.length - 1].off + 1 : after, next: 0 };
+  }
+
+  /** Console output and media came with schema version 2: an older store has none to read. */
+  private needMediaSchema(): void {
+    if (this.version < MEDIA_SCHEMA) {
+      throw this.error(`${this.where} has schema version ${this.version}, which keeps no console output or media (version ${MEDIA_SCHEMA} does); a node with this logd upgrades it when it uploads, or run \`logd store migrate\``);
+    }
+  }
+
+  private async mustExist(id: string): Promise<void> {
+    this.needMediaSchema();
+    const rows = await this.q<{ one: number }>('SELECT 1 AS one FROM logd_runs WHERE id = $1', [id]);
+    if (!rows.length) throw new RunNotFound(id, this.where);
   }
 
   async close(): Promise<void> {

@@ -65,8 +65,8 @@ export interface QuerySource {
   wholeSummary?(id: string): Promise<{ summary: Record<string, unknown>; stats: Record<string, unknown> }>;
   /**
    * A run's stored console output, a page at a time (`after`: 0, or the
-   * `next` of the page before; `next` 0: the last page). Only the local
-   * source has it: console output is not uploaded yet.
+   * `next` of the page before; `next` 0: the last page). `next` is
+   * opaque: a cursor of the source that gave it.
    */
   console?(id: string, after: number): Promise<{ entries: ConsoleLine[]; next: number }>;
   /**

@@ -1,5 +1,5 @@
 // The encoder's thread: encodes slices on request and hands the COPY data
-// back without copying it again (the buffers are transferred).
+// and the images' bytes back without copying them again (the buffers are transferred).
 import { parentPort } from 'node:worker_threads';
 import { encodeSlice, encodeSystem, type EncodeRequest, type SystemRequest } from './encode.js';
 
@@ -12,8 +12,10 @@ function own(b: Uint8Array | null): Uint8Array | null {
 parentPort!.on('message', (msg: { id: number; req?: EncodeRequest; system?: SystemRequest }) => {
   try {
     const e = msg.system ? encodeSystem(msg.system) : encodeSlice(msg.req!);
-    const out = { ...e, keys: own(e.keys), chunkRows: own(e.chunkRows), values: own(e.values) };
-    const transfer = [out.keys, out.chunkRows, out.values].filter((b): b is Uint8Array => b !== null).map((b) => b.buffer as ArrayBuffer);
+    const images = e.images.map((i) => ({ ...i, data: own(i.data)! }));
+    const out = { ...e, keys: own(e.keys), chunkRows: own(e.chunkRows), values: own(e.values), console: own(e.console), media: own(e.media), images };
+    const transfer = [out.keys, out.chunkRows, out.values, out.console, out.media, ...images.map((i) => i.data)]
+      .filter((b): b is Uint8Array => b !== null).map((b) => b.buffer as ArrayBuffer);
     parentPort!.postMessage({ id: msg.id, slice: out }, transfer);
   } catch (e) {
     parentPort!.postMessage({ id: msg.id, error: (e as Error).message });

@@ -1,14 +1,17 @@
 // Writes slices into the shared store. Each slice is one transaction: the
-// run's row, its new keys, the chunks, and the run's cursor, which moves from
+// run's row, its new keys, the chunks, its writers' ranks, console output,
+// media entries and images, and the run's cursor, which moves from
 // exactly the offset the slice started at to where it ended. The cursor row is
 // locked (FOR UPDATE) first, so two uploaders of one run (the daemon and
 // `logd sync`) take turns, and a slice whose start is no longer the cursor is
 // rolled back untouched: a retry or a second uploader never writes a row twice.
-// The primary keys (run, stream, writer, seq_lo) refuse a duplicate chunk too.
+// The primary keys (run, stream, writer, seq_lo) refuse a duplicate chunk too,
+// and (run, log_offset, n) a duplicate console piece or media entry. An image
+// is content-addressed: one already there (logged again later) is skipped.
 import pg from 'pg';
 import type { RunRow } from '../store/index-db.js';
 import { copyInto } from './copy.js';
-import { KEY_COLUMNS, ROW_COLUMNS, VALUE_COLUMNS, type EncodedSlice } from './encode.js';
+import { CONSOLE_COLUMNS, KEY_COLUMNS, MEDIA_COLUMNS, ROW_COLUMNS, VALUE_COLUMNS, type EncodedSlice, type ImageBytes } from './encode.js';
 import { checkSchema, migrate, StoreRefused } from './schema.js';
 import type { StoreUrl } from './url.js';
 import { pgOptions } from './pgpass.js';
@@ -79,6 +82,10 @@ export class PgSink {
       await copyInto(c, 'logd_keys', KEY_COLUMNS, slice.keys);
       await copyInto(c, 'logd_rows', ROW_COLUMNS, slice.chunkRows);
       await copyInto(c, 'logd_values', VALUE_COLUMNS, slice.values);
+      await upsertWriters(c, row.id, slice.writers);
+      await copyInto(c, 'logd_console', CONSOLE_COLUMNS, slice.console);
+      await copyInto(c, 'logd_media', MEDIA_COLUMNS, slice.media);
+      await insertImages(c, row.id, slice.images);
       await c.query('UPDATE logd_cursors SET log_offset = $2, updated_at = now() WHERE run_id = $1', [row.id, slice.end]);
       return { offset: slice.end, moved: false };
     });
@@ -174,6 +181,36 @@ async function upsertRun(c: pg.ClientBase, node: string, row: RunRow, addRows: n
       state, clean(row.state_reason), row.exit_code, row.created_at, row.finished_at, clean(row.config_json), clean(row.summary_json),
       clean(row.metadata_json), addRows],
   );
+}
+
+/** The ranks of the writers that joined in a slice (a writer's frame may come again: the last one wins). */
+async function upsertWriters(c: pg.ClientBase, runId: string, writers: EncodedSlice['writers']): Promise<void> {
+  if (!writers.length) return;
+  await c.query(
+    `INSERT INTO logd_writers (run_id, writer, rank) SELECT $1, w, r FROM unnest($2::bigint[], $3::int[]) AS u(w, r)
+     ON CONFLICT (run_id, writer) DO UPDATE SET rank = excluded.rank`,
+    [runId, writers.map((w) => w.idx), writers.map((w) => w.rank)],
+  );
+}
+
+/** Bytes per INSERT of images, and images per INSERT: bound parameters go over in binary, no hex or escaping. */
+const IMAGE_BATCH_BYTES = 8 << 20;
+const IMAGE_BATCH_ROWS = 100;
+
+/** Each image once per run: one that is there already (the same picture logged again later) is left as it is. */
+async function insertImages(c: pg.ClientBase, runId: string, images: ImageBytes[]): Promise<void> {
+  for (let i = 0; i < images.length;) {
+    const args: unknown[] = [runId];
+    const rows: string[] = [];
+    let bytes = 0;
+    for (; i < images.length && rows.length < IMAGE_BATCH_ROWS && (rows.length === 0 || bytes + images[i].data.byteLength <= IMAGE_BATCH_BYTES); i++) {
+      const img = images[i];
+      args.push(img.sha256, img.format, Buffer.from(img.data.buffer, img.data.byteOffset, img.data.byteLength));
+      rows.push(`($1, $${args.length - 2}, $${args.length - 1}, $${args.length}::bytea)`);
+      bytes += img.data.byteLength;
+    }
+    await c.query(`INSERT INTO logd_images (run_id, sha256, format, data) VALUES ${rows.join(', ')} ON CONFLICT (run_id, sha256) DO NOTHING`, args);
+  }
 }
 
 /** PostgreSQL text cannot hold NUL. */

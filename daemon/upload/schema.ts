@@ -13,6 +13,14 @@
 //                 rows of the chunk that carry the metric; NULL when every row does)
 //   logd_cursors  per run: the byte offset of its record log that the store holds
 //                 (moved in the same transaction as the rows), done flags
+// Version 2 (console output and media, issue 20):
+//   logd_writers  per run and writer index: its RANK (NULL: none), from the WRITER frames
+//   logd_console  one row per stored piece of console output; logd_media one row per
+//                 histogram, image or text entry. Both are keyed (run, log_offset, n):
+//                 the offset of the frame in the run's record log and the entry's place
+//                 in it, which is the local order, the paging cursor, and the guard
+//                 against a duplicate
+//   logd_images   an image's bytes once per run and sha256 (bytea: docs/shared-store.md)
 import type pg from 'pg';
 
 interface Migration { version: number; what: string; sql: string }
@@ -72,6 +80,34 @@ CREATE TABLE logd_cursors (
 -- Chunks are dense doubles that do not compress: stored out of line, uncompressed.
 ALTER TABLE logd_rows ALTER COLUMN steps SET STORAGE EXTERNAL, ALTER COLUMN times SET STORAGE EXTERNAL;
 ALTER TABLE logd_values ALTER COLUMN vals SET STORAGE EXTERNAL, ALTER COLUMN idx SET STORAGE EXTERNAL;
+`,
+  },
+  {
+    version: 2,
+    what: "writers' ranks, console output, histograms/images/text and image bytes",
+    sql: `
+CREATE TABLE logd_writers (
+  run_id text NOT NULL, writer bigint NOT NULL, rank integer,
+  PRIMARY KEY (run_id, writer)
+);
+CREATE TABLE logd_console (
+  run_id text NOT NULL, log_offset bigint NOT NULL, n integer NOT NULL, writer bigint NOT NULL,
+  t float8 NOT NULL, stream text NOT NULL, text text NOT NULL,
+  PRIMARY KEY (run_id, log_offset, n)
+);
+CREATE TABLE logd_media (
+  run_id text NOT NULL, log_offset bigint NOT NULL, n integer NOT NULL, writer bigint NOT NULL,
+  key text NOT NULL, step float8 NOT NULL, t float8 NOT NULL, kind text NOT NULL, sha256 text,
+  entry_json text NOT NULL,
+  PRIMARY KEY (run_id, log_offset, n)
+);
+CREATE INDEX logd_media_key ON logd_media (run_id, key, log_offset);
+CREATE TABLE logd_images (
+  run_id text NOT NULL, sha256 text NOT NULL, format text NOT NULL, data bytea NOT NULL,
+  PRIMARY KEY (run_id, sha256)
+);
+-- PNG and JPEG are compressed already: stored out of line, not compressed again.
+ALTER TABLE logd_images ALTER COLUMN data SET STORAGE EXTERNAL;
 `,
   },
 ];

@@ -1,11 +1,16 @@
 // Reads one run's record log from its upload cursor (a byte offset at a frame
 // boundary) up to what is durable, and turns the history batches into chunks:
 // one per writer, holding that writer's consecutive batches of the slice, with
-// the row skeleton (steps, times) and one value array per metric.
+// the row skeleton (steps, times) and one value array per metric. Console
+// output, media entries and the writers' ranks are taken as they come, each
+// with the offset of its frame (their order, and their key in the store).
 import fs from 'node:fs';
 import { crc32 } from 'node:zlib';
 import { FRAME_HEADER_BYTES, MAX_FRAME_BYTES } from '../../src/frames.js';
-import { FrameType, decodeHistory, parseFrameJson, type FinalState, type HistoryBatch } from '../store/format.js';
+import {
+  FrameType, decodeHistory, parseFrameJson,
+  type ConsoleEntry, type ConsoleFrame, type FinalState, type HistoryBatch, type MediaEntry, type MediaFrame, type WriterMeta,
+} from '../store/format.js';
 
 export interface KeyChunk {
   keyId: number;
@@ -26,6 +31,9 @@ export interface Chunk {
   keys: KeyChunk[];
 }
 
+/** The entries of one CONSOLE or MEDIA frame, with where the frame sits in the log. */
+export interface FramedEntries<E> { offset: number; writerIdx: number; entries: E[] }
+
 export interface Slice {
   start: number;
   /** The offset after the last whole frame read: the next cursor. */
@@ -35,10 +43,21 @@ export interface Slice {
   final: FinalState | null;
   rows: number;
   points: number;
+  /** The writers that joined in the slice, with their RANK (null: none); the last WRITER frame of each wins. */
+  writers: Array<{ idx: number; rank: number | null }>;
+  console: Array<FramedEntries<ConsoleEntry>>;
+  media: Array<FramedEntries<MediaEntry>>;
+  /** The sha256 of each image the slice's media entries name (once each), and their bytes as the entries say. */
+  images: Set<string>;
+  imageBytes: number;
 }
 
-/** Each valid frame between `from` and `to` (stops early at a torn frame or after `maxBytes`). */
-export function readFrames(file: string, from: number, to: number, maxBytes: number, onFrame: (type: number, payload: Uint8Array, offset: number) => void): number {
+/**
+ * Each valid frame between `from` and `to` (stops early at a torn frame or
+ * after `maxBytes`, or before a frame for which onFrame returns false).
+ * Returns the offset after the last frame taken.
+ */
+export function readFrames(file: string, from: number, to: number, maxBytes: number, onFrame: (type: number, payload: Uint8Array, offset: number) => boolean | void): number {
   const fd = fs.openSync(file, 'r');
   try {
     const limit = Math.min(to, fs.fstatSync(fd).size);
@@ -51,7 +70,7 @@ export function readFrames(file: string, from: number, to: number, maxBytes: num
       const payload = new Uint8Array(len);
       if (fs.readSync(fd, payload, 0, len, pos + FRAME_HEADER_BYTES) < len) break;
       if ((crc32(payload, crc32(header.subarray(8, 9))) >>> 0) !== header.readUInt32LE(4)) break;
-      onFrame(header[8], payload, pos);
+      if (onFrame(header[8], payload, pos) === false) break;
       pos += FRAME_HEADER_BYTES + len;
     }
     return pos;
@@ -121,16 +140,46 @@ export class ChunkBuilder {
   }
 }
 
-/** The frames of a run's log in [from, to), at most about maxBytes of them. */
+/**
+ * The frames of a run's log in [from, to), at most about maxBytes of them.
+ * The images their media entries name have a budget of maxBytes of their
+ * own (the uploader holds them in memory): a slice ends before a MEDIA frame
+ * that would pass it, unless that frame is its first.
+ */
 export function readSlice(file: string, from: number, to: number, maxBytes: number): Slice {
   const keys: Slice['keys'] = [];
   const builders = new Map<number, ChunkBuilder>();
   const done: Chunk[] = [];
+  const writers = new Map<number, number | null>();
+  const consoleFrames: Slice['console'] = [];
+  const mediaFrames: Slice['media'] = [];
+  const images = new Set<string>();
+  let imageBytes = 0;
   let final: FinalState | null = null;
   let rows = 0;
   let points = 0;
   const end = readFrames(file, from, to, maxBytes, (type, p, offset) => {
-    if (type === FrameType.KEYS) {
+    if (type === FrameType.MEDIA) {
+      const f = parseFrameJson<MediaFrame>(p);
+      let added = 0;
+      const fresh = new Set<string>();
+      for (const e of f.entries) {
+        if (e.kind !== 'image' || !e.sha256 || e.lost || images.has(e.sha256) || fresh.has(e.sha256)) continue;
+        fresh.add(e.sha256);
+        added += e.bytes ?? 0;
+      }
+      if (offset > from && fresh.size && imageBytes + added > maxBytes) return false;
+      for (const sha of fresh) images.add(sha);
+      imageBytes += added;
+      mediaFrames.push({ offset, writerIdx: f.writerIdx, entries: f.entries });
+    } else if (type === FrameType.CONSOLE) {
+      const f = parseFrameJson<ConsoleFrame>(p);
+      consoleFrames.push({ offset, writerIdx: f.writerIdx, entries: f.entries });
+    } else if (type === FrameType.WRITER) {
+      // The rank as the local store reads it (store.readConsole): a negative RANK is none.
+      const w = parseFrameJson<WriterMeta>(p);
+      writers.set(w.idx, w.rank && w.rank.rank >= 0 ? w.rank.rank : null);
+    } else if (type === FrameType.KEYS) {
       const k = parseFrameJson<{ first: number; names: string[] }>(p);
       k.names.forEach((name, i) => keys.push({ id: k.first + i, name }));
     } else if (type === FrameType.HISTORY) {
@@ -146,5 +195,8 @@ export function readSlice(file: string, from: number, to: number, maxBytes: numb
   });
   for (const cb of builders.values()) done.push(cb.build());
   done.sort((a, b) => a.ord - b.ord);
-  return { start: from, end, keys, chunks: done, final, rows, points };
+  return {
+    start: from, end, keys, chunks: done, final, rows, points,
+    writers: [...writers].map(([idx, rank]) => ({ idx, rank })), console: consoleFrames, media: mediaFrames, images, imageBytes,
+  };
 }

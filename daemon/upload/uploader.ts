@@ -239,6 +239,9 @@ export class Uploader {
       throw e;
     }
     if (!res.moved) {
+      if (slice.missingImages.length) {
+        this.o.log(`upload: run ${id}: ${slice.missingImages.length} image(s) its media entries name are missing from its media dir or do not match their sha256 (${slice.missingImages[0].slice(0, 12)}…); their entries are uploaded without them`);
+      }
       cur.rows += slice.rows;
       this.status.uploadedRows += slice.rows;
       this.status.uploadedPoints += slice.points;
