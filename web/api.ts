@@ -19,6 +19,30 @@ export interface ChartSeries {
 export interface RankHealth extends RankProgress { name: string; runState: string }
 export interface GroupHealth { group: string; stalled: boolean; ranks: RankHealth[]; events: HealthEvent[]; now: number }
 
+/** One histogram, image or text of a run (GET /api/runs/{id}/media; daemon/query MediaItem). */
+export interface MediaItem {
+  w: number; rank: number | null; key: string; step: number; t: number; kind: 'histogram' | 'image' | 'text';
+  counts?: number[]; edges?: number[]; nonfinite?: number;
+  sha256?: string; format?: 'png' | 'jpeg'; width?: number; height?: number; bytes?: number; caption?: string; lost?: string;
+  text?: string;
+}
+/** metadata.media: per key its kind, how many were stored, the last step. */
+export type MediaIndex = Record<string, { kind: string; count: number; lastStep: number }>;
+export interface MediaAnswer { run: string; state: string; keys: MediaIndex; kept: boolean; why?: string; entries: MediaItem[]; truncated: boolean; stride: number; total?: number }
+
+/** One printed line (GET …/console); `run` on a group's answer. */
+export interface LogLine { t: number; stream: 'out' | 'err'; rank: number | null; writer: number; line: string; run?: string }
+export interface ConsoleAnswer {
+  kept: boolean; why?: string; lines: LogLine[]; next: string; more: boolean; skipped: number; ranks: number[];
+  /** A run's answer: its state. A group's: each run's. */
+  state?: string; runs?: Record<string, string>;
+}
+export interface ConsoleQuery { rank?: number | null; stream?: string; grep?: string; regex?: boolean; after?: string; tail?: number }
+
+const consoleParams = (q: ConsoleQuery) => ({
+  rank: q.rank ?? undefined, stream: q.stream, grep: q.grep, regex: q.regex && q.grep ? '1' : undefined, after: q.after, tail: q.tail,
+});
+
 export class ApiError extends Error {
   constructor(readonly status: number, message: string) {
     super(message);
@@ -93,6 +117,10 @@ export const api = {
     get<{ group: string; runs: Run[]; total: number; keys: string[]; series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> }>(
       `/api/groups/${encodeURIComponent(g)}`, { keys, points: points || undefined }),
   groupHealth: (g: string) => get<GroupHealth>(`/api/groups/${encodeURIComponent(g)}/health`),
+  media: (id: string, kind: string, key: string) => get<MediaAnswer>(`/api/runs/${encodeURIComponent(id)}/media`, { kind, key }),
+  imageUrl: (id: string, sha256: string) => `/api/runs/${encodeURIComponent(id)}/images/${encodeURIComponent(sha256)}`,
+  console: (id: string, q: ConsoleQuery) => get<ConsoleAnswer>(`/api/runs/${encodeURIComponent(id)}/console`, consoleParams(q)),
+  groupConsole: (g: string, q: ConsoleQuery) => get<ConsoleAnswer>(`/api/groups/${encodeURIComponent(g)}/console`, consoleParams(q)),
 };
 
 export interface LiveHandlers {

@@ -4,13 +4,15 @@
 // the system charts of every node in the group. Above the charts, the health
 // strip (health.ts): each rank's progress and the group's events, polled every
 // 2 s while a rank runs (a stall brings no rows, so the feed cannot tell).
-// Live while any rank runs.
+// Live while any rank runs. The Logs tab (?tab=logs) shows every rank's
+// console output merged by time instead of the charts.
 import { h, clear, link, stateBadge, debounce } from './dom.js';
 import { api, live, ApiError, type Run } from './api.js';
 import { LazyChart, type Line } from './chart.js';
 import { chartControls, byPrefix } from './controls.js';
 import { systemCharts, nodeOf } from './system.js';
 import { HealthStrip } from './health.js';
+import { logsView } from './logs.js';
 
 const HEALTH_POLL_MS = 2000;
 
@@ -28,6 +30,7 @@ export function ranksOverlap(series: Array<{ step: number[] }>): boolean {
 
 export function groupPage(root: HTMLElement, group: string): () => void {
   const p = new URLSearchParams(location.search);
+  const tab = p.get('tab') === 'logs' ? 'logs' : 'charts';
   const charts: LazyChart[] = [];
   const closers: Array<() => void> = [];
   let mode: Mode = p.get('mode') === 'ranks' ? 'ranks' : 'band';
@@ -43,9 +46,12 @@ export function groupPage(root: HTMLElement, group: string): () => void {
   const list = h('div', { id: 'charts' });
   const sys = h('div', { id: 'group-system' });
   const health = new HealthStrip();
+  const tabs = h('nav', { class: 'tabs' }, ...(['charts', 'logs'] as const).map((t) =>
+    h('a', { href: `/groups/${encodeURIComponent(group)}${t === 'charts' ? '' : `?tab=${t}`}`, class: t === tab ? 'active' : '', id: `tab-${t}` }, t[0].toUpperCase() + t.slice(1))));
+  const logsEl = h('div', { id: 'tab-body' });
   clear(root);
-  root.append(h('p', {}, link([], '← all runs')), h('header', {}, h('h1', {}, 'Group ', h('span', { id: 'group-name' }, group))), runsEl, health.el,
-    h('div', { class: 'filters' }, h('span', { class: 'segmented', id: 'group-mode' }, bandBtn, ranksBtn), controls), list, sys);
+  root.append(h('p', {}, link([], '← all runs')), h('header', {}, h('h1', {}, 'Group ', h('span', { id: 'group-name' }, group))), runsEl, health.el, tabs,
+    ...(tab === 'logs' ? [logsEl] : [h('div', { class: 'filters' }, h('span', { class: 'segmented', id: 'group-mode' }, bandBtn, ranksBtn), controls), list, sys]));
   const setMode = (m: Mode) => {
     if (m === mode) return;
     mode = m;
@@ -91,6 +97,10 @@ export function groupPage(root: HTMLElement, group: string): () => void {
           h('td', { class: 'node-cell' }, nodeOf(r)), cell, h('td', { class: 'num' }, r.historyRows));
       }))));
     if (g.total > g.runs.length) runsEl.append(h('p', { class: 'muted' }, `showing ${g.runs.length} of ${g.total} runs`));
+    if (tab === 'logs') {
+      closers.push(logsView(logsEl, { group, names: new Map(g.runs.map((r) => [r.id, rankLabel(r)])) }));
+      return;
+    }
     const byId = new Map(g.runs.map((r) => [r.id, r]));
     const groupStart = Math.min(...g.runs.map(startOf));
     for (const [prefix, keys] of byPrefix(g.keys)) {

@@ -1,5 +1,6 @@
 // `/runs/{id}`: a run's info (config, summary, metadata), its metric charts
-// grouped by prefix, and the System tab. Charts grow live while it runs. A
+// grouped by prefix, its histograms, images and text (the Media tab), its
+// console output (the Logs tab) and the System tab. Charts grow live while it runs. A
 // run that rank health judges (metadata.health) shows its events above the
 // tabs, compact, re-read every 2 s while it runs.
 import { h, clear, link, stateBadge, objectTable, ago, debounce } from './dom.js';
@@ -8,6 +9,8 @@ import { LazyChart } from './chart.js';
 import { chartControls, byPrefix } from './controls.js';
 import { systemCharts } from './system.js';
 import { HealthEvents } from './health.js';
+import { mediaTab } from './media.js';
+import { logsView } from './logs.js';
 import type { RunHealth } from '../src/health.js';
 
 const KEYS_PAGE = 200;
@@ -23,7 +26,7 @@ export function runPage(root: HTMLElement, id: string): () => void {
   const body = h('div', { id: 'tab-body' });
   const healthEvents = new HealthEvents(true);
   const healthEl = h('section', { id: 'run-health', hidden: true }, h('h2', {}, 'Health events'), healthEvents.el);
-  const tabs = h('nav', { class: 'tabs' }, ...['charts', 'system', 'info'].map((t) => {
+  const tabs = h('nav', { class: 'tabs' }, ...['charts', 'media', 'logs', 'system', 'info'].map((t) => {
     const a = h('a', { href: `/runs/${encodeURIComponent(id)}${t === 'charts' ? '' : `?tab=${t}`}`, class: t === tab ? 'active' : '', id: `tab-${t}` }, t[0].toUpperCase() + t.slice(1));
     return a;
   }));
@@ -64,6 +67,8 @@ export function runPage(root: HTMLElement, id: string): () => void {
     closers.push(() => clearInterval(poll));
     if (tab === 'info') infoTab(body, r);
     else if (tab === 'system') closers.push(systemCharts(body, [r]));
+    else if (tab === 'media') closers.push(mediaTab(body, r));
+    else if (tab === 'logs') closers.push(logsView(body, { run: r.id }));
     else chartsTab(r);
     closers.push(live(new URLSearchParams([['runs', `${id}:${r.historyRows}`]]), {
       rows: (e) => {

@@ -9,12 +9,11 @@ import { FirstLoads } from './first-load.js';
 import { RunIndex, fieldsOf, type RunJson } from './run-index.js';
 import { parseFilter, selectRuns, FilterError, type FilterTerm, type RunFields } from '../../src/run-filter.js';
 import { mergeGroupHealth, type GroupHealth } from './health.js';
+import { HttpError, intParam } from './params.js';
+import { runConsole, groupConsole } from './console.js';
+import { runMedia, runImage } from './media.js';
 
-export class HttpError extends Error {
-  constructor(readonly status: number, message: string) {
-    super(message);
-  }
-}
+export { HttpError };
 
 const MAX_POINTS = 20_000;
 const DEFAULT_POINTS = 1000;
@@ -40,14 +39,6 @@ function parse(text: string): Record<string, unknown> {
   } catch {
     return { unreadable: text.slice(0, 200) };
   }
-}
-
-function intParam(q: URLSearchParams, name: string, dflt: number, max: number): number {
-  const v = q.get(name);
-  if (v === null || v === '') return dflt;
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < 0) throw new HttpError(400, `${name} must be a non-negative integer, not ${JSON.stringify(v.slice(0, 40))}`);
-  return Math.min(n, max);
 }
 
 /** `keys` may repeat (metric names can hold commas): one name per parameter. */
@@ -171,6 +162,29 @@ export class Api {
     this.system.set(id, { at: Date.now(), series });
     if (this.system.size > 32) this.system.delete(this.system.keys().next().value!);
     return series;
+  }
+
+  /** A run's histograms, images and text (media.ts). */
+  async media(id: string, q: URLSearchParams): Promise<unknown> {
+    return runMedia(this.source, await this.getRun(id), q);
+  }
+
+  image(id: string, sha: string): Promise<{ data: Uint8Array; type: string }> {
+    return runImage(this.source, id, sha);
+  }
+
+  /** A run's console output as lines, filtered, from a cursor (console.ts). */
+  async console(id: string, q: URLSearchParams): Promise<unknown> {
+    const r = await this.getRun(id);
+    return runConsole(this.source, r, runJson(r).rank as number | null, q);
+  }
+
+  /** The group's console output, every run's merged by time. */
+  async groupConsole(group: string, q: URLSearchParams): Promise<unknown> {
+    const page = await this.groupRuns(group);
+    const runs = page.runs.filter((r) => r.group === group).map((info) => ({ info, rank: runJson(info).rank as number | null }))
+      .sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9) || a.info.id.localeCompare(b.info.id));
+    return groupConsole(this.source, group, runs, q);
   }
 
   private async groupRuns(group: string) {

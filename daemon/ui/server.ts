@@ -88,7 +88,11 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'runs' && id && sub === 'history') return sendJson(res, 200, await api.history(id, q));
     if (what === 'runs' && id && sub === 'keys') return sendJson(res, 200, await api.keys(id, q));
     if (what === 'runs' && id && sub === 'system') return sendJson(res, 200, await api.systemOf(id, q));
+    if (what === 'runs' && id && sub === 'media' && parts.length === 4) return sendJson(res, 200, await api.media(id, q));
+    if (what === 'runs' && id && sub === 'images' && parts.length === 5) return sendImage(res, await api.image(id, parts[4]));
+    if (what === 'runs' && id && sub === 'console' && parts.length === 4) return sendJson(res, 200, await api.console(id, q));
     if (what === 'groups' && id !== undefined && sub === undefined) return sendJson(res, 200, await api.group(id, q));
+    if (what === 'groups' && id !== undefined && sub === 'console' && parts.length === 4) return sendJson(res, 200, await api.groupConsole(id, q));
     if (what === 'groups' && id !== undefined && sub === 'health') return sendJson(res, 200, await api.groupHealth(id));
     if (what === 'live' && id === undefined) return serveLive(api, q, req, res);
     throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; docs/dashboard.md (Dashboard API) lists them`);
@@ -192,6 +196,20 @@ function sendJson(res: http.ServerResponse, status: number, body: unknown): void
   const text = JSON.stringify(body);
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', 'content-length': Buffer.byteLength(text), ...SECURITY_HEADERS });
   res.end(text);
+}
+
+/**
+ * An image, content-addressed (its sha256 is in the URL), so kept for a
+ * year; private, as it came with the token. A browser that opened it on its
+ * own would still only show it: typed as what its bytes were checked to be,
+ * never sniffed, and under a policy that allows nothing else.
+ */
+function sendImage(res: http.ServerResponse, img: { data: Uint8Array; type: string }): void {
+  res.writeHead(200, {
+    'content-type': img.type, 'content-length': img.data.byteLength, 'cache-control': 'private, max-age=31536000, immutable',
+    'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', 'content-security-policy': "default-src 'none'",
+  });
+  res.end(img.data);
 }
 
 const HTML_HEADERS = { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', ...SECURITY_HEADERS };
