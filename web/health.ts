@@ -122,7 +122,7 @@ export class HealthStrip {
     const num = (v: string | number) => h('td', { class: 'num' }, v);
     return h('table', { class: 'runs health-table' },
       h('thead', {}, h('tr', {}, ...['rank', 'state', 'step', 'steps/s', 'last step', 'lag', 'CPU/step'].map((c, i) => h('th', i >= 2 ? { class: 'num' } : {}, c)))),
-      h('tbody', {}, ...ranks.map((r) => h('tr', { class: 'rank-health', 'data-run-id': r.runId, 'data-state': r.state },
+      h('tbody', {}, ...ranks.map((r) => h('tr', { class: 'rank-health', 'data-health-run-id': r.runId, 'data-state': r.state },
         h('td', {}, rankLabel(r.rank, r.runId)),
         h('td', {}, stateBadge(r.state)),
         num(r.step < 0 ? '–' : r.step),

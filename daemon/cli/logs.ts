@@ -3,10 +3,10 @@
 // the daemon's ReadConsole), or from the shared store with LOGD_STORE_URL
 // (the uploader copies console output there).
 import { Command, InvalidArgumentError, Option } from 'commander';
-import { openSource, type ConsoleLine } from '../query/index.js';
+import { openSource, RunNotFound, type ConsoleLine, type RunInfo } from '../query/index.js';
 
 /** One printed line as `logd logs --json` writes it (documented in docs/cli.md). */
-export interface LogLine { t: number; stream: 'out' | 'err'; rank: number | null; writer: number; line: string }
+export interface LogLine { t: number; stream: 'out' | 'err'; rank: number | null; writer: number; line: string; run?: string }
 
 /** Stored pieces as lines: each piece's text split at its newlines (a piece cut at a bound ends a line too). */
 export function* linesOf(pieces: Iterable<ConsoleLine>): Generator<LogLine> {
@@ -25,44 +25,148 @@ function count(name: string) {
   };
 }
 
-interface LogsOptions { rank?: number; stream?: 'out' | 'err'; tail?: number; json?: boolean }
+interface LogsOptions { rank?: number; stream?: 'out' | 'err'; tail?: number; json?: boolean; grep?: string; follow?: boolean }
+
+/** How often --follow asks for new output, and how long it goes on once every run it shows is final. */
+const FOLLOW_MS = 1000;
+const GROUP_QUIET_MS = 10_000;
+
+// SGR and other CSI sequences: --grep searches the text as it reads, colours left out.
+// eslint-disable-next-line no-control-regex
+const CSI = /\x1b\[[0-9;?]*[ -/]*[@-~]/g;
+
+/**
+ * One run's console output read from a cursor on. The source pages by file
+ * offset and says `next: 0` on its last page; the cursor is where that page
+ * started and how many of its pieces were taken, so asking again gives only
+ * what is new (the log only grows).
+ */
+class RunReader {
+  private offset = 0;
+  private skip = 0;
+  constructor(readonly id: string, private readonly read: (id: string, after: number) => Promise<{ entries: ConsoleLine[]; next: number }>) {}
+
+  async more(): Promise<ConsoleLine[]> {
+    const got: ConsoleLine[] = [];
+    for (;;) {
+      const page = await this.read(this.id, this.offset);
+      got.push(...page.entries.slice(this.skip));
+      if (!page.next) {
+        this.skip = page.entries.length;
+        return got;
+      }
+      this.offset = page.next;
+      this.skip = 0;
+    }
+  }
+}
 
 export function registerLogsCommand(program: Command, fail: (msg: string) => never): void {
   program
     .command('logs')
-    .description("a run's console output (stdout and stderr of its processes), in the order it was stored")
-    .argument('<run>', 'run id')
+    .description("a run's console output (stdout and stderr of its processes), or a group's, merged by time")
+    .argument('<run|group>', 'a run id, or a group name (every run of the group, each line prefixed with its rank)')
     .option('--rank <n>', 'only the processes with this RANK', count('--rank'))
     .addOption(new Option('--stream <s>', 'only stdout or stderr').choices(['out', 'err']))
+    .option('--grep <re>', 'only lines matching this regular expression (JavaScript syntax; colour codes left out)')
     .option('--tail <n>', 'only the last n lines', count('--tail'))
-    .option('--json', 'one JSON object per line: {t, stream, rank, writer, line}')
-    .action(async (id: string, o: LogsOptions) => {
+    .option('-f, --follow', 'keep printing new lines as they are stored: until the run is final; for a group, new runs included, until every run is final and 10 s passed without news (or Ctrl-C)')
+    .option('--json', 'one JSON object per line: {t, stream, rank, writer, line} (and run, for a group)')
+    .action(async (target: string, o: LogsOptions) => {
       const src = await openSource().catch((e: Error) => fail(e.message));
       if (!src.console) fail(`${src.where} does not keep console output`);
-      const wanted = (l: LogLine) => (o.rank === undefined || l.rank === o.rank) && (o.stream === undefined || l.stream === o.stream);
-      const tail: LogLine[] = [];
-      const writers = new Set<number>();
-      const out: string[] = [];
-      const put = (l: LogLine) => {
-        if (o.tail !== undefined) {
-          tail.push(l);
-          if (tail.length > o.tail) tail.shift();
-          return;
+      let re: RegExp | null = null;
+      if (o.grep !== undefined) {
+        try {
+          re = new RegExp(o.grep);
+        } catch (e) {
+          fail(`--grep: ${(e as Error).message}`);
         }
-        out.push(format(l, o.json, writers.size > 1));
-        if (out.length >= 4096) process.stdout.write(out.splice(0).join(''));
-      };
-      for (let after = 0; ;) {
-        const page = await src.console!(id, after).catch((e: Error) => fail(e.message));
-        for (const p of page.entries) writers.add(p.w);
-        for (const l of linesOf(page.entries)) if (wanted(l)) put(l);
-        if (!page.next) break;
-        after = page.next;
       }
-      for (const l of tail) out.push(format(l, o.json, writers.size > 1));
-      process.stdout.write(out.join(''));
+      // A run id, else a group name.
+      let runs: RunInfo[];
+      let group = false;
+      try {
+        runs = [await src.getRun(target)];
+      } catch (e) {
+        if (!(e instanceof RunNotFound)) fail((e as Error).message);
+        runs = (await src.listRuns({ group: target, limit: 10_000 }).catch((err: Error) => fail(err.message))).runs;
+        if (runs.length === 0) fail(`no run with id ${JSON.stringify(target)} and no group of that name in ${src.where}; list runs with \`logd runs\``);
+        group = true;
+      }
+      const readers = runs.map((r) => new RunReader(r.id, (id, after) => src.console!(id, after)));
+      const rankOf = new Map(runs.map((r) => [r.id, rankFromInfo(r)]));
+      const wanted = (l: LogLine) => (o.rank === undefined || l.rank === o.rank) && (o.stream === undefined || l.stream === o.stream)
+        && (re === null || re.test(l.line.replace(CSI, '')));
+      const writers = new Set<number>();
+      /** Every reader's new lines, merged by time (a stable sort: one run's lines keep their order). */
+      const readAll = async (): Promise<LogLine[]> => {
+        const lines: LogLine[] = [];
+        for (const rd of readers) {
+          const pieces = await rd.more().catch((e: Error) => fail(e.message));
+          for (const p of pieces) writers.add(p.w);
+          for (const l of linesOf(pieces)) {
+            if (group) {
+              l.run = rd.id;
+              if (l.rank === null) l.rank = rankOf.get(rd.id) ?? null;
+            }
+            if (wanted(l)) lines.push(l);
+          }
+        }
+        if (readers.length > 1) lines.sort((a, b) => a.t - b.t);
+        return lines;
+      };
+      const prefix = () => group || writers.size > 1;
+      let lines = await readAll();
+      if (o.tail !== undefined) lines = o.tail === 0 ? [] : lines.slice(-o.tail);
+      write(lines.map((l) => format(l, o.json, prefix())));
+      if (!o.follow) {
+        await src.close();
+        return;
+      }
+      let stop = false;
+      process.once('SIGINT', () => (stop = true));
+      // A run: until it is final and nothing came after. A group: runs that join it are picked up, and it ends
+      // once every run is final and nothing new (no line, no run) came for GROUP_QUIET_MS.
+      let quietSince = Date.now();
+      for (let finalSeen = 0; !stop;) {
+        await new Promise((r) => setTimeout(r, FOLLOW_MS));
+        if (group) {
+          const now = (await src.listRuns({ group: target, limit: 10_000 }).catch(() => ({ runs: [] as RunInfo[] }))).runs;
+          for (const r of now) {
+            if (rankOf.has(r.id)) continue;
+            runs.push(r);
+            rankOf.set(r.id, rankFromInfo(r));
+            readers.push(new RunReader(r.id, (id, after) => src.console!(id, after)));
+            quietSince = Date.now();
+          }
+        }
+        const fresh = await readAll();
+        write(fresh.map((l) => format(l, o.json, prefix())));
+        if (fresh.length > 0) {
+          quietSince = Date.now();
+          continue;
+        }
+        const states = await Promise.all(runs.map((r) => src.getRun(r.id).then((x) => x.state, () => 'gone')));
+        finalSeen = states.every((st) => st !== 'running' && st !== 'finishing') ? finalSeen + 1 : 0;
+        if (finalSeen >= 2 && (!group || Date.now() - quietSince >= GROUP_QUIET_MS)) break;
+      }
       await src.close();
     });
+}
+
+function write(chunks: string[]): void {
+  for (let i = 0; i < chunks.length; i += 4096) process.stdout.write(chunks.slice(i, i + 4096).join(''));
+}
+
+/** A run's RANK from its metadata (group output of a writer that had none). */
+function rankFromInfo(r: RunInfo): number | null {
+  try {
+    const m = JSON.parse(r.metadataJson || '{}') as { rank?: { rank?: number } | null };
+    return typeof m.rank?.rank === 'number' && m.rank.rank >= 0 ? m.rank.rank : null;
+  } catch {
+    return null;
+  }
 }
 
 /** A line for people (prefixed with its rank when the run had several processes), or as JSON. */

@@ -165,6 +165,37 @@ process.kill(process.pid, 'SIGKILL');
     expect((await cliJson(t, ['show', id])).historyRows).toBe(500);
   }, 60_000);
 
+  it('logd logs GROUP merges the ranks by time, with --rank, --grep and --follow until the runs are final', async () => {
+    await startDaemon(t);
+    const rank = (n: number) => runScript(t, script(t, `r${n}.mjs`, `
+const run = await logd.init({ project: 'console', group: 'g-logs', console: true });
+console.log('hello from ' + ${n});
+console.error('\\x1b[31mwarning\\x1b[0m on rank ' + ${n});
+await new Promise((r) => setTimeout(r, 300));
+console.log('bye from ' + ${n});
+await run.finish();
+`), [], { RANK: String(n) });
+    expect((await rank(0)).exitCode).toBe(0);
+    // --follow on the group while rank 1 runs: it prints rank 1's lines as they come, and ends once every run is final.
+    const follow = cli(t, ['logs', 'g-logs', '--follow', '--json'], { timeout: 60_000 });
+    await new Promise((r) => setTimeout(r, 1500));
+    expect((await rank(1)).exitCode).toBe(0);
+    const followed = (await follow).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(followed.map((l) => [l.rank, l.line])).toEqual([
+      [0, 'hello from 0'], [0, '\x1b[31mwarning\x1b[0m on rank 0'], [0, 'bye from 0'],
+      [1, 'hello from 1'], [1, '\x1b[31mwarning\x1b[0m on rank 1'], [1, 'bye from 1'],
+    ]);
+    const text = await cli(t, ['logs', 'g-logs']);
+    expect(text.stdout.split('\n').filter((l) => l.startsWith('[rank 1] '))).toEqual(['[rank 1] hello from 1', '[rank 1] \x1b[31mwarning\x1b[0m on rank 1', '[rank 1] bye from 1']);
+    expect((await cli(t, ['logs', 'g-logs', '--grep', '^warning on rank [01]$'])).stdout.split('\n').filter(Boolean)).toHaveLength(2); // colours left out of the match
+    expect((await cli(t, ['logs', 'g-logs', '--rank', '1', '--grep', 'bye'])).stdout.trim()).toBe('[rank 1] bye from 1');
+    const bad = await cli(t, ['logs', 'g-logs', '--grep', '('], { reject: false });
+    expect(bad.exitCode).not.toBe(0);
+    expect(bad.stderr).toMatch(/--grep: .*Invalid regular expression/);
+    const none = await cli(t, ['logs', 'no-such-thing'], { reject: false });
+    expect(none.stderr).toMatch(/no run with id "no-such-thing" and no group of that name/);
+  }, 120_000);
+
   it('refuses a batch whose console entries are malformed, saying what is wrong', () => {
     expect(checkConsole(['{"t":1,"s":"out","l":"ok\\n"}'])).toEqual([{ t: 1, s: 'out', l: 'ok\n' }]);
     expect(checkConsole(undefined)).toEqual([]);

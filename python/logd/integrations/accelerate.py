@@ -12,6 +12,11 @@ the trackers it builds itself, not to a tracker object given in
 for logd.init(). The run starts in ``init_trackers``, or at the first log()
 when that is never called. ``LogdTracker(project=...)`` wins over the
 ``init_trackers`` name.
+
+Images go in as with Accelerate's own trackers, through the tracker object:
+``accelerator.get_tracker("logd").log_images({"samples": [img, ...]}, step=step)``, each value a list of
+images (HWC arrays, PIL images, CHW tensors, PNG/JPEG bytes) or a 4-D batch; the images of a key are logged at
+one step, side by side. ``accelerator.log()`` also takes logd.Histogram, Image and Text values as they are.
 """
 import functools
 from typing import Optional
@@ -20,7 +25,7 @@ from accelerate.tracking import GeneralTracker, on_main_process
 
 import logd
 
-from . import numbers
+from . import image_list, log_images, numbers
 
 
 class LogdTracker(GeneralTracker):
@@ -58,6 +63,12 @@ class LogdTracker(GeneralTracker):
     @on_main_process
     def log(self, values: dict, step: Optional[int] = None, **kwargs):
         self._start().log(numbers(values), step=step)
+
+    @on_main_process
+    def log_images(self, values: dict, step: Optional[int] = None, **kwargs):
+        if kwargs:
+            raise TypeError("LogdTracker.log_images takes the images and a step, not %s" % ", ".join(sorted(kwargs)))
+        log_images(self._start(), {k: image_list(v) for k, v in values.items()}, step)
 
     @on_main_process
     def finish(self):

@@ -8,6 +8,9 @@ The run is named by ``TrainingArguments.run_name`` (transformers sets it to
 ``report_to`` picks transformers' own integrations (wandb, tensorboard, ...);
 logd is not one of them: it is added through ``callbacks`` and logs whatever
 ``report_to`` says. ``report_to="none"`` keeps the others out.
+
+The Trainer's logs are numbers; histograms and images go through the callback's run on the main process:
+``cb.run.log({"grad/fc": logd.Histogram(p.grad)}, step=state.global_step)`` (``cb.run`` is None elsewhere).
 """
 from transformers import TrainerCallback
 
