@@ -116,33 +116,10 @@ export class Store {
    * the WRITER frames before it). `nextOffset` > 0: where the next page starts.
    */
   readConsole(id: string, fromOffset: number, limit: number, maxBytes: number): { entries: string[]; nextOffset: number } {
-    const ranks: Array<number | null> = [];
-    const entries: string[] = [];
-    let bytes = 0;
-    let nextOffset = 0;
-    const full = new Error('page full');
-    try {
-      scanFrames(this.logPath(id), (type, p, offset) => {
-        if (type === FrameType.WRITER) {
-          const w = parseFrameJson<WriterMeta>(p);
-          ranks[w.idx] = w.rank && w.rank.rank >= 0 ? w.rank.rank : null;
-        } else if (type === FrameType.CONSOLE && offset >= fromOffset) {
-          if (entries.length > 0 && (entries.length >= limit || bytes + p.byteLength > maxBytes)) {
-            nextOffset = offset;
-            throw full;
-          }
-          const f = parseFrameJson<ConsoleFrame>(p);
-          for (const e of f.entries) {
-            const json = toJson({ w: f.writerIdx, rank: ranks[f.writerIdx] ?? null, t: e.t, s: e.s, l: e.l });
-            entries.push(json);
-            bytes += json.length;
-          }
-        }
-      });
-    } catch (e) {
-      if (e !== full) throw e;
-    }
-    return { entries, nextOffset };
+    return this.framePage(id, FrameType.CONSOLE, fromOffset, limit, maxBytes, (p, rankOf, out) => {
+      const f = parseFrameJson<ConsoleFrame>(p);
+      for (const e of f.entries) out.push(toJson({ w: f.writerIdx, rank: rankOf(f.writerIdx), t: e.t, s: e.s, l: e.l }));
+    });
   }
 
   /**
@@ -152,28 +129,37 @@ export class Store {
    * all). Each entry carries its writer's index and RANK.
    */
   readMedia(id: string, fromOffset: number, limit: number, maxBytes: number, kind = '', key = ''): { entries: string[]; nextOffset: number } {
+    return this.framePage(id, FrameType.MEDIA, fromOffset, limit, maxBytes, (p, rankOf, out) => {
+      const f = parseFrameJson<MediaFrame>(p);
+      for (const e of f.entries) {
+        if ((kind && e.kind !== kind) || (key && e.key !== key)) continue;
+        out.push(toJson({ w: f.writerIdx, rank: rankOf(f.writerIdx), ...e }));
+      }
+    });
+  }
+
+  /** One page of the entries of one frame type (readConsole, readMedia): whole frames, writers' ranks known. */
+  private framePage(id: string, type: number, fromOffset: number, limit: number, maxBytes: number,
+    take: (p: Uint8Array, rankOf: (writerIdx: number) => number | null, out: string[]) => void): { entries: string[]; nextOffset: number } {
     const ranks: Array<number | null> = [];
+    const rankOf = (i: number) => ranks[i] ?? null;
     const entries: string[] = [];
     let bytes = 0;
     let nextOffset = 0;
     const full = new Error('page full');
     try {
-      scanFrames(this.logPath(id), (type, p, offset) => {
-        if (type === FrameType.WRITER) {
+      scanFrames(this.logPath(id), (t, p, offset) => {
+        if (t === FrameType.WRITER) {
           const w = parseFrameJson<WriterMeta>(p);
           ranks[w.idx] = w.rank && w.rank.rank >= 0 ? w.rank.rank : null;
-        } else if (type === FrameType.MEDIA && offset >= fromOffset) {
+        } else if (t === type && offset >= fromOffset) {
           if (entries.length > 0 && (entries.length >= limit || bytes + p.byteLength > maxBytes)) {
             nextOffset = offset;
             throw full;
           }
-          const f = parseFrameJson<MediaFrame>(p);
-          for (const e of f.entries) {
-            if ((kind && e.kind !== kind) || (key && e.key !== key)) continue;
-            const json = toJson({ w: f.writerIdx, rank: ranks[f.writerIdx] ?? null, ...e });
-            entries.push(json);
-            bytes += json.length;
-          }
+          const before = entries.length;
+          take(p, rankOf, entries);
+          for (let i = before; i < entries.length; i++) bytes += entries[i].length;
         }
       });
     } catch (e) {
