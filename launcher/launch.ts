@@ -176,7 +176,9 @@ export async function launch(opts: LaunchOptions): Promise<number> {
 
   try {
     const finished = Array.from({ length: opts.nprocPerNode }, (_, localRank) => {
-      const env: NodeJS.ProcessEnv = { ...process.env, ...daemonEnv, ...rankEnv(opts, localRank), LOGD_GROUP: group };
+      // LOGD_CONSOLE=1 unless set: each rank's client stores what the rank prints with its run (a TypeScript
+      // client captures only when asked; here its stdout is this launcher's pipe, read as fast as it comes).
+      const env: NodeJS.ProcessEnv = { LOGD_CONSOLE: '1', ...process.env, ...daemonEnv, ...rankEnv(opts, localRank), LOGD_GROUP: group };
       const rank = env.RANK;
       const child = spawn(command, argv, { env, stdio: ['inherit', 'pipe', 'pipe'], detached: true });
       children.push(child);

@@ -15,6 +15,7 @@ afterEach(async () => t && (await t.cleanup()));
 const rankScript = (t: TestEnv) => script(t, 'train.mjs', `
   const run = await logd.init({ project: 'launched', name: 'rank' + process.env.RANK });
   for (let s = 0; s < 5; s++) run.log({ loss: 1 / (s + 1) }, { step: s });
+  console.log('rank ' + process.env.RANK + ' trained');
   await run.finish();
   console.log('group=' + run.group);
 `);
@@ -41,6 +42,10 @@ describe('logd launch names its group and says where the runs went', () => {
     const listed = await execa(process.execPath, [CLI, ...m![2].split(' ').slice(1), '--json'], { env: t.env });
     const runs = JSON.parse(listed.stdout) as Array<{ name: string; group: string; state: string }>;
     expect(runs.map((x) => [x.name, x.group, x.state]).sort()).toEqual([['rank0', group, 'finished'], ['rank1', group, 'finished']]);
+    // The launch turns console capture on for its ranks: what each printed is stored with its run.
+    const logs = (await cli(t, ['logs', group])).stdout.split('\n');
+    expect(logs).toContain('[rank 0] rank 0 trained');
+    expect(logs).toContain('[rank 1] rank 1 trained');
   });
 
   it('--group names it; a run that names its own group keeps it', async () => {
