@@ -186,24 +186,28 @@ def _torch_bins(t, bins, range):
         raise TypeError("logd: Histogram of a %s tensor; it takes real numbers" % t.dtype)
     t = t.reshape(-1)
 
-    def chunks():
-        for c in t.split(_CHUNK):
-            if not c.numel():
-                continue
-            if not c.is_floating_point() or c.dtype in (torch.float16, torch.bfloat16):
-                c = c.float()
-            ok = (c - c) == 0  # finite: x - x is NaN for NaN and for an infinity
-            yield c, ok, int(ok.count_nonzero()) if not c.is_cuda else None
+    # One pass over each chunk: its finite mask, count, min and max (kept, with the chunk's own float32 view, for
+    # the binning pass when the range is known only at the end). Without a range the chunks are kept: a tensor
+    # up to _CHUNK values is one chunk, larger ones cost one chunk of temporaries at a time.
+    def chunk(c):
+        if not c.is_floating_point() or c.dtype in (torch.float16, torch.bfloat16):
+            c = c.float()
+        ok = (c - c) == 0  # finite: x - x is NaN for NaN and for an infinity
+        return c, ok, (None if c.is_cuda else int(ok.count_nonzero()))
 
+    parts = t.split(_CHUNK)
     nonfinite = 0
     if range is None:
         lo = hi = None
-        for c, ok, n in chunks():
+        for c in parts:
+            if not c.numel():
+                continue
+            c, ok, n = chunk(c)
             if n == c.numel():
                 a, b = torch.aminmax(c)
             else:
-                a = torch.where(ok, c, c.new_tensor(float("inf"))).min()
-                b = torch.where(ok, c, c.new_tensor(float("-inf"))).max()
+                a = torch.where(ok, c, c.new_tensor(math.inf)).min()
+                b = torch.where(ok, c, c.new_tensor(-math.inf)).max()
             lo = a if lo is None else torch.minimum(lo, a)
             hi = b if hi is None else torch.maximum(hi, b)
         mm = torch.stack([lo, hi]).tolist() if lo is not None else [math.inf, -math.inf]
@@ -212,7 +216,10 @@ def _torch_bins(t, bins, range):
         lo, hi = _span(None, None, range)
     counts = None
     scale = bins / (hi - lo)
-    for c, ok, n in chunks():
+    for c in parts:
+        if not c.numel():
+            continue
+        c, ok, n = chunk(c)
         if c.is_cuda:
             nonfinite += c.numel() - int(ok.count_nonzero())
             part = torch.histc(c[ok].clamp(lo, hi), bins=bins, min=lo, max=hi)
@@ -221,7 +228,7 @@ def _torch_bins(t, bins, range):
             if n != c.numel():
                 nonfinite += c.numel() - n
                 x.masked_fill_(ok.logical_not_(), bins)  # an extra bin, dropped
-            part = torch.bincount(x.to(torch.int64), minlength=bins + 1)[:bins]
+            part = torch.bincount(x.to(torch.int32), minlength=bins + 1)[:bins]
         counts = part if counts is None else counts + part
     out = [float(x) for x in counts.tolist()] if counts is not None else [0.0] * bins
     return out, lo, hi, nonfinite
