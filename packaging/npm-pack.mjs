@@ -90,7 +90,7 @@ const copy = (rel, to = rel) => {
 const client = fs.readFileSync(path.join(root, 'dist', 'client', 'logd.js'), 'utf8').replace(/\n\/\/# sourceMappingURL=.*\n?$/, '\n');
 fs.mkdirSync(path.join(stage, 'dist', 'client'), { recursive: true });
 fs.writeFileSync(path.join(stage, 'dist', 'client', 'logd.js'), client);
-for (const dir of ['client', 'client/transport', 'src', 'addon', 'native']) {
+for (const dir of ['client', 'client/transport', 'client/media', 'src', 'addon', 'native']) {
   const d = path.join(root, 'dist', dir);
   if (!fs.existsSync(d)) continue;
   for (const f of fs.readdirSync(d)) if (f.endsWith('.d.ts')) copy(`dist/${dir}/${f}`);

@@ -173,5 +173,21 @@ function rankFromInfo(r: RunInfo): number | null {
 function format(l: LogLine, json: boolean | undefined, prefix: boolean): string {
   if (json) return JSON.stringify(l) + '\n';
   const who = l.rank !== null ? `[rank ${l.rank}] ` : `[writer ${l.writer}] `;
-  return `${prefix ? who : ''}${l.line}\n`;
+  return `${prefix ? who : ''}${process.stdout.isTTY ? forTerminal(l.line) : l.line}\n`;
+}
+
+// Colours (SGR) pass; any other control character is shown, not obeyed.
+// eslint-disable-next-line no-control-regex
+const CONTROL = /\x1b\[[0-9;]*m|[\x00-\x08\x0b-\x1f\x7f]/g;
+
+/**
+ * A stored line as a terminal should see it: what a progress bar's carriage
+ * returns left last (the text after the last `\r`), colours kept, and every
+ * other control character (an escape that would set the title, write the
+ * clipboard or move the cursor) shown as `^X` instead of obeyed.
+ */
+export function forTerminal(line: string): string {
+  const text = line.endsWith('\r') ? line.slice(0, -1) : line;
+  const cr = text.lastIndexOf('\r');
+  return (cr >= 0 ? text.slice(cr + 1) : text).replace(CONTROL, (m) => (m.length > 1 ? m : `^${String.fromCharCode((m.charCodeAt(0) + 64) & 0x7f)}`));
 }

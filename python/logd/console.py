@@ -65,13 +65,21 @@ class _Tee:
                     c._queued_chars += k
                     w = c.journal_to
                     if w is not None and k <= _JOURNAL_PIECE_CHARS and w.journal is not None and w._buf_lock.acquire(False):
-                        # Into the crash journal as well, in the segment whose batch will carry it (the writer closes
-                        # segments under this lock): a line printed just before a kill survives it. Never waits: a
-                        # print while the lock is held (by this thread, or the training thread in log()) only queues.
+                        # Into the crash journal as well, a whole line at a time (print() writes its text, then
+                        # "\n": one journal record per line, not per write), in the segment whose batch will carry
+                        # it (the writer closes segments under this lock, and a batch carries a line once its
+                        # newline came): a line printed just before a kill survives it. Never waits: a print while
+                        # the lock is held (by this thread, or the training thread in log()) only queues.
                         try:
                             t = _now()
                             c._queue.append((s, text, t))
-                            w.journal.update("console", _entry(t, s, text))
+                            line = c._jline[s]
+                            if not line[0]:
+                                line[1] = t
+                            line[0] += text
+                            if text[-1] == "\n" or len(line[0]) > _JOURNAL_PIECE_CHARS:
+                                w.journal.update("console", _entry(line[1], s, line[0]))
+                                line[0] = ""
                         finally:
                             w._buf_lock.release()
                     else:
@@ -120,6 +128,8 @@ class ConsoleCapture:
         self._stopped = False
         # The writer (segments.py) whose crash journal also takes each write as it is printed; set by init().
         self.journal_to = None
+        # Per stream, the journaled line being put together: [its text so far, the time of its first write].
+        self._jline = {"out": ["", 0.0], "err": ["", 0.0]}
         # drain() and stop(): the lines being put together (a line without its newline waits for it).
         self._lock = threading.Lock()
         self._ready: List[str] = []

@@ -3,6 +3,7 @@
 import { describe, it, expect, beforeEach, afterEach } from 'vitest';
 import { makeEnv, startDaemon, script, runScript, spawnScript, cli, cliJson, killDaemon, waitUntil, type TestEnv } from '../helpers.js';
 import { checkConsole } from '../../daemon/runs/validate.js';
+import { forTerminal } from '../../daemon/cli/logs.js';
 
 let t: TestEnv;
 beforeEach(() => {
@@ -195,6 +196,14 @@ await run.finish();
     const none = await cli(t, ['logs', 'no-such-thing'], { reject: false });
     expect(none.stderr).toMatch(/no run with id "no-such-thing" and no group of that name/);
   }, 120_000);
+
+  it('logd logs on a terminal: colours pass, a progress bar shows its last state, other escapes are shown, not obeyed', () => {
+    expect(forTerminal('\x1b[31mred\x1b[0m plain')).toBe('\x1b[31mred\x1b[0m plain');
+    expect(forTerminal(' 10%|#   \r 50%|##  \r100%|####\r')).toBe('100%|####');
+    expect(forTerminal('\x1b]52;c;ZXZpbA==\x07 clipboard')).toBe('^[]52;c;ZXZpbA==^G clipboard');
+    expect(forTerminal('\x1b[2J\x1b]0;title\x07')).toBe('^[[2J^[]0;title^G');
+    expect(forTerminal('tab\tstays\x00\x7f')).toBe('tab\tstays^@^?');
+  });
 
   it('refuses a batch whose console entries are malformed, saying what is wrong', () => {
     expect(checkConsole(['{"t":1,"s":"out","l":"ok\\n"}'])).toEqual([{ t: 1, s: 'out', l: 'ok\n' }]);
