@@ -171,6 +171,27 @@ describe('histograms, images and text from the TypeScript client', () => {
   });
 });
 
+describe('names a user may pick', () => {
+  it('__proto__ and constructor are ordinary media keys, and _step is refused as for numbers', async () => {
+    t = makeEnv();
+    await startDaemon(t);
+    const r = await runScript(t, script(t, 'names.mjs', `
+const run = await logd.init({ project: 'media-names' });
+run.log({ ['__proto__']: new logd.Text('x'), constructor: logd.Histogram.fromBins([1], [0, 1]) }, { step: 1 });
+let refused = '';
+try { run.log({ _step: new logd.Text('x') }); } catch (e) { refused = e.message; }
+await run.finish();
+process.stdout.write(JSON.stringify({ id: run.id, refused }) + '\\n');
+`));
+    expect(r.exitCode, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim());
+    expect(out.refused).toMatch(/"_step" is reserved/);
+    expect((await media(out.id)).map((m) => [m.key, m.kind])).toEqual([['__proto__', 'text'], ['constructor', 'histogram']]);
+    const shown = await cliJson(t, ['show', out.id]);
+    expect(Object.keys(shown.metadata.media).sort()).toEqual(['__proto__', 'constructor']);
+  });
+});
+
 describe('media a client may send: the daemon checks them again', () => {
   it('refuses bad media with a reason, stores what its own bytes say an image is, and stays up', async () => {
     t = makeEnv();
