@@ -180,7 +180,9 @@ export async function initProcessGroup(opts: InitProcessGroupOptions): Promise<P
     const resolved = resolveInitOptions(opts);
     if (!native.buildInfo().backends.includes(resolved.backend)) {
       throw new NotSupportedError(
-        `backend '${resolved.backend}' is not compiled in: this libtorch has no CUDA. Use backend 'gloo', or build against a CUDA libtorch (LOGD_TORCH_PREFIX) and re-run \`make native\``,
+        resolved.backend === 'nccl'
+          ? `backend 'nccl' is not compiled in: this libtorch has no CUDA. Use backend 'gloo', or build against a CUDA libtorch (LOGD_TORCH_PREFIX) and re-run \`make native\``
+          : `backend '${resolved.backend}' is not compiled in: the addon was built without gloo's headers (LOGD_WITH_GLOO=OFF, as with a pip libtorch). Use backend 'nccl', or install libgloo-dev and re-run \`make native\``,
       );
     }
     const handle = await native.initProcessGroup(resolved);

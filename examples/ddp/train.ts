@@ -4,6 +4,7 @@
 //
 //   logd launch --nproc-per-node 2 dist/examples/ddp/train.js [--init initial.json]
 //     [--indices indices.json] [--out final.json] [--log rank0|all|none] [--seed 0]
+//     [--backend gloo|nccl]   (nccl: the gradients go through the GPU, one per rank)
 //
 // --init and --indices take the files test/native/ref_ddp.py writes, so the run
 // can be compared with PyTorch DDP weight for weight.
@@ -22,6 +23,7 @@ const { values: flags } = parseArgs({
     seed: { type: 'string', default: '0' },
     epochs: { type: 'string', default: '10' },
     'timeout-ms': { type: 'string', default: '60000' },
+    backend: { type: 'string', default: 'gloo' },
   },
 });
 
@@ -70,7 +72,8 @@ async function sharedGroupName(pg: ProcessGroup): Promise<string> {
 }
 
 async function main(): Promise<void> {
-  const pg = await initProcessGroup({ backend: 'gloo', initMethod: 'env://', timeoutMs: Number(flags['timeout-ms']) });
+  if (flags.backend !== 'gloo' && flags.backend !== 'nccl') throw new Error(`train: --backend must be gloo or nccl, not ${flags.backend}`);
+  const pg = await initProcessGroup({ backend: flags.backend, initMethod: 'env://', timeoutMs: Number(flags['timeout-ms']) });
   const { rank, worldSize } = pg;
   const state: InitialState = flags.init ? JSON.parse(readFileSync(flags.init, 'utf8')) : syntheticInitialState(SAMPLES, DIMS, seed);
   const indexFile: number[][][] | null = flags.indices ? JSON.parse(readFileSync(flags.indices, 'utf8')) : null;

@@ -2,11 +2,26 @@
 
 #include "errors.h"
 
+#ifdef LOGD_WITH_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
 #include <thread>
 
 namespace logd {
+namespace {
+// A newer libtorch's ProcessGroupNCCL wants shutdown() before it is freed (else
+// it warns at exit and aborts its communicators in the destructor); 1.13 has no
+// such method. Chosen at compile time: shutdown() when it exists.
+template <typename T>
+auto ShutdownIfAvailable(T& pg, int) -> decltype(pg.shutdown(), void()) {
+  pg.shutdown();
+}
+template <typename T>
+void ShutdownIfAvailable(T&, long) {}
+}  // namespace
 
-GroupState::GroupState(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
+GroupState::GroupState(c10::intrusive_ptr<c10d::Store> store, BackendPtr pg,
                        std::string backendName, int rankIn, int worldSizeIn, std::chrono::milliseconds timeoutIn, bool checkCollectivesIn, int deviceIndexIn)
     : backend(std::move(backendName)),
       rank(rankIn),
@@ -244,6 +259,9 @@ void GroupState::Loop() {
       // earlier op has completed or failed: freeing c10d cannot outlast their
       // deadlines, and it happens here, never on the JS thread.
       try {
+#ifdef LOGD_WITH_NCCL
+        if (auto* nccl = dynamic_cast<c10d::ProcessGroupNCCL*>(pg_.get())) ShutdownIfAvailable(*nccl, 0);
+#endif
         pg_.reset();
         store_.reset();
       } catch (const std::exception& e) {

@@ -16,8 +16,17 @@
 #include <napi.h>
 
 #include <ATen/ATen.h>
-#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/version.h>
+// libtorch 2.x split the process group into a dispatcher (ProcessGroup) and
+// the per-backend object (Backend) that gloo and NCCL derive from; 1.13 (the
+// Debian package) has ProcessGroup only. The ops used here are the same
+// virtual methods on both.
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
 
 #include <chrono>
 #include <condition_variable>
@@ -29,6 +38,12 @@
 #include <vector>
 
 namespace logd {
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendPtr = c10::intrusive_ptr<c10d::Backend>;
+#else
+using BackendPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
+#endif
 
 enum class OpKind { AllReduce, Broadcast, AllGather, ReduceScatter, Barrier, Destroy };
 
@@ -61,7 +76,7 @@ struct PendingOp {
 
 class GroupState : public std::enable_shared_from_this<GroupState> {
  public:
-  GroupState(c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::ProcessGroup> pg,
+  GroupState(c10::intrusive_ptr<c10d::Store> store, BackendPtr pg,
              std::string backend, int rank, int worldSize, std::chrono::milliseconds timeout,
              bool checkCollectives, int deviceIndex);
   // Starts the threads and the completion channel; call once, on the JS thread.
@@ -93,7 +108,7 @@ class GroupState : public std::enable_shared_from_this<GroupState> {
   void Deliver(Napi::Env env, std::unique_ptr<PendingOp> op);
 
   c10::intrusive_ptr<c10d::Store> store_;
-  c10::intrusive_ptr<c10d::ProcessGroup> pg_;
+  BackendPtr pg_;
   std::mutex mutex_;
   std::condition_variable queueCv_;
   std::deque<PendingOp*> queue_;  // submitted, not yet handed to c10d

@@ -8,8 +8,10 @@
 
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
-#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef LOGD_WITH_GLOO
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#endif
 #ifdef LOGD_WITH_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
@@ -35,9 +37,10 @@ struct InitBaton {
   int localRank = 0;
   std::string errorName;
   c10::intrusive_ptr<c10d::Store> store;
-  c10::intrusive_ptr<c10d::ProcessGroup> pg;
+  BackendPtr pg;
 };
 
+#ifdef LOGD_WITH_GLOO
 std::shared_ptr<::gloo::transport::Device> GlooDevice(const InitBaton& b) {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME")) {
     return c10d::ProcessGroupGloo::createDeviceForInterface(ifname);
@@ -49,6 +52,7 @@ std::shared_ptr<::gloo::transport::Device> GlooDevice(const InitBaton& b) {
   }
   return c10d::ProcessGroupGloo::createDefaultDevice();
 }
+#endif
 
 class InitWorker : public Napi::AsyncWorker {
  public:
@@ -64,6 +68,14 @@ class InitWorker : public Napi::AsyncWorker {
       b.errorName = kNotSupported;
       SetError("backend 'nccl' is not compiled in: this libtorch has no CUDA. Use backend 'gloo', or build "
                "against a CUDA libtorch (LOGD_TORCH_PREFIX) and re-run `make native`");
+      return;
+    }
+#endif
+#ifndef LOGD_WITH_GLOO
+    if (b.backend == "gloo") {
+      b.errorName = kNotSupported;
+      SetError("backend 'gloo' is not compiled in: this addon was built with LOGD_WITH_GLOO=OFF (no gloo headers in "
+               "this libtorch). Use backend 'nccl', or install libgloo-dev and re-run `make native`");
       return;
     }
 #endif
@@ -92,9 +104,11 @@ class InitWorker : public Napi::AsyncWorker {
       base->setTimeout(std::max(left, std::chrono::milliseconds(1)));
       stage = "connecting the process group";
       if (b.backend == "gloo") {
+#ifdef LOGD_WITH_GLOO
         auto opts = c10d::ProcessGroupGloo::Options::create(b.timeout);
         opts->devices.push_back(GlooDevice(b));
         b.pg = c10::make_intrusive<c10d::ProcessGroupGloo>(store, b.rank, b.worldSize, opts);
+#endif
       } else {
 #ifdef LOGD_WITH_NCCL
         auto opts = c10d::ProcessGroupNCCL::Options::create();
@@ -182,9 +196,12 @@ Napi::Value BuildInfo(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Napi::Object o = Napi::Object::New(env);
   Napi::Array backends = Napi::Array::New(env);
-  backends.Set(0u, Napi::String::New(env, "gloo"));
+  uint32_t n = 0;
+#ifdef LOGD_WITH_GLOO
+  backends.Set(n++, Napi::String::New(env, "gloo"));
+#endif
 #ifdef LOGD_WITH_NCCL
-  backends.Set(1u, Napi::String::New(env, "nccl"));
+  backends.Set(n++, Napi::String::New(env, "nccl"));
 #endif
   o.Set("backends", backends);
   o.Set("torchVersion", Napi::String::New(env, TORCH_VERSION));

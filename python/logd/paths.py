@@ -94,6 +94,7 @@ class Tunables:
     journal_mb: float  # the crash journal's size (journal.py); 0: no journal
     keepalive_s: float = 15.0  # keepalive.py: how often a process with open runs tells its daemons it lives
     console: bool = True  # LOGD_CONSOLE=0: no init() captures stdout/stderr (console.py)
+    device_values_async: bool = True  # LOGD_DEVICE_VALUES=sync: a CUDA value is read in log() (device_values.py)
 
 
 def tunables() -> Tunables:
@@ -111,7 +112,15 @@ def tunables() -> Tunables:
         journal_mb=_journal_mb(),
         keepalive_s=_env_number("LOGD_KEEPALIVE_MS", 15_000) / 1000,
         console=os.environ.get("LOGD_CONSOLE") != "0",
+        device_values_async=_device_values(),
     )
+
+
+def _device_values() -> bool:
+    mode = os.environ.get("LOGD_DEVICE_VALUES") or "async"
+    if mode not in ("async", "sync"):
+        raise ValueError("config: LOGD_DEVICE_VALUES=%r must be async (the default) or sync" % mode)
+    return mode == "async"
 
 
 def _journal_mb() -> float:

@@ -10,11 +10,12 @@ from array import array
 from collections.abc import Mapping
 from typing import Optional
 
-from . import values
+from . import device_values, values
 from ._pb import logd_pb2 as pb
 from .media import Media
 from .connection import CallError, ServiceAddress, keep_forever
 from .finish_result import FinishResult
+from .paths import tunables
 from .relay import wait_for_relays
 from .writer import SpillError, Writer, new_writer_id
 
@@ -79,6 +80,11 @@ class Run:
             pass
         self._known = set()  # metric names already checked
         self._row_media = []  # (key, Histogram | Image | Text) of the row being flattened
+        # One-element CUDA tensors of the row being flattened, as (index in vals, host copy, device); the rows that
+        # wait for such values, in log() order (device_values.py).
+        self._row_device = []
+        self._device_rows = device_values.DeviceRows()
+        self._defer_device = tunables().device_values_async
         # The names of the last row that had no nesting and no skipped value, as a list: a row with the same names
         # (nearly every step) takes a short path, and every row of it shares this one list (the journal's cache
         # knows it by identity).
@@ -117,6 +123,9 @@ class Run:
         media = self._row_media
         if media:
             self._row_media = []
+        copies = self._row_device
+        if copies:
+            self._row_device = []
         given = step is not None
         if not given:
             step = self._next_step
@@ -136,21 +145,48 @@ class Run:
                 w.media(m.to_pb(pb, k, step, t), m.size)
             if not keys:
                 return  # media only: no row of numbers
+        if copies or self._device_rows:
+            # Values still on the GPU (or an earlier row's): the row waits its turn, never the training thread.
+            self._device_rows.push(step, t, keys, vals, copies, device_values.record_events(copies) if copies else ())
+            self._device_rows.drain(w.add)
+            return
         w.add(step, t, keys, vals)
+
+    def _drain_device_rows(self, timeout_s: float) -> str:
+        """Hands on the rows that wait for GPU values, waiting up to timeout_s; '' or what was left behind."""
+        rows = self._device_rows
+        if not rows:
+            return ""
+        w = self._writer
+        if w is None or w.pid != self._pid:
+            return ""
+        try:
+            left = rows.drain(w.add, time.monotonic() + timeout_s)
+        except Exception as e:  # a CUDA error (the context is gone at interpreter exit, say): those values are lost
+            left = rows.drop()
+            return "%d row(s) whose values were still on the GPU were not stored (%s: %s)" % (left, type(e).__name__, e)
+        if left:
+            rows.drop()
+            return ("%d row(s) whose values were still on the GPU after %.1f s were not stored (the GPU did not get "
+                    "to them)" % (left, timeout_s))
+        return ""
 
     def _flatten(self, data, names):
         """(keys, values) of a row: nested dicts flattened, names checked (once each), values made numbers; its
-        histograms, images and text go to _row_media. `names`: the dict's own keys as a list, when data is a dict."""
+        histograms, images and text go to _row_media, its one-element CUDA tensors to _row_device.
+        `names`: the dict's own keys as a list, when data is a dict."""
         try:
             return self._flatten_row(data, names)
         except BaseException:
             self._row_media = []
+            self._row_device = []
             raise
 
     def _flatten_row(self, data, names):
         keys = []
         vals = []
         self._row_media = []
+        self._row_device = []
         known = self._known
         nested = False
         for k, v in data.items():
@@ -164,8 +200,10 @@ class Run:
         if nested and len(set(keys)) != len(keys):
             self._row_media = []
             self._duplicate(keys)
-        if names is not None and keys == names:
-            self._flat_keys = keys  # no nesting, nothing skipped: the next row with these names takes the short path
+        if names is not None and keys == names and not self._row_device:
+            # No nesting, nothing skipped, nothing on a GPU (the short path would read it there and then): the next
+            # row with these names takes the short path.
+            self._flat_keys = keys
         return keys, vals
 
     def _slow(self, k, v, keys, vals, prefix: str = "") -> bool:
@@ -184,6 +222,11 @@ class Run:
             self._row_media.append((key, v))
             return False
         t = type(v)
+        if t is not float and t is not int and self._defer_device and device_values.is_device_scalar(v):
+            keys.append(key)
+            vals.append(0.0)  # filled in when the copy has landed
+            self._row_device.append(device_values.start_copy(len(vals) - 1, v))
+            return False
         x = v if (t is float or t is int) else values.scalar(key, v)
         if x is not None:
             keys.append(key)
@@ -226,6 +269,7 @@ class Run:
         """Called in a forked child: forget the parent's writer without touching it (its
         stream and channel are gRPC objects whose finalizers must never run here)."""
         self._finish_lock = threading.Lock()
+        self._device_rows.drop()  # the parent's CUDA events and copies mean nothing here
         if self._writer is not None:
             forget = getattr(self._writer, "forget_after_fork", None)
             if forget is not None:
@@ -260,7 +304,13 @@ class Run:
     def flush(self, timeout: float = 10.0) -> bool:
         """Sends what is buffered and waits (up to timeout seconds) until the daemon has it durably."""
         w = self._writer
-        return True if w is None or w.pid != os.getpid() else w.wait_acked(timeout)
+        if w is None or w.pid != os.getpid():
+            return True
+        deadline = time.monotonic() + timeout
+        lost = self._drain_device_rows(timeout)
+        if lost:
+            self._warn("logd: flush: " + lost)
+        return w.wait_acked(max(0.0, deadline - time.monotonic())) and not lost
 
     def finish(self, exit_code: Optional[int] = None, timeout: Optional[float] = None) -> FinishResult:
         """Waits (up to timeout seconds, default 10) until everything is durable, then
@@ -291,8 +341,11 @@ class Run:
                 w.close()
                 _forget(self)
         deadline = time.monotonic() + timeout_s
+        lost = self._drain_device_rows(timeout_s / 2)
+        if lost:
+            self._warn("logd: finish: " + lost)
         try:
-            if not w.wait_acked(timeout_s):
+            if not w.wait_acked(max(0.001, deadline - time.monotonic())):
                 problem = w.last_problem
                 spilled = self._spill_and_say(w, exit_code if self.is_owner else None, "which the daemon ingests")
                 msg = "finish: the daemon did not acknowledge everything within %d ms%s; %s" % (

@@ -89,6 +89,22 @@ describe('parseGpuLine', () => {
     expect(loop.every((r) => r.metrics.powerPercent! < 11)).toBe(true);
   });
 
+  it('reads a real H200 (driver 580): power-capped under load, idle at 345 MHz', () => {
+    const [g] = readings('h200/loaded-query-gpu.csv');
+    expect(g).toMatchObject({ index: 0, name: 'NVIDIA H200', driverVersion: '580.159.04', memoryTotalBytes: 143771 * MiB });
+    expect(g!.metrics).toMatchObject({ gpu: 98, memoryAllocatedBytes: 2853 * MiB, powerWatts: 695.7, enforcedPowerLimitWatts: 700, smClock: 1470 });
+    expect(g!.metrics).not.toHaveProperty('fanSpeed');
+    const loop = readings('h200/loaded-query-gpu-loop-lms500.csv');
+    expect(loop).toHaveLength(6);
+    expect(loop.every((r) => r.metrics.powerPercent! > 98 && r.metrics.smClock! < 1980)).toBe(true);
+    const idle = readings('h200/idle-query-gpu-loop-lms500.csv');
+    expect(idle.every((r) => r.metrics.gpu === 0 && r.metrics.memoryAllocatedBytes === 0 && r.metrics.smClock === 345)).toBe(true);
+    expect(parseComputeApps(fixture('h200/loaded-compute-apps.csv'))).toEqual([
+      { pid: 560, gpuUuid: 'GPU-10385aac-5d43-1a92-ae79-c7447fef14d2', usedMemoryBytes: 2844 * MiB },
+    ]);
+    expect(fixture('h200/idle-compute-apps.csv')).toBe('');
+  });
+
   it('reads an 8-GPU frame (written fixture: frames, index order, a throttled clock)', () => {
     const all = readings('h100x8.csv');
     expect(all.map((r) => r.index)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7]);
