@@ -59,25 +59,25 @@ def record_events(copies) -> tuple:
 class DeviceRows:
     """The FIFO of rows whose values are not on the host yet (see the module's text)."""
 
-    __slots__ = ("_rows",)
+    __slots__ = ("rows",)
 
     def __init__(self):
-        self._rows = deque()  # (step, time, keys, vals, [(index, host tensor)], (events...)): no events: ready
+        self.rows = deque()  # (step, time, keys, vals, [(index, host tensor)], (events...)): no events: ready
 
     def __bool__(self) -> bool:
-        return bool(self._rows)
+        return bool(self.rows)
 
     def __len__(self) -> int:
-        return len(self._rows)
+        return len(self.rows)
 
     def push(self, step, t, keys, vals, copies, events) -> None:
-        self._rows.append((step, t, keys, vals, copies, events))
+        self.rows.append((step, t, keys, vals, copies, events))
 
     def drain(self, add, deadline=None) -> int:
         """Hands every ready row at the head to add(step, time, keys, vals), in order. deadline None: only rows
         ready now (no wait); else waits (polling, so the wait has its deadline) until the FIFO is empty or the
         deadline passes. Returns how many rows are left."""
-        rows = self._rows
+        rows = self.rows
         pause = 0.0002
         while rows:
             step, t, keys, vals, copies, events = rows[0]
@@ -98,6 +98,6 @@ class DeviceRows:
 
     def drop(self) -> int:
         """Forgets every row (a forked child: the parent's events are not this process's). Returns how many."""
-        n = len(self._rows)
-        self._rows.clear()
+        n = len(self.rows)
+        self.rows.clear()
         return n

@@ -84,6 +84,7 @@ class Run:
         # wait for such values, in log() order (device_values.py).
         self._row_device = []
         self._device_rows = device_values.DeviceRows()
+        self._device_queue = self._device_rows.rows  # its deque: log() tests it at C speed
         self._defer_device = tunables().device_values_async
         # The names of the last row that had no nesting and no skipped value, as a list: a row with the same names
         # (nearly every step) takes a short path, and every row of it shares this one list (the journal's cache
@@ -145,7 +146,7 @@ class Run:
                 w.media(m.to_pb(pb, k, step, t), m.size)
             if not keys:
                 return  # media only: no row of numbers
-        if copies or self._device_rows:
+        if copies or self._device_queue:
             # Values still on the GPU (or an earlier row's): the row waits its turn, never the training thread.
             self._device_rows.push(step, t, keys, vals, copies, device_values.record_events(copies) if copies else ())
             self._device_rows.drain(w.add)
