@@ -188,9 +188,9 @@ export class Journal {
     this.tailRel += len;
   }
 
-  /** A summary (kind 1) or config (kind 2) update, as JSON. */
-  update(kind: number, json: string): void {
-    const bytes = Buffer.from(json);
+  /** A summary (1), config (2) or console (3) update as JSON, or a media value (4) as an encoded Media message. */
+  update(kind: number, payload: string | Uint8Array): void {
+    const bytes = typeof payload === 'string' ? Buffer.from(payload) : payload;
     const len = 24 + pad8(bytes.byteLength);
     const at = this.place(len, SEAL_RESERVE);
     if (at < 0) return; // kept in memory as before; only rows are counted

@@ -6,7 +6,7 @@ import { encode } from './transport/codec.js';
 import { checkKey, duplicateKeyMessage, RowKeyCheck } from '../src/names.js';
 import { toJson } from '../src/json.js';
 import type { Journal } from './journal.js';
-import { UPDATE_CONFIG, UPDATE_CONSOLE, UPDATE_SUMMARY } from '../src/journal.js';
+import { MAX_JOURNALED_MEDIA_BYTES, UPDATE_CONFIG, UPDATE_CONSOLE, UPDATE_MEDIA, UPDATE_SUMMARY } from '../src/journal.js';
 import { MediaValue } from './media/index.js';
 import { MEDIA_BATCH_BYTES } from '../src/media.js';
 import type { MediaMsg } from '../src/wire.js';
@@ -86,8 +86,11 @@ export class OpenBatch {
     }
     if (this.rowMedia.length > 0) {
       for (const [k, v] of this.rowMedia) {
-        this.media.push(v.toMsg(k, step, time));
+        const msg = v.toMsg(k, step, time);
+        this.media.push(msg);
         this.mediaBytes += v.size;
+        // Journaled as the wire carries it, so a value logged just before a kill survives it (large images excepted).
+        if (this.journal !== null && v.size <= MAX_JOURNALED_MEDIA_BYTES) this.journal.update(UPDATE_MEDIA, encode('Media', msg as unknown as Record<string, unknown>));
       }
       this.rowMedia.length = 0;
       if (this.pairs === start) return; // media only: no row of numbers

@@ -41,6 +41,10 @@ export const UPDATE_SUMMARY = 1;
 export const UPDATE_CONFIG = 2;
 /** Console output (a RecordBatch.console_json entry): journaled as printed, so a line printed just before a kill survives it. */
 export const UPDATE_CONSOLE = 3;
+/** A histogram, image or text: one logd.v1.Media message (protobuf binary), so a value logged just before a kill survives it. */
+export const UPDATE_MEDIA = 4;
+/** Media larger than this (an image, in practice) are not journaled: kept in memory only, they would crowd rows out of the ring. */
+export const MAX_JOURNALED_MEDIA_BYTES = 4 * 1024 * 1024;
 
 /** A journal larger than this is refused by the reader (a hostile sparse file, say). */
 export const MAX_JOURNAL_BYTES = 1024 * 1024 * 1024;

@@ -351,6 +351,29 @@ describe.skipIf(!!NO_ADDON)(`crash journal: record level and hostile files${NO_A
     expect(c.damaged).toMatch(/checksum|length|type/);
   });
 
+  it('media records: a valid one is read back as the Media it was; garbage, an image that is not one and a bad key are left out, never their batch\'s rows', async () => {
+    const { readJournal } = await import(distReader);
+    const { Journal } = await import(distJournal);
+    const { encode } = await import(path.join(ROOT, 'dist/client/transport/codec.js'));
+    t = makeEnv();
+    fs.mkdirSync(t.dataDir, { recursive: true });
+    const j = Journal.open(t.dataDir, { runId: 'r1', runToken: 'tok', writerId: 'w-1' }, 1).journal;
+    j.key(0, 'loss');
+    const hist = { key: 'grad/w', step: 3, time: 1000, kind: 'histogram', counts: new Uint8Array(new Float64Array([1, 2]).buffer), edges: new Uint8Array(new Float64Array([0, 1, 2]).buffer) };
+    j.row(0, 1000, new Uint32Array([0]), new Float64Array([0.5]), 0, 1);
+    j.update(4, encode('Media', hist)); // valid
+    j.update(4, new Uint8Array([0xff, 0xff, 0xff, 0xff, 0x0f])); // not a protobuf message
+    j.update(4, encode('Media', { key: 'img', step: 3, time: 1000, kind: 'image', data: new Uint8Array([1, 2, 3]), format: 'png', width: 1, height: 1 })); // no PNG
+    j.update(4, encode('Media', { ...hist, key: '_step' })); // a reserved name
+    j.row(1, 1001, new Uint32Array([0]), new Float64Array([0.25]), 0, 1);
+    j.close(false);
+    const c = readJournal(j.file);
+    expect(c.damaged).toBeNull();
+    expect(c.batches).toHaveLength(1);
+    expect(c.batches[0].rows).toBe(2);
+    expect(c.batches[0].media.map((m: any) => [m.key, m.kind, Number(m.step)])).toEqual([['grad/w', 'histogram', 3]]);
+  });
+
   it('a flipped byte inside a row: the rows before it are read, the damage is reported, nothing after it is trusted', async () => {
     const { readJournal } = await import(distReader);
     t = makeEnv();

@@ -15,12 +15,14 @@ import path from 'node:path';
 import zlib from 'node:zlib';
 import {
   JOURNAL_MAGIC, JOURNAL_VERSION, H, HEADER_BYTES, RECORD_HEADER_BYTES, RecordType, CHECK_SUM32, CHECK_CRC32, SEAL_DROPPED,
-  UPDATE_SUMMARY, UPDATE_CONFIG, UPDATE_CONSOLE, MAX_JOURNAL_BYTES, MAX_IDENTITY_BYTES, sum32Words, pad8, type JournalIdentity,
+  UPDATE_SUMMARY, UPDATE_CONFIG, UPDATE_CONSOLE, UPDATE_MEDIA, MAX_JOURNAL_BYTES, MAX_IDENTITY_BYTES, sum32Words, pad8, type JournalIdentity,
 } from '../../src/journal.js';
 import { bytesOf, type RecordBatchMsg } from '../../src/wire.js';
 import { sameSecret } from '../../src/token.js';
 import { isAlive } from './liveness.js';
-import { checkConsole } from './validate.js';
+import { checkConsole, checkMedia, MAX_MEDIA_PER_BATCH } from './validate.js';
+import { messageType } from '../../src/proto.js';
+import type { MediaMsg } from '../../src/wire.js';
 import type { Registry } from './registry.js';
 
 export interface JournalContents {
@@ -68,6 +70,7 @@ class OpenBatch {
   summary: string[] = [];
   config: string[] = [];
   console: string[] = [];
+  media: MediaMsg[] = [];
   private lastConsole: { t: number; s: string; l: string } | null = null;
   /**
    * A journaled console write: writes are journaled as printed (print("a", b) is several), so a write that does
@@ -84,16 +87,28 @@ class OpenBatch {
     this.console.push(JSON.stringify(e));
   }
   get empty(): boolean {
-    return this.steps.length === 0 && this.summary.length === 0 && this.config.length === 0 && this.console.length === 0;
+    return this.steps.length === 0 && this.summary.length === 0 && this.config.length === 0 && this.console.length === 0 && this.media.length === 0;
   }
   toMsg(seq: number): RecordBatchMsg {
     return {
       seq, newKeys: [], newKeysFirst: 0, rows: this.steps.length,
       steps: bytesOf(new Float64Array(this.steps)), times: bytesOf(new Float64Array(this.times)), counts: bytesOf(new Uint32Array(this.counts)),
       keyIds: bytesOf(new Uint32Array(this.ids)), values: bytesOf(new Float64Array(this.vals)),
-      summaryJson: this.summary, configJson: this.config, consoleJson: this.console,
+      summaryJson: this.summary, configJson: this.config, consoleJson: this.console, media: this.media,
     };
   }
+}
+
+/** A journaled Media message, decoded and checked; null when it is not one the daemon would store. */
+function mediaOf(bytes: Uint8Array): MediaMsg | null {
+  let m: MediaMsg;
+  try {
+    // A copy: the decoded bytes fields point into their input, and the journal's read window is reused.
+    m = messageType('Media').decode(Buffer.from(bytes)) as unknown as MediaMsg;
+  } catch {
+    return null;
+  }
+  return typeof checkMedia([m]) === 'string' ? null : m;
 }
 
 function identityOf(json: unknown): JournalIdentity | null {
@@ -217,9 +232,18 @@ export function readJournal(file: string): JournalContents | string {
         for (let i = 0; i < n; i++) open.vals.push(b.readDoubleLE(32 + idBytes + i * 8));
       } else if (type === RecordType.UPDATE) {
         const bytes = b.readUInt32LE(16);
-        if (24 + bytes > len || (n !== UPDATE_SUMMARY && n !== UPDATE_CONFIG && n !== UPDATE_CONSOLE)) {
+        if (24 + bytes > len || (n !== UPDATE_SUMMARY && n !== UPDATE_CONFIG && n !== UPDATE_CONSOLE && n !== UPDATE_MEDIA)) {
           out.damaged ??= `${where}: a malformed update`;
           break;
+        }
+        if (n === UPDATE_MEDIA) {
+          // Checked as the daemon checks a batch's media, one by one: a bad one is left out, never its batch's rows.
+          const m = mediaOf(b.subarray(24, 24 + bytes));
+          if (m !== null && open.media.length < MAX_MEDIA_PER_BATCH) open.media.push(m);
+          out.records++;
+          pos += len;
+          consumed += len;
+          continue;
         }
         const text = b.toString('utf8', 24, 24 + bytes);
         if (n === UPDATE_CONSOLE) {

@@ -44,7 +44,10 @@ MAX_BYTES = 1 << 30  # the daemon refuses larger journals
 
 ROW, KEY, UPDATE, SEAL, PAD = 1, 2, 3, 4, 5
 SEAL_DROPPED = 1
-UPDATE_KINDS = {"summary": 1, "config": 2, "console": 3}
+UPDATE_KINDS = {"summary": 1, "config": 2, "console": 3, "media": 4}
+# A histogram, image or text is journaled as its encoded pb.Media; a larger one (an image) stays in memory only, as
+# it would crowd rows out of the ring (src/journal.ts, MAX_JOURNALED_MEDIA_BYTES).
+MAX_JOURNALED_MEDIA_BYTES = 4 * 1024 * 1024
 
 _ROOM = 48  # kept free past a ROW or UPDATE: the SEAL that closes its batch (40 bytes with a PAD) and a terminator
 # While the daemon keeps up, the ring wraps back to its start once the tail passed this far (as the TypeScript
@@ -405,9 +408,10 @@ class Journal:
         self._knames.append(name)
         return i
 
-    def update(self, kind: str, text: str) -> bool:
-        """Journals a config or summary update (a JSON object); False when it did not fit."""
-        data = text.encode("utf-8", "surrogatepass")
+    def update(self, kind: str, text) -> bool:
+        """Journals a config, summary or console update (JSON text), or a media value (an encoded pb.Media, bytes);
+        False when it did not fit."""
+        data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
         length = 24 + (len(data) + 7) // 8 * 8
         pos = self._row_slow(length)
         if pos < 0:

@@ -23,7 +23,7 @@ import os
 import threading
 from typing import List, Optional, Tuple
 
-from .journal import FULL, Journal, journal_path, journal_size
+from .journal import FULL, MAX_JOURNALED_MEDIA_BYTES, Journal, journal_path, journal_size
 from .media import MEDIA_BATCH_BYTES
 
 MAX_ROWS = 8192
@@ -95,9 +95,14 @@ class OpenSegments:
                 self._close_segment()
 
     def media(self, m, size: int) -> None:
-        """One histogram, image or text (a pb.Media): rides with the open segment's batch, never journaled. A segment
-        whose media reach MEDIA_BATCH_BYTES is closed, so that a batch stays well under the message limit."""
+        """One histogram, image or text (a pb.Media): rides with the open segment's batch, and goes into the crash
+        journal too (up to MAX_JOURNALED_MEDIA_BYTES), so that a value logged just before a kill survives it. A
+        segment whose media reach MEDIA_BATCH_BYTES is closed, so that a batch stays well under the message limit."""
         with self._buf_lock:
+            j = self.journal
+            if j is not None and size <= MAX_JOURNALED_MEDIA_BYTES and not j.update("media", m.SerializeToString()) and j.problem:
+                self._journal_trouble(j.problem)
+                j.problem = None
             self._updates.append(("media", m))
             self._seg_media_bytes = getattr(self, "_seg_media_bytes", 0) + size
             if self._seg_media_bytes >= MEDIA_BATCH_BYTES:

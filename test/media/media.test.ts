@@ -169,6 +169,34 @@ describe('histograms, images and text from the TypeScript client', () => {
     const shown = await cliJson(t, ['show', id]);
     expect(shown.metadata.media.sample).toEqual({ kind: 'image', count: 3, lastStep: 20 });
   });
+
+  it('a trainer killed with SIGKILL right after logging media: its crash journal gives back the histogram, the JPEG byte for byte and the text', async () => {
+    t = makeEnv();
+    await startDaemon(t);
+    // A flush interval longer than the test: the last row's media reach the daemon only through the journal.
+    const r = await runScript(t, script(t, 'kill.mjs', `
+import fs from 'node:fs';
+const run = await logd.init({ project: 'media-kill' });
+process.stderr.write('RUN=' + run.id + '\\n');
+for (let step = 0; step < 20; step++) run.log({ loss: 1 / (step + 1) }, { step });
+run.log({ 'grad/w': logd.Histogram.fromBins([4, 5, 6], [-1, 0, 1, 2]), photo: new logd.Image(fs.readFileSync(${JSON.stringify(JPEG)}), { caption: 'last' }),
+  note: new logd.Text('the last words') }, { step: 20 });
+process.kill(process.pid, 'SIGKILL');
+`), [], { LOGD_FLUSH_INTERVAL_MS: '600000' });
+    expect(r.signal).toBe('SIGKILL');
+    const id = /RUN=(\S+)/.exec(r.stderr)![1];
+    await waitUntil(async () => (await cliJson(t, ['show', id])).state === 'crashed', 15_000, 'the run to be marked crashed');
+    await waitUntil(async () => (await media(id)).length === 3, 15_000, 'the journal to give back the media');
+    const items = await media(id);
+    expect(items.find((m) => m.kind === 'histogram')).toMatchObject({ key: 'grad/w', step: 20, counts: [4, 5, 6], edges: [-1, 0, 1, 2] });
+    expect(items.find((m) => m.kind === 'image')).toMatchObject({ key: 'photo', step: 20, format: 'jpeg', caption: 'last' });
+    expect(items.find((m) => m.kind === 'text')).toMatchObject({ key: 'note', text: 'the last words' });
+    expect((await cliJson(t, ['show', id])).historyRows).toBe(20);
+    const dir = path.join(t.dir, 'saved');
+    await cli(t, ['media', id, '--kind', 'image', '--save', dir]);
+    const [saved] = fs.readdirSync(dir);
+    expect(fs.readFileSync(path.join(dir, saved!)).equals(fs.readFileSync(JPEG))).toBe(true);
+  });
 });
 
 describe('names a user may pick', () => {

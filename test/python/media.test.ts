@@ -217,3 +217,45 @@ print(json.dumps({"run": run.id, "growth": (after - before) * 1024, "tensor": t.
     expect(h.edges![128]).toBeGreaterThan(4);
   }, 150_000);
 });
+
+describe.skipIf(torchMissing !== null)(`media in the crash journal${torchMissing ? ` (skipped: ${torchMissing})` : ''}`, () => {
+  let t: TestEnv;
+  afterEach(async () => {
+    if (!t) return;
+    await killDaemon(t.dir);
+    await t.cleanup();
+  });
+
+  it('a trainer killed with SIGKILL right after logging a histogram, an image and a text: all three come back from its crash journal', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+    await startDaemon(t);
+    const file = path.join(t.dir, 'kill.py');
+    fs.writeFileSync(file, `
+import os, signal, sys, numpy as np, logd
+run = logd.init(project="media-kill")
+sys.stderr.write("RUN=%s\\n" % run.id)
+for step in range(20):
+    run.log({"loss": 1.0 / (step + 1)}, step=step)
+px = (np.arange(6 * 4 * 3, dtype=np.uint8) * 11).reshape(6, 4, 3)
+run.log({"grad/w": logd.Histogram(counts=[1, 2, 3], edges=[0, 0.5, 1, 2]), "sample": logd.Image(px, caption="last"),
+         "note": logd.Text("the last words")}, step=20)
+os.kill(os.getpid(), signal.SIGKILL)
+`);
+    // A flush interval longer than the test: nothing of the last row reaches the daemon before the kill.
+    const r = await runPython(t, [file], { env: { LOGD_FLUSH_INTERVAL_MS: '600000', LOGD_CONSOLE: '0' }, timeout: 60_000 });
+    expect(r.signal, r.all).toBe('SIGKILL');
+    const id = /RUN=(\S+)/.exec(r.stderr)![1];
+    await waitUntil(async () => (await cliJson(t, ['show', id])).state === 'crashed', 15_000, 'the run to be marked crashed');
+    await waitUntil(async () => (await media(t, id)).length === 3, 15_000, 'the journal to give back the media');
+    const items = await media(t, id);
+    expect(items.map((m) => [m.kind, m.key, m.step]).sort()).toEqual([['histogram', 'grad/w', 20], ['image', 'sample', 20], ['text', 'note', 20]]);
+    expect(items.find((m) => m.kind === 'histogram')).toMatchObject({ counts: [1, 2, 3], edges: [0, 0.5, 1, 2] });
+    expect(items.find((m) => m.kind === 'image')).toMatchObject({ format: 'png', width: 4, height: 6, caption: 'last' });
+    expect(items.find((m) => m.kind === 'text')).toMatchObject({ text: 'the last words' });
+    expect((await cliJson(t, ['show', id])).historyRows).toBe(20);
+    const out = path.join(t.dir, 'saved');
+    await cli(t, ['media', id, '--kind', 'image', '--save', out]);
+    const png = fs.readdirSync(out).find((f) => f.endsWith('.png'))!;
+    expect(decodePng(fs.readFileSync(path.join(out, png)))).toEqual({ width: 4, height: 6, channels: 3 });
+  }, 90_000);
+});
