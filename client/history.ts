@@ -21,6 +21,12 @@ export interface History {
    * (more than its rows here: it was downsampled).
    */
   buckets?: { min: Float64Array; max: Float64Array; stored: number[] };
+  /**
+   * Only when every attempt's rows were asked (`allAttempts`): per row, the
+   * attempt that logged it, and 1 where a later attempt's rewind superseded it.
+   */
+  attempts?: Uint32Array;
+  superseded?: Uint8Array;
 }
 
 function concat64(parts: Float64Array[], n: number): Float64Array {
@@ -36,10 +42,16 @@ function concat32(parts: Uint32Array[], n: number): Uint32Array {
   return out;
 }
 
-/** Stored rows in arrival order; `keys` limits the metrics, `tailRows` > 0 keeps only the last rows. */
-export async function readHistory(conn: Connection, runId: string, opts: { keys?: string[]; tailRows?: number; system?: boolean; points?: number; timeoutMs?: number } = {}): Promise<History> {
+/**
+ * Stored rows in arrival order; `keys` limits the metrics, `tailRows` > 0
+ * keeps only the last rows. The latest timeline: rows a rewind superseded are
+ * left out, unless `allAttempts` (then they come marked, see History).
+ */
+export async function readHistory(conn: Connection, runId: string, opts: { keys?: string[]; tailRows?: number; system?: boolean; points?: number; allAttempts?: boolean; timeoutMs?: number } = {}): Promise<History> {
   const points = opts.points && opts.points > 0 ? Math.floor(opts.points) : 0;
-  const call = conn.readHistory({ runId, keys: opts.keys ?? [], tailRows: opts.tailRows ?? 0, system: !!opts.system, points });
+  const all = !!opts.allAttempts && !points && !opts.system;
+  const call = conn.readHistory({ runId, keys: opts.keys ?? [], tailRows: opts.tailRows ?? 0, system: !!opts.system, points, allAttempts: all });
+  const attempts: Uint32Array[] = [], superseded: Uint8Array[] = [];
   const mins: Float64Array[] = [], maxs: Float64Array[] = [], stored: number[] = [];
   let oldDaemon = false;
   const keys: string[] = [];
@@ -63,6 +75,10 @@ export async function readHistory(conn: Connection, runId: string, opts: { keys?
           for (let i = 0; i < c.keys.length; i++) stored.push(Number(c.storedPoints ?? 0));
         }
         writers.push(new Uint32Array(c.rows).fill(c.writer));
+        if (all) {
+          attempts.push(new Uint32Array(c.rows).fill(c.attempt ?? 0));
+          superseded.push(new Uint8Array(c.rows).fill(c.superseded ? 1 : 0));
+        }
         rows += c.rows;
         pairs += k.length;
       });
@@ -80,6 +96,12 @@ export async function readHistory(conn: Connection, runId: string, opts: { keys?
     keyIds: concat32(ids, pairs), values: concat64(vals, pairs),
   };
   if (points && !oldDaemon) h.buckets = { min: concat64(mins, pairs), max: concat64(maxs, pairs), stored };
+  if (all) {
+    h.attempts = concat32(attempts, rows);
+    h.superseded = new Uint8Array(rows);
+    let o = 0;
+    for (const p of superseded) (h.superseded.set(p, o), (o += p.length));
+  }
   return h;
 }
 
@@ -107,7 +129,9 @@ export function mergeBySteps(h: History): number[][] {
       const groups: Array<{ rows: number[]; values: Map<number, number> }> = [];
       for (let x = i; x < j; x++) {
         const r = order[x];
-        const fits = (g: { values: Map<number, number> }) => {
+        const fits = (g: { rows: number[]; values: Map<number, number> }) => {
+          // Every attempt's rows (export --all-attempts): a superseded row never merges with the one that replaced it.
+          if (h.attempts && (h.attempts[g.rows[0]] !== h.attempts[r] || h.superseded![g.rows[0]] !== h.superseded![r])) return false;
           for (let p = h.start[r]; p < h.start[r + 1]; p++) {
             const held = g.values.get(h.keyIds[p]);
             if (held !== undefined && !sameValue(held, h.values[p])) return false;
@@ -154,6 +178,7 @@ export function* jsonLines(h: History, groups: number[][], withWriter: boolean):
     for (const r of g) if (h.times[r] > t) t = h.times[r];
     let line = `{"_step":${h.steps[first]},"_time":${t}`;
     if (withWriter) line += `,"_writer":${h.writers[first]}`;
+    if (h.attempts) line += `,"_attempt":${h.attempts[first]},"_superseded":${h.superseded![first] === 1}`;
     // A merged row may hold a key from several writers (with one value): written once.
     const seen = g.length > 1 ? new Set<number>() : null;
     for (const r of g) {
@@ -179,7 +204,8 @@ export function* csvLines(h: History, groups: number[][], withWriter: boolean): 
   const colOf = new Int32Array(h.keys.length).fill(-1);
   cols.forEach((k, i) => (colOf[k] = i));
   const cell = (s: string) => (/[",\n\r]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
-  yield ['_step', '_time', ...(withWriter ? ['_writer'] : []), ...cols.map((k) => h.keys[k])].map(cell).join(',');
+  const attemptCols = h.attempts ? ['_attempt', '_superseded'] : [];
+  yield ['_step', '_time', ...(withWriter ? ['_writer'] : []), ...attemptCols, ...cols.map((k) => h.keys[k])].map(cell).join(',');
   const cells = new Array<string>(cols.length);
   for (const g of groups) {
     cells.fill('');
@@ -189,7 +215,8 @@ export function* csvLines(h: History, groups: number[][], withWriter: boolean): 
       if (h.times[r] > t) t = h.times[r];
       for (let p = h.start[r]; p < h.start[r + 1]; p++) cells[colOf[h.keyIds[p]]] = String(jsonNumber(h.values[p]));
     }
-    yield `${h.steps[first]},${t}${withWriter ? `,${h.writers[first]}` : ''},${cells.join(',')}`;
+    const attempt = h.attempts ? `,${h.attempts[first]},${h.superseded![first] === 1}` : '';
+    yield `${h.steps[first]},${t}${withWriter ? `,${h.writers[first]}` : ''}${attempt},${cells.join(',')}`;
   }
 }
 

@@ -62,6 +62,20 @@ export interface InitOptions {
    * last stored step (docs/api.md, "Continuing a run").
    */
   resume?: 'allow' | 'must' | 'never';
+  /**
+   * Rewind: continue run `runId` (this init's id; leave `id` out or give the
+   * same) as a new attempt from `step`, the step of the checkpoint you resume.
+   * Rows earlier attempts logged above it stay stored but superseded: reads
+   * show the latest timeline. `log()` without a step goes on from step + 1.
+   * Throws when the step lies beyond the run's last stored step.
+   */
+  resumeFrom?: { runId?: string; step: number };
+  /**
+   * Fork: a new run (this init's id, or a fresh one) whose history starts as
+   * the daemon's copy of run `runId`'s rows up to and including `step`, with
+   * its config (merged with `config`); metadata.forkedFrom links back.
+   */
+  forkFrom?: { runId: string; step: number };
 }
 
 const warn = (m: string) => process.stderr.write(m.endsWith('\n') ? m : m + '\n');
@@ -164,11 +178,14 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   const request = {
     // A rank started by `logd launch` gets its job's group in LOGD_GROUP.
     client: clientInfo(), project: opts.project ?? '', name: opts.name ?? '', group: opts.group || process.env.LOGD_GROUP || '', jobType: opts.jobType ?? '',
-    configJson: toJson(opts.config ?? {}), tags: opts.tags ?? [], id: opts.id ?? newRunId(), mode, notes: opts.notes ?? '',
+    configJson: toJson(opts.config ?? {}), tags: opts.tags ?? [], id: opts.id ?? opts.resumeFrom?.runId ?? newRunId(), mode, notes: opts.notes ?? '',
     sampleIntervalMs: opts.sampleIntervalMs ?? 0, createKey: randomBytes(18).toString('base64url'), resume: opts.resume ?? '',
+    resumeFrom: opts.resumeFrom ? { runId: opts.resumeFrom.runId ?? opts.id ?? '', step: opts.resumeFrom.step } : null,
+    forkFrom: opts.forkFrom ? { runId: opts.forkFrom.runId, step: opts.forkFrom.step } : null,
   };
   if (opts.resume !== undefined && !['allow', 'must', 'never'].includes(opts.resume)) throw new TypeError(`logd: resume ${JSON.stringify(opts.resume)} must be 'allow', 'must' or 'never'`);
-  if (opts.resume === 'must' && !opts.id) throw new TypeError("logd: resume: 'must' continues a run: give its id");
+  if (opts.resume === 'must' && !opts.id && !opts.resumeFrom) throw new TypeError("logd: resume: 'must' continues a run: give its id");
+  checkRewindOrFork(opts);
   const badId = checkRunId(request.id);
   if (badId) throw new TypeError(`logd: ${badId}`);
   const create = () => withDaemon('init', (c, ms) => c.unary<unknown, RunInfo>('createRun', request, ms));
@@ -176,7 +193,8 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   try {
     created = await create();
   } catch (e) {
-    if (raiseOnError(opts.onError, e)) throw e;
+    // A rewind or a fork is done by the daemon at init: it cannot be deferred to a daemon found later.
+    if (raiseOnError(opts.onError, e) || opts.resumeFrom || opts.forkFrom) throw e;
     return deferredRun(request, e, create, opts);
   }
   const { value: info, address } = created;
@@ -184,6 +202,29 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   installExitHooks();
   ensureKeepalive();
   return withConsole(new Run(info, writer, info.runToken, true, warn), opts, t.console);
+}
+
+/** resumeFrom / forkFrom checked before anything is sent (the daemon checks them again). */
+function checkRewindOrFork(opts: InitOptions): void {
+  const step = (what: string, s: unknown) => {
+    if (typeof s !== 'number' || !Number.isSafeInteger(s) || s < 0) throw new TypeError(`logd: ${what}.step ${JSON.stringify(s)} must be a non-negative integer (a step the run logged)`);
+  };
+  if (opts.resumeFrom && opts.forkFrom) throw new TypeError('logd: give resumeFrom (rewind this run) or forkFrom (a new run from another), not both');
+  if (opts.resumeFrom) {
+    step('resumeFrom', opts.resumeFrom.step);
+    const named = opts.resumeFrom.runId;
+    if (named !== undefined && opts.id !== undefined && named !== opts.id) {
+      throw new TypeError(`logd: resumeFrom names run ${JSON.stringify(named)} but id is ${JSON.stringify(opts.id)}: resumeFrom rewinds the run being continued (give the same id, or leave id out); to start a new run from another run's step use forkFrom`);
+    }
+    if (named === undefined && opts.id === undefined) throw new TypeError('logd: resumeFrom rewinds a run: give its runId (or init\'s id)');
+    if (opts.resume === 'never') throw new TypeError("logd: resume 'never' refuses to continue a run, and resumeFrom continues one: leave resume out");
+  }
+  if (opts.forkFrom) {
+    step('forkFrom', opts.forkFrom.step);
+    if (typeof opts.forkFrom.runId !== 'string' || !opts.forkFrom.runId) throw new TypeError('logd: forkFrom.runId must name the run to fork');
+    if (opts.forkFrom.runId === opts.id) throw new TypeError(`logd: forkFrom names run ${JSON.stringify(opts.id)}, the run being created: a fork is a new run with its own id; to go back in this run use resumeFrom`);
+    if (opts.resume === 'must') throw new TypeError("logd: resume 'must' continues an existing run, and forkFrom creates a new one: leave resume out");
+  }
 }
 
 /** The owner's run takes this process's console, unless turned off or another run has it. */

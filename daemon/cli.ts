@@ -227,14 +227,20 @@ program
     console.log(`summary: ${JSON.stringify(j.summary)}`);
     const meta = j.metadata as { host?: string; pid?: number; rank?: unknown; system?: { gpus: Array<{ index: number; name: string }>; last: Record<string, number> | null } | null };
     console.log(`host: ${meta.host}, pid ${meta.pid}, rank ${JSON.stringify(meta.rank)}`);
-    const attempts = (j.metadata as { attempts?: Array<{ n: number; startedAt: number; host: string; pid: number; fromStep: number; state?: string; reason?: string; endedAt?: number }> }).attempts;
+    const { attempts, supersededRows, forkedFrom } = j.metadata as {
+      attempts?: Array<{ n: number; startedAt: number; host: string; pid: number; fromStep: number; resumedFromStep?: number; state?: string; reason?: string; endedAt?: number }>;
+      supersededRows?: number; forkedFrom?: { runId: string; step: number };
+    };
+    if (forkedFrom) console.log(`forked from: run ${forkedFrom.runId} at step ${forkedFrom.step} (its rows up to that step were copied)`);
     if (attempts && attempts.length > 1) {
       console.log(`attempts: ${attempts.length}`);
       for (const a of attempts) {
         const end = a.state ? `${a.state}${a.reason ? ` (${a.reason})` : ''} at ${new Date((a.endedAt ?? 0) * 1000).toISOString()}` : 'running';
-        console.log(`  ${a.n}: from step ${a.fromStep}, started ${new Date(a.startedAt * 1000).toISOString()} on ${a.host || '?'} pid ${a.pid}; ${end}`);
+        const rewound = typeof a.resumedFromStep === 'number' ? ` (resumed from step ${a.resumedFromStep})` : '';
+        console.log(`  ${a.n}: from step ${a.fromStep}${rewound}, started ${new Date(a.startedAt * 1000).toISOString()} on ${a.host || '?'} pid ${a.pid}; ${end}`);
       }
     }
+    if (supersededRows) console.log(`superseded: ${supersededRows} row(s) of earlier attempts, above the step a later attempt resumed from; \`logd export ${r.id} --all-attempts\` shows them`);
     const media = (j.metadata as { media?: Record<string, { kind: string; count: number; lastStep: number }> }).media;
     if (media && Object.keys(media).length > 0) {
       const list = Object.entries(media).map(([k, m]) => `${JSON.stringify(k)} (${m.count} ${m.kind}${m.count === 1 ? '' : m.kind === 'text' ? 's' : 's'})`);
@@ -265,17 +271,19 @@ program
   .option('--force', 'overwrite --output if it exists')
   .option('--keys <list>', 'only these metrics (comma-separated)')
   .option('--raw', 'rows exactly as stored (arrival order, with _writer), not merged by step')
+  .option('--all-attempts', 'also the rows a rewind (resume_from) superseded, with _attempt and _superseded; default: the latest timeline')
   .option('--system', "the node's system metrics sampled while the run was alive, instead of its history")
   .addOption(urlOption('store', STORE_HELP))
   .addOption(urlFileOption('store'))
-  .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean; system?: boolean } & UrlOptions) => {
+  .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean; allAttempts?: boolean; system?: boolean } & UrlOptions) => {
+    if (o.allAttempts && o.system) fail('--all-attempts is about the run\'s history; --system exports the node\'s metrics: give one of them');
     if (o.output && fs.existsSync(o.output) && !o.force) fail(`${o.output} exists; add --force to overwrite it`);
     const src = await querySource(o);
     const info = await src.getRun(id).catch((e: Error) => fail(e.message));
     const damage = damageLine(runJson(info));
     if (damage && !o.system) process.stderr.write(`logd: warning: run ${id}: ${damage}\n`);
     const keys = o.keys ? o.keys.split(',').map((k) => k.trim()).filter(Boolean) : [];
-    const h = await src.history(id, { keys, system: !!o.system }).catch((e: Error) => fail(e.message));
+    const h = await src.history(id, { keys, system: !!o.system, allAttempts: !!o.allAttempts }).catch((e: Error) => fail(e.message));
     const groups = o.raw || o.system ? rawRows(h) : mergeBySteps(h);
     const lines = o.format === 'jsonl' ? jsonLines(h, groups, !!o.raw) : csvLines(h, groups, !!o.raw);
     const fd = o.output ? fs.openSync(o.output, o.force ? 'w' : 'wx') : 1;

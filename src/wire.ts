@@ -44,7 +44,11 @@ export interface HistoryChunkMsg {
   keyIds: Uint8Array; values: Uint8Array; writer: number;
   /** A downsampled answer only (ReadHistoryRequest.points > 0). */
   mins?: Uint8Array; maxs?: Uint8Array; storedPoints?: number;
+  /** Only with ReadHistoryRequest.allAttempts: the rows' attempt, and whether a later rewind superseded them. */
+  attempt?: number; superseded?: boolean;
 }
+/** A step of a run, where a rewind (resume_from) or a fork (fork_from) starts (proto: StepRef). */
+export interface StepRef { runId: string; step: number }
 
 // ---- Packed little-endian columns ----
 // Typed arrays need aligned offsets, and bytes from the wire or a file are not

@@ -19,6 +19,7 @@ import { MEDIA_KINDS } from '../../src/media.js';
 import { summaryChunks } from '../store/summary.js';
 import { MetricCollector, bucketPoints } from '../../src/downsample.js';
 import type { HistoryBatch } from '../store/format.js';
+import type { RowsMark } from '../store/store.js';
 import { isAlive } from '../runs/liveness.js';
 
 export interface ServerContext {
@@ -125,9 +126,10 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
     }),
 
     createRun: unary(ctx, async (req: Parameters<Registry['createRun']>[0], call) => {
-      if ((req.resume === 'allow' || req.resume === 'must') && req.id) {
+      const continuing = req.id || req.resumeFrom?.runId;
+      if ((req.resume === 'allow' || req.resume === 'must' || req.resumeFrom) && continuing) {
         // A new attempt (a restarted worker) may come before the daemon noticed the last one's owner died: end it first.
-        const open = reg.runs.get(req.id);
+        const open = reg.runs.get(continuing);
         const owner = open && !open.final ? open.writers.get(open.meta.ownerWriterId) : undefined;
         if (open && owner?.local && !isAlive(owner.meta.pid, owner.startTime)) {
           await fin.finalise(open, 'crashed', `owner pid ${owner.meta.pid} exited without finish (seen when a new attempt continued the run)`, -1);
@@ -306,7 +308,7 @@ function withDamage(reg: Registry, info: RunInfo): RunInfo {
 /** The most console entries one ReadConsole answer holds. */
 const MAX_CONSOLE_PAGE = 10_000;
 
-type HistoryRequest = { runId: string; keys: string[]; tailRows: number; system: boolean; points: number };
+type HistoryRequest = { runId: string; keys: string[]; tailRows: number; system: boolean; points: number; allAttempts?: boolean };
 
 async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<HistoryRequest, HistoryChunkMsg>): Promise<void> {
   const id = call.request.runId;
@@ -318,19 +320,25 @@ async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<Hist
   // log is read, then bucketed; only the buckets travel.
   const points = call.request.points > 0 ? call.request.points : 0;
   const collector = points ? new MetricCollector(wanted) : null;
-  const onChunk = (b: HistoryBatch, added: string[]) => {
+  // Charts show the latest timeline: superseded rows come only to a reader that asks for every attempt's.
+  const allAttempts = !!call.request.allAttempts && !points;
+  const onChunk = (b: HistoryBatch, added: string[], _first = 0, mark?: RowsMark) => {
     names = names.concat(added);
     if (collector) return collector.add(b.rows, b.steps, b.times, b.counts, b.keyIds, b.values, names);
     const f = wanted.size > 0 ? filterKeys(b, names, wanted) : b;
     if (f.rows > 0 || added.length > 0) {
-      chunks.push({ keys: added, rows: f.rows, steps: bytesOf(f.steps), times: bytesOf(f.times), counts: bytesOf(f.counts), keyIds: bytesOf(f.keyIds), values: bytesOf(f.values), writer: b.writerIdx });
+      chunks.push({
+        keys: added, rows: f.rows, steps: bytesOf(f.steps), times: bytesOf(f.times), counts: bytesOf(f.counts), keyIds: bytesOf(f.keyIds), values: bytesOf(f.values), writer: b.writerIdx,
+        ...(allAttempts && mark ? { attempt: mark.attempt, superseded: mark.superseded } : {}),
+      });
     }
   };
+  const view = call.request.system ? {} : { attempts: reg.runs.get(id)?.attempts ?? reg.store.attemptsOf(id), allAttempts };
   if (call.request.system) {
     if (!reg.system) throw failedPrecondition('system metrics are off on this daemon (it was started with --sample-interval 0)');
     reg.system.readForRun(windowOf(reg, id), new Set(), onChunk);
-  } else if (call.request.tailRows > 0 && !points) reg.store.readHistoryTail(id, call.request.tailRows, onChunk);
-  else reg.store.readHistory(id, onChunk);
+  } else if (call.request.tailRows > 0 && !points) reg.store.readHistoryTail(id, call.request.tailRows, onChunk, view);
+  else reg.store.readHistory(id, onChunk, view);
   if (collector) chunks.push(...downsampledChunks(collector, points));
   for (const c of chunks) {
     if (call.cancelled) return;

@@ -13,6 +13,7 @@ import { STREAM_HISTORY, STREAM_SYSTEM } from '../upload/pg-sink.js';
 import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine, MediaItem } from './source.js';
 import { RunNotFound } from './source.js';
 import { downsampleHistory } from './downsampled.js';
+import { latestTimeline } from './latest-timeline.js';
 
 /** A page of console output or media: at most this many entries and about this many bytes (whole frames; one frame at least). */
 const PAGE_ENTRIES = 10_000;
@@ -99,10 +100,20 @@ export class SharedSource implements QuerySource {
   async history(id: string, hq: HistoryQuery = {}): Promise<History> {
     if (hq.points && hq.points > 0) {
       // The wanted metrics' chunks only (steps, times and their values), bucketed here.
-      const whole = await this.history(id, { ...hq, points: 0, tailRows: 0 });
+      const whole = await this.history(id, { ...hq, points: 0, tailRows: 0, allAttempts: false });
       return downsampleHistory(whole, hq.keys ?? [], hq.points);
     }
-    await this.getRun(id);
+    const info = await this.getRun(id);
+    if (!hq.system && (hq.allAttempts || info.metadataJson.includes('resumedFromStep'))) {
+      // A rewound run: its rows are kept by writer, and which are current is decided here, over the whole history.
+      const whole = latestTimeline(await this.rows(id, { ...hq, tailRows: 0 }), info.metadataJson, !!hq.allAttempts);
+      return hq.tailRows && hq.tailRows > 0 && whole.rows > hq.tailRows ? dropFirstRows(whole, whole.rows - hq.tailRows) : whole;
+    }
+    return this.rows(id, hq);
+  }
+
+  /** The stored rows, as uploaded. */
+  private async rows(id: string, hq: HistoryQuery): Promise<History> {
     const stream = hq.system ? STREAM_SYSTEM : STREAM_HISTORY;
     const keyRows = await this.q<{ key_id: number; name: string }>('SELECT key_id, name FROM logd_keys WHERE run_id = $1 AND stream = $2 ORDER BY key_id', [id, stream]);
     const keys = keyRows.map((k) => k.name);
@@ -287,7 +298,10 @@ function dropFirstRows(h: History, n: number): History {
   const p = h.start[n];
   const start = new Uint32Array(h.rows - n + 1);
   for (let r = 0; r <= h.rows - n; r++) start[r] = h.start[r + n] - p;
-  return { keys: h.keys, rows: h.rows - n, steps: h.steps.subarray(n), times: h.times.subarray(n), writers: h.writers.subarray(n), start, keyIds: h.keyIds.subarray(p), values: h.values.subarray(p) };
+  return {
+    keys: h.keys, rows: h.rows - n, steps: h.steps.subarray(n), times: h.times.subarray(n), writers: h.writers.subarray(n), start, keyIds: h.keyIds.subarray(p), values: h.values.subarray(p),
+    ...(h.attempts ? { attempts: h.attempts.subarray(n), superseded: h.superseded!.subarray(n) } : {}),
+  };
 }
 
 function infoOf(r: RunDbRow): RunInfo {
@@ -300,7 +314,9 @@ function infoOf(r: RunDbRow): RunInfo {
   return {
     id: r.id, project: r.project, name: r.name, group: r.grp, jobType: r.job_type, tags: r.tags, state: r.state, stateReason: r.state_reason,
     createdAt: r.created_at, finishedAt: r.finished_at, exitCode: r.exit_code, configJson: r.config_json, summaryJson: r.summary_json,
-    metadataJson: JSON.stringify({ ...meta, node: r.node }), historyRows: Number(r.history_rows), writers: 0, runToken: '', mode: r.mode,
+    // The store counts every uploaded row; a rewound run's readers get its latest timeline, as from the local store.
+    metadataJson: JSON.stringify({ ...meta, node: r.node }), historyRows: Math.max(0, Number(r.history_rows) - (typeof meta.supersededRows === 'number' ? meta.supersededRows : 0)),
+    writers: 0, runToken: '', mode: r.mode,
     notes: r.notes, ownerWriterId: '',
   };
 }

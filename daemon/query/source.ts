@@ -44,6 +44,12 @@ export interface HistoryQuery {
    * ignored.
    */
   points?: number;
+  /**
+   * Rows a later attempt's rewind superseded too (History.attempts and
+   * .superseded mark them); by default only the latest timeline. Ignored with
+   * `points` and `system`.
+   */
+  allAttempts?: boolean;
   timeoutMs?: number;
 }
 

@@ -10,11 +10,12 @@ import { writeImage } from '../store/media.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
 import { checkBatch, checkConsole, checkMedia, type CheckedMedia } from './validate.js';
 import { invalid, notFound, denied, failedPrecondition, alreadyExists, unavailable } from '../../src/errors.js';
-import { reopenKilledRun, continueFinalRun } from './resume.js';
+import { reopenKilledRun, continueFinalRun, checkRewindOrFork, RewindRefused } from './resume.js';
 import { checkRunId, checkLabel, checkKey } from '../../src/names.js';
 import { parseJsonObject, ownRecord } from '../../src/json.js';
 import { sameSecret } from '../../src/token.js';
-import type { ClientInfo, OpenWriterMsg, RecordBatchMsg } from '../../src/wire.js';
+import type { ClientInfo, OpenWriterMsg, RecordBatchMsg, StepRef } from '../../src/wire.js';
+import { ForkRefused } from '../store/fork.js';
 import type { DaemonTunables } from '../../src/config.js';
 import { RunSummary } from '../store/summary.js';
 import { rowFromLive } from './index-rows.js';
@@ -29,6 +30,10 @@ export interface CreateRunInput {
   configJson: string; tags: string[]; id: string; mode: string; notes: string; sampleIntervalMs?: number; createKey?: string;
   /** '' or 'never' (refuse an existing id), 'allow' (continue it, else create), 'must' (continue it, else NOT_FOUND). */
   resume?: string;
+  /** Rewind: continue run `id` (the same run) as a new attempt from this step. */
+  resumeFrom?: StepRef | null;
+  /** Fork: a new run starting as a copy of another run's rows up to this step. */
+  forkFrom?: StepRef | null;
 }
 
 export function newId(bytes = 8): string {
@@ -69,7 +74,9 @@ export class Registry {
    */
   createRun(req: CreateRunInput, given?: { runToken: string; ownerWriterId: string }): LiveRun {
     this.refuseWhileStopping();
-    const id = req.id || newId();
+    const rewind = req.resumeFrom ?? null;
+    const fork = req.forkFrom ?? null;
+    const id = req.id || rewind?.runId || newId();
     const bad = checkRunId(id)
       ?? checkLabel('project', req.project) ?? checkLabel('name', req.name) ?? checkLabel('group', req.group)
       ?? checkLabel('job type', req.jobType) ?? req.tags.map((t) => checkLabel('tag', t)).find(Boolean) ?? null;
@@ -83,29 +90,55 @@ export class Registry {
     }
     const resume = req.resume || 'never';
     if (!['allow', 'must', 'never'].includes(resume)) throw invalid(`resume ${JSON.stringify(String(req.resume).slice(0, 40))} must be allow, must or never`);
-    if (resume === 'must' && !req.id) throw invalid("resume='must' continues a run: give its id");
+    if (resume === 'must' && !req.id && !rewind) throw invalid("resume='must' continues a run: give its id");
+    const badFrom = checkRewindOrFork(id, req.resume ?? '', rewind, fork);
+    if (badFrom) throw invalid(badFrom);
     const again = this.runs.get(id);
     if (again && req.createKey && again.meta.createKey && sameSecret(req.createKey, again.meta.createKey)) return again; // a retry of this create
     if (again && req.createKey && again.attemptKey && sameSecret(req.createKey, again.attemptKey)) return again; // a retry of this continue
     const exists = this.runs.has(id) || this.store.exists(id);
-    if (exists && resume !== 'never') return this.continueRun(id, req, config);
+    if (rewind) {
+      if (exists) return this.continueRun(id, req, config, rewind.step);
+      throw notFound(`run ${id} does not exist in ${this.store.dataDir}; resume_from rewinds a run this node's store holds (logd runs lists them; to start a new run from another run's step use fork_from)`);
+    }
+    if (fork && exists) {
+      if (resume !== 'allow') throw alreadyExists(`run ${id} already exists; fork_from creates a new run: pick another id, or leave id out`);
+      const was = this.forkedFromOf(id);
+      if (!was || was.runId !== fork.runId || was.step !== fork.step) {
+        throw failedPrecondition(`run ${id} already exists and is not a fork of run ${fork.runId} at step ${fork.step}${was ? ` (it was forked from run ${was.runId} at step ${was.step})` : ''}; pick another id for the fork`);
+      }
+      return this.continueRun(id, req, config, null); // a restarted worker of a forked job continues its fork
+    }
+    if (exists && resume !== 'never') return this.continueRun(id, req, config, null);
     if (exists) throw alreadyExists(`run ${id} already exists; continue it with resume='allow' (or 'must'), attach to it with its handle, or pick another id`);
     if (resume === 'must') throw notFound(`run ${id} does not exist in ${this.store.dataDir}; resume='must' only continues a run this node's store holds (resume='allow' creates it when missing)`);
+    if (fork && !this.store.exists(fork.runId)) {
+      throw notFound(`fork_from: run ${fork.runId} does not exist in ${this.store.dataDir}; fork a run this node's store holds (logd runs lists them)`);
+    }
     const meta: RunMeta = {
       id, project: req.project || 'default', name: req.name || id, group: req.group, jobType: req.jobType,
       tags: req.tags, notes: req.notes, mode: req.mode || 'online', createdAt: Date.now() / 1000,
       runToken: given?.runToken ?? randomBytes(18).toString('base64url'), ownerWriterId: given?.ownerWriterId ?? `w-${newId()}`,
       host: req.client?.host ?? '', pid: req.client?.pid ?? 0, rank: rankOf(req.client), config,
       ...(req.createKey ? { createKey: req.createKey } : {}),
+      ...(fork ? { forkedFrom: { runId: fork.runId, step: fork.step } } : {}),
     };
-    let log;
+    let run: LiveRun;
     try {
-      log = this.store.createRun(meta);
+      if (fork) {
+        const f = this.store.forkRun({ ...meta, forkedFrom: { runId: fork.runId, step: fork.step } });
+        run = new LiveRun(f.meta, f.log, f.keys, f.summary, ownRecord(), ownRecord(f.config));
+        for (const w of f.writers) run.restoreWriter(w, f.maxSeq[w.idx] ?? 0);
+        this.log(`server: run ${id} forked from run ${fork.runId} at step ${fork.step} (${f.summary.rows} rows copied)`);
+      } else {
+        const log = this.store.createRun(meta);
+        run = new LiveRun(meta, log, [], new RunSummary(), ownRecord(), ownRecord(config));
+      }
     } catch (e) {
       if (e instanceof RunExistsError) throw alreadyExists(e.message);
+      if (e instanceof ForkRefused) throw failedPrecondition(e.message);
       throw e;
     }
-    const run = new LiveRun(meta, log, [], new RunSummary(), ownRecord(), ownRecord(config));
     // The owner is known from the start, so a process that dies before it
     // opens its stream still ends up `crashed`.
     run.addWriter(meta.ownerWriterId, meta.pid, meta.host, meta.rank);
@@ -115,8 +148,20 @@ export class Registry {
     return run;
   }
 
+  /** The run a stored run was forked from (its metadata), or null. */
+  private forkedFromOf(id: string): StepRef | null {
+    const live = this.runs.get(id);
+    if (live) return live.meta.forkedFrom ?? null;
+    const row = this.store.index.get(id);
+    try {
+      return (JSON.parse(row?.metadata_json || '{}') as { forkedFrom?: StepRef }).forkedFrom ?? null;
+    } catch {
+      return null;
+    }
+  }
+
   /** init(resume='allow'|'must') of an existing run: a new attempt, or a refusal that names who holds it. */
-  private continueRun(id: string, req: CreateRunInput, config: Record<string, unknown>): LiveRun {
+  private continueRun(id: string, req: CreateRunInput, config: Record<string, unknown>, resumeFrom: number | null): LiveRun {
     const open = this.runs.get(id);
     if (open && !open.final) {
       throw alreadyExists(`run ${id} is still running, held by pid ${open.meta.pid} on ${open.meta.host || 'an unknown host'}; it can be continued once that process has ended (or attach to it with its handle)`);
@@ -125,8 +170,9 @@ export class Registry {
     const owner = { host: req.client?.host ?? '', pid: req.client?.pid ?? 0, rank: rankOf(req.client), runToken: randomBytes(18).toString('base64url'), ownerWriterId: `w-${newId()}` };
     let run: LiveRun | null;
     try {
-      run = continueFinalRun(this.store, id, owner, config);
+      run = continueFinalRun(this.store, id, owner, config, resumeFrom);
     } catch (e) {
+      if (e instanceof RewindRefused) throw failedPrecondition((e as Error).message);
       throw failedPrecondition(`run ${id} cannot be continued: ${(e as Error).message}`);
     }
     if (!run) throw failedPrecondition(`run ${id} is open in this node's store but not on this daemon (a daemon stop left it waiting for its writers); try again once it is final`);
@@ -137,7 +183,8 @@ export class Registry {
     this.adopt(run, req.sampleIntervalMs);
     this.touch();
     const prev = run.attempts[run.attempts.length - 2];
-    this.log(`server: run ${id} continued as attempt ${run.attempts.length} by pid ${owner.pid} on ${owner.host} from step ${run.summary.lastStep + 1} (it was ${prev?.state ?? 'final'})`);
+    const rewound = resumeFrom !== null ? `, rewound to step ${resumeFrom} (${run.supersededRows} rows of earlier attempts superseded)` : '';
+    this.log(`server: run ${id} continued as attempt ${run.attempts.length} by pid ${owner.pid} on ${owner.host} from step ${run.summary.lastStep + 1}${rewound} (it was ${prev?.state ?? 'final'})`);
     return run;
   }
 

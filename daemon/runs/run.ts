@@ -70,6 +70,8 @@ export class LiveRun {
   attempts: Attempt[];
   /** The run's histogram, image and text keys so far (metadata "media"). */
   media: MediaIndex = ownRecord() as MediaIndex;
+  /** Rows of earlier attempts that a rewind superseded (kept in the log, out of the summary and default reads). */
+  supersededRows = 0;
 
   constructor(
     readonly meta: RunMeta,
@@ -81,7 +83,7 @@ export class LiveRun {
   ) {
     keys.forEach((k, i) => this.keyIndex.set(k, i));
     summary.ensureKeys(keys.length);
-    this.attempts = [{ n: 1, startedAt: meta.createdAt, host: meta.host, pid: meta.pid, fromStep: 0 }];
+    this.attempts = [{ n: 1, startedAt: meta.createdAt, host: meta.host, pid: meta.pid, fromStep: meta.forkedFrom ? meta.forkedFrom.step + 1 : 0 }];
   }
 
   /** The attempts, the last one ended with this run's final state when it has one. */
@@ -219,6 +221,8 @@ export class LiveRun {
       droppedRows: this.writerList.reduce((n, w) => n + (w?.meta.droppedRows ?? 0), 0),
       lastStep: this.summary.lastStep,
       ...(this.attempts.length > 1 ? { attempts: this.attemptsNow() } : {}),
+      ...(this.supersededRows > 0 ? { supersededRows: this.supersededRows } : {}),
+      ...(this.meta.forkedFrom ? { forkedFrom: this.meta.forkedFrom } : {}),
       ...(this.journalRecoveredRows || this.journalProblems.length ? { journal: { recoveredRows: this.journalRecoveredRows, problems: this.journalProblems.slice(-20) } } : {}),
       ...(this.health ? { health: this.health } : {}),
       ...(Object.keys(this.media).length ? { media: this.media } : {}),

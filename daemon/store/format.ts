@@ -11,7 +11,9 @@
 //          `running` reopens it (a run killed by a daemon stop, resumed)
 // SYSTEM   binary history of node system metrics (writer index 0xffffffff)
 // ATTEMPT  JSON Attempt: the run was continued (init(resume=...)): a new
-//          attempt with its own owner and token; the run is running again
+//          attempt with its own owner and token; the run is running again.
+//          `resumedFromStep` (init(resume_from=...)): earlier attempts' rows
+//          above that step are superseded from here on (timeline.ts)
 // CONSOLE  JSON ConsoleFrame: console output a writer's process printed
 //          (RecordBatch.console_json), appended with that writer's batch;
 //          read by ReadConsole (`logd logs`), ignored by replay
@@ -33,8 +35,13 @@ export interface Attempt {
   startedAt: number;
   host: string;
   pid: number;
-  /** The first step this attempt was expected to log (the last stored step + 1). */
+  /** The first step this attempt was expected to log (the last stored step + 1, or the step it resumed from + 1). */
   fromStep: number;
+  /**
+   * init(resume_from=(run, S)): the attempt rewound the run to step S. Rows of
+   * earlier attempts above S are superseded (store/timeline.ts).
+   */
+  resumedFromStep?: number;
   endedAt?: number;
   state?: string;
   reason?: string;
@@ -116,6 +123,8 @@ export interface RunMeta {
   config: Record<string, unknown>;
   /** The creator's retry key (CreateRunRequest.create_key); absent in older logs. */
   createKey?: string;
+  /** init(fork_from=(run, S)): the run whose rows up to step S the daemon copied into this one. */
+  forkedFrom?: { runId: string; step: number };
 }
 
 export interface WriterMeta {

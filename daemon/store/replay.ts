@@ -5,6 +5,7 @@ import { FrameType, decodeHistory, parseFrameJson, type Attempt, type AttemptFra
 import { RunSummary } from './summary.js';
 import { ownRecord } from '../../src/json.js';
 import { scanFrames, type ScanResult } from '../../src/frames.js';
+import { Timeline, currentRows } from './timeline.js';
 
 export interface ReplayedRun {
   meta: RunMeta;
@@ -20,6 +21,8 @@ export interface ReplayedRun {
   attempts: Attempt[];
   /** The run's histogram, image and text keys (MEDIA frames). */
   media: MediaIndex;
+  /** Rows a later attempt's rewind superseded (left out of `summary`). */
+  supersededRows: number;
   scan: ScanResult;
 }
 
@@ -42,7 +45,7 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
         meta = parseFrameJson<RunMeta>(p);
         Object.assign(config, meta.config);
         attempts.length = 0;
-        attempts.push({ n: 1, startedAt: meta.createdAt, host: meta.host, pid: meta.pid, fromStep: 0 });
+        attempts.push({ n: 1, startedAt: meta.createdAt, host: meta.host, pid: meta.pid, fromStep: meta.forkedFrom ? meta.forkedFrom.step + 1 : 0 });
         break;
       case FrameType.KEYS: {
         const k = parseFrameJson<{ first: number; names: string[] }>(p);
@@ -79,7 +82,7 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
       case FrameType.ATTEMPT: {
         const a = parseFrameJson<AttemptFrame>(p);
         if (meta) meta = { ...(meta as RunMeta), runToken: a.runToken, ownerWriterId: a.ownerWriterId, host: a.host, pid: a.pid, rank: a.rank };
-        attempts.push({ n: a.n, startedAt: a.startedAt, host: a.host, pid: a.pid, fromStep: a.fromStep });
+        attempts.push(attemptOf(a));
         final = null;
         break;
       }
@@ -113,5 +116,37 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
     log?.close();
     throw new Error(`store: ${file} has no run record; it is not a logd run log`);
   }
-  return { run: { meta, keys, writers, maxSeq, summary, userSummary, config, final, attempts, media, scan }, log };
+  // A rewound run: the summary is that of the latest timeline, so a second
+  // pass (only for such runs) leaves the superseded rows out of it.
+  const rewound = timelineSummary(file, attempts, keys.length);
+  const current = rewound?.summary ?? summary;
+  const supersededRows = rewound?.supersededRows ?? 0;
+  return { run: { meta, keys, writers, maxSeq, summary: current, userSummary, config, final, attempts, media, supersededRows, scan }, log };
+}
+
+/**
+ * The summary of a log's latest timeline under these attempts (one more pass
+ * over the log), and how many rows it leaves out; null when no attempt
+ * rewound (the plain summary is the timeline's).
+ */
+export function timelineSummary(file: string, attempts: readonly Attempt[], keyCount: number): { summary: RunSummary; supersededRows: number } | null {
+  const timeline = Timeline.of(attempts);
+  if (!timeline) return null;
+  const summary = new RunSummary();
+  summary.ensureKeys(keyCount);
+  let supersededRows = 0;
+  scanFrames(file, (type, p) => {
+    timeline.onFrame(type, p);
+    if (type !== FrameType.HISTORY) return;
+    const b = decodeHistory(p);
+    const kept = currentRows(b, timeline.supersededRows(b));
+    supersededRows += b.rows - kept.rows;
+    summary.add(kept);
+  });
+  return { summary, supersededRows };
+}
+
+/** An ATTEMPT frame's attempt, without its owner's secrets. */
+export function attemptOf(a: AttemptFrame): Attempt {
+  return { n: a.n, startedAt: a.startedAt, host: a.host, pid: a.pid, fromStep: a.fromStep, ...(typeof a.resumedFromStep === 'number' ? { resumedFromStep: a.resumedFromStep } : {}) };
 }

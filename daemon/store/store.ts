@@ -5,11 +5,13 @@ import path from 'node:path';
 import { RecordLog } from './record-log.js';
 import { IndexDb, type RunRow } from './index-db.js';
 import { replayLog, type ReplayedRun } from './replay.js';
-import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type HistoryBatch, type WriterMeta, type ConsoleFrame, type MediaFrame } from './format.js';
+import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type Attempt, type HistoryBatch, type WriterMeta, type ConsoleFrame, type MediaFrame } from './format.js';
 import { readImage } from './media.js';
 import { scanFrames, readFrame, type FrameRef } from '../../src/frames.js';
 import { StoreProblems } from './problems.js';
 import { cappedSummary } from './summary.js';
+import { forkLog, type ForkedLog } from './fork.js';
+import { Timeline, currentRows, splitBySuperseded, type AttemptRewind } from './timeline.js';
 import { toJson } from '../../src/json.js';
 
 export class RunExistsError extends Error {
@@ -53,16 +55,31 @@ export class Store {
 
   /** Creates a run's directory and log and appends its RUN frame (not yet synced). */
   createRun(meta: RunMeta): RecordLog {
-    const dir = path.join(this.runsDir, meta.id);
-    try {
-      fs.mkdirSync(dir, { mode: 0o700 });
-    } catch (e) {
-      if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new RunExistsError(`run ${meta.id} already exists; attach to it with its handle, or pick another id`);
-      throw e;
-    }
+    this.makeRunDir(meta.id);
     const { log } = RecordLog.open(this.logPath(meta.id));
     log.append(FrameType.RUN, jsonFrame(meta));
     return log;
+  }
+
+  /**
+   * A new run forked from `meta.forkedFrom` (store/fork.ts): the source's step
+   * is checked first (ForkRefused), then the run's directory and log are
+   * created with the copy appended (not yet synced).
+   */
+  forkRun(meta: RunMeta & { forkedFrom: { runId: string; step: number } }): ForkedLog {
+    return forkLog(this.logPath(meta.forkedFrom.runId), meta, () => {
+      this.makeRunDir(meta.id);
+      return RecordLog.open(this.logPath(meta.id)).log;
+    });
+  }
+
+  private makeRunDir(id: string): void {
+    try {
+      fs.mkdirSync(path.join(this.runsDir, id), { mode: 0o700 });
+    } catch (e) {
+      if ((e as NodeJS.ErrnoException).code === 'EEXIST') throw new RunExistsError(`run ${id} already exists; attach to it with its handle, or pick another id`);
+      throw e;
+    }
   }
 
   exists(id: string): boolean {
@@ -87,26 +104,39 @@ export class Store {
 
   /**
    * Reads a run's durable history in arrival order. `onChunk` gets each batch
-   * (run-global key ids) and the dictionary names added since the last call.
+   * (run-global key ids), the dictionary names added since the last call, and
+   * the rows' attempt and whether a later rewind superseded them. `view`:
+   * the run's attempts (attemptsOf; none: every row is current) and whether
+   * superseded rows come too (else they are left out).
    */
-  readHistory(id: string, onChunk: (batch: HistoryBatch, newKeys: string[], firstKeyId: number) => void): { keys: string[] } {
+  readHistory(id: string, onChunk: HistoryChunkFn, view: HistoryView = {}): { keys: string[] } {
     const keys: string[] = [];
     let reported = 0;
     let rows = 0;
+    const timeline = Timeline.of(view.attempts, !!view.allAttempts);
     const scan = scanFrames(this.logPath(id), (type, p) => {
+      timeline?.onFrame(type, p);
       if (type === FrameType.KEYS) {
         const k = parseFrameJson<{ first: number; names: string[] }>(p);
         for (let i = 0; i < k.names.length; i++) keys[k.first + i] = k.names[i];
       } else if (type === FrameType.HISTORY) {
         const b = decodeHistory(p);
         rows += b.rows;
-        const added = keys.slice(reported);
-        onChunk(b, added, reported);
-        reported = keys.length;
+        for (const part of viewOf(b, timeline, !!view.allAttempts)) {
+          onChunk(part.batch, keys.slice(reported), reported, part.mark);
+          reported = keys.length;
+        }
       }
     });
     this.problems.noteDamage(id, scan.damaged, rows, this.logPath(id));
     return { keys };
+  }
+
+  /** The attempts of a continued run (from its index row), for a HistoryView; null: it has one. */
+  attemptsOf(id: string): Attempt[] | null {
+    const row = this.index.get(id);
+    if (!row || !row.metadata_json.includes('"attempts"')) return null;
+    return (JSON.parse(row.metadata_json) as { attempts?: Attempt[] }).attempts ?? null;
   }
 
   /**
@@ -197,41 +227,58 @@ export class Store {
   /**
    * The last `tailRows` rows only: hops over frame headers, reads the key
    * frames and just the history frames at the end (fast on any size of run).
+   * A rewound run (`view.attempts`) has its writer and attempt frames read
+   * too, and its tail's frames whole, to count the rows the view keeps.
    */
-  readHistoryTail(id: string, tailRows: number, onChunk: (batch: HistoryBatch, newKeys: string[], firstKeyId: number) => void): void {
+  readHistoryTail(id: string, tailRows: number, onChunk: HistoryChunkFn, view: HistoryView = {}): void {
     const refs = this.verify(id);
     const fd = fs.openSync(this.logPath(id), 'r');
     try {
       const keys: string[] = [];
+      const timeline = Timeline.of(view.attempts, !!view.allAttempts);
+      const all = !!view.allAttempts;
       const picked: typeof refs = [];
       let rows = 0;
-      for (let i = refs.length - 1; i >= 0 && rows < tailRows; i--) {
-        if (refs[i].type !== FrameType.HISTORY) continue;
-        const head = readFrame(fd, refs[i], 8, false);
-        if (!head) continue;
-        rows += new DataView(head.buffer).getUint32(4, true);
-        picked.unshift(refs[i]);
-      }
       for (const r of refs) {
-        if (r.type !== FrameType.KEYS) continue;
+        if (r.type !== FrameType.KEYS && !(timeline && (r.type === FrameType.RUN || r.type === FrameType.ATTEMPT || r.type === FrameType.WRITER))) continue;
         const p = readFrame(fd, r, r.length, false);
         if (!p) break;
+        if (r.type !== FrameType.KEYS) {
+          timeline!.onFrame(r.type, p);
+          continue;
+        }
         const k = parseFrameJson<{ first: number; names: string[] }>(p);
         for (let i = 0; i < k.names.length; i++) keys[k.first + i] = k.names[i];
+      }
+      for (let i = refs.length - 1; i >= 0 && rows < tailRows; i--) {
+        if (refs[i].type !== FrameType.HISTORY) continue;
+        if (timeline) {
+          const p = readFrame(fd, refs[i], refs[i].length, false);
+          if (!p) continue;
+          for (const part of viewOf(decodeHistory(p), timeline, all)) rows += part.batch.rows;
+        } else {
+          const head = readFrame(fd, refs[i], 8, false);
+          if (!head) continue;
+          rows += new DataView(head.buffer).getUint32(4, true);
+        }
+        picked.unshift(refs[i]);
       }
       let skip = Math.max(0, rows - tailRows);
       let first = true;
       for (const r of picked) {
         const p = readFrame(fd, r, r.length, false); // verified above
         if (!p) break;
-        let b = decodeHistory(p);
-        if (skip > 0) {
-          const drop = Math.min(skip, b.rows);
-          skip -= drop;
-          b = dropRows(b, drop);
+        for (const part of viewOf(decodeHistory(p), timeline, all)) {
+          let b = part.batch;
+          if (skip > 0) {
+            const drop = Math.min(skip, b.rows);
+            skip -= drop;
+            b = dropRows(b, drop);
+          }
+          if (b.rows === 0 && !first) continue;
+          onChunk(b, first ? keys : [], 0, part.mark);
+          first = false;
         }
-        onChunk(b, first ? keys : [], 0);
-        first = false;
       }
     } finally {
       fs.closeSync(fd);
@@ -278,9 +325,25 @@ export function rowFromReplay(r: ReplayedRun): RunRow {
     config_json: toJson(r.config), summary_json: toJson(s.summary),
     metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: s.stats, ...(s.capped ? { summaryCapped: s.capped } : {}),
       lastStep: r.summary.lastStep, ...(r.attempts.length > 1 ? { attempts: r.attempts } : {}),
+      ...(r.supersededRows > 0 ? { supersededRows: r.supersededRows } : {}), ...(m.forkedFrom ? { forkedFrom: m.forkedFrom } : {}),
       ...(Object.keys(r.media).length ? { media: r.media } : {}) }),
     history_rows: r.summary.rows, mode: m.mode, notes: m.notes,
   };
+}
+
+/** What a history reader gets with each batch: the rows' attempt, and whether a later rewind superseded them. */
+export interface RowsMark { attempt: number; superseded: boolean }
+export type HistoryChunkFn = (batch: HistoryBatch, newKeys: string[], firstKeyId: number, mark: RowsMark) => void;
+/** Which rows a history read gives: see Store.readHistory. */
+export interface HistoryView { attempts?: readonly AttemptRewind[] | null; allAttempts?: boolean }
+
+/** A stored batch as a view gives it: its current rows, or with `all` every row in parts marked superseded or not. */
+function viewOf(b: HistoryBatch, timeline: Timeline | null, all: boolean): Array<{ batch: HistoryBatch; mark: RowsMark }> {
+  const attempt = timeline ? timeline.attemptOf(b.writerIdx) : 0;
+  if (!timeline) return [{ batch: b, mark: { attempt, superseded: false } }];
+  const mask = timeline.supersededRows(b);
+  if (!all) return [{ batch: currentRows(b, mask), mark: { attempt, superseded: false } }];
+  return splitBySuperseded(b, mask).map((x) => ({ batch: x.batch, mark: { attempt, superseded: x.superseded } }));
 }
 
 /** The batch without its first `n` rows. */

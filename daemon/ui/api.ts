@@ -103,7 +103,7 @@ export class Api {
   async keys(id: string, q: URLSearchParams): Promise<unknown> {
     const r = await this.getRun(id);
     const rows = Number(r.historyRows);
-    const names = this.cache.peek(id, rows)?.keys ?? (await this.firstLoads.keyNames(id, rows)) ?? (await this.cache.get(id, rows)).keys;
+    const names = this.cache.peek(id, rows, supersededOf(r))?.keys ?? (await this.firstLoads.keyNames(id, rows)) ?? (await this.cache.get(id, rows, supersededOf(r))).keys;
     const text = (q.get('q') ?? '').toLowerCase();
     const all = text ? names.filter((k) => k.toLowerCase().includes(text)) : names;
     const sorted = [...all].sort();
@@ -117,7 +117,7 @@ export class Api {
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
     const keys = keysParam(q);
     const series: Record<string, ChartSeries> = {};
-    const s = this.cache.peek(id, rows);
+    const s = this.cache.peek(id, rows, supersededOf(r));
     if (!s) {
       // Not held (a first visit): downsampled where the data is, not read whole.
       const got = await this.firstLoads.series(id, rows, keys, points, r.state !== 'running');
@@ -204,7 +204,7 @@ export class Api {
     const byRank = page.runs.map((r) => ({ info: r, json: runJson(r) }))
       .sort((a, b) => ((a.json.rank as number | null) ?? 1e9) - ((b.json.rank as number | null) ?? 1e9) || a.info.id.localeCompare(b.info.id));
     const runs = byRank.map((r) => r.json);
-    const loaded = await Promise.all(byRank.map(async ({ info: r }) => [r.id, await this.cache.get(r.id, Number(r.historyRows))] as const));
+    const loaded = await Promise.all(byRank.map(async ({ info: r }) => [r.id, await this.cache.get(r.id, Number(r.historyRows), supersededOf(r))] as const));
     const keySet = new Set<string>();
     for (const [, s] of loaded) for (const k of s.keys) keySet.add(k);
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
@@ -219,4 +219,10 @@ export class Api {
     }
     return { group, runs, total: page.total, keys: [...keySet].sort(), rows: Object.fromEntries(loaded.map(([id, s]) => [id, s.rows])), series };
   }
+}
+
+/** A rewound run's count of superseded rows (metadata.supersededRows; 0 for any other run): the series cache's generation. */
+export function supersededOf(r: RunInfo): number {
+  const m = /"supersededRows":(\d+)/.exec(r.metadataJson);
+  return m ? Number(m[1]) : 0;
 }

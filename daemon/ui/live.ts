@@ -9,7 +9,7 @@
 // (too many new rows at once: re-read the history instead).
 import type http from 'node:http';
 import type { Api } from './api.js';
-import { runJson } from './api.js';
+import { runJson, supersededOf } from './api.js';
 
 const LIVE_POLL_MS = 300;
 const LIST_POLL_MS = 1000;
@@ -19,6 +19,8 @@ const HEARTBEAT_MS = 15_000;
 interface Cursor {
   rows: number;
   state: string;
+  /** The run's supersededRows the browser's rows were read under (undefined: not seen yet). */
+  superseded?: number;
 }
 
 export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessage, res: http.ServerResponse): void {
@@ -56,8 +58,17 @@ export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessag
       const r = await api.source.getRun(id).catch(() => null);
       if (!r) continue;
       const rows = Number(r.historyRows);
+      const superseded = supersededOf(r);
+      c.superseded ??= superseded;
+      if (superseded !== c.superseded) {
+        // A rewind (resume_from) superseded rows the page shows: it reads the run again.
+        c.superseded = superseded;
+        c.rows = (await api.cache.get(id, rows, superseded)).rows;
+        send('reload', { run: id, rows: c.rows });
+        continue;
+      }
       if (rows > c.rows) {
-        const s = await api.cache.get(id, rows);
+        const s = await api.cache.get(id, rows, superseded);
         if (s.rows - c.rows > MAX_ROWS_PER_EVENT) send('reload', { run: id, rows: s.rows });
         else if (s.rows > c.rows) {
           const out: Array<{ s: number; t: number; v: Record<string, number | null> }> = [];

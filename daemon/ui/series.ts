@@ -141,6 +141,8 @@ interface Entry {
   knownRows: number;
   lastUse: number;
   pending: Promise<RunSeries> | null;
+  /** The run's supersededRows when its rows were read. */
+  superseded: number;
 }
 
 /**
@@ -161,21 +163,28 @@ export class SeriesCache {
   constructor(private source: QuerySource, private maxRuns = 1024, private maxPoints = 20_000_000) {}
 
   /** The run's series when the cache already holds it up to `historyRows` rows (no read); null otherwise. */
-  peek(id: string, historyRows: number): RunSeries | null {
+  peek(id: string, historyRows: number, superseded = 0): RunSeries | null {
     const e = this.entries.get(id);
-    if (!e || e.pending || e.knownRows < historyRows || e.series.rows < historyRows) return null;
+    if (!e || e.pending || e.superseded !== superseded || e.knownRows < historyRows || e.series.rows < historyRows) return null;
     e.lastUse = Date.now();
     return e.series;
   }
 
-  async get(id: string, historyRows: number): Promise<RunSeries> {
+  /** `superseded`: the run's metadata.supersededRows; when it changes, a rewind replaced rows the cache holds. */
+  async get(id: string, historyRows: number, superseded = 0): Promise<RunSeries> {
     let e = this.entries.get(id);
     if (!e) {
-      e = { id, series: new RunSeries(), knownRows: -1, lastUse: Date.now(), pending: null };
+      e = { id, series: new RunSeries(), knownRows: -1, lastUse: Date.now(), pending: null, superseded };
       this.entries.set(id, e);
       this.evict();
     }
     e.lastUse = Date.now();
+    if (superseded !== e.superseded && !e.pending) {
+      // A rewind (resume_from) superseded rows the cache may hold: read the run anew.
+      e.series = new RunSeries();
+      e.knownRows = -1;
+      e.superseded = superseded;
+    }
     if (e.knownRows >= historyRows && e.series.rows >= historyRows) return e.series;
     if (e.pending) return e.pending;
     const entry = e;

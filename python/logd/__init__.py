@@ -8,6 +8,7 @@
     run.finish()
 """
 import json
+import numbers
 import os
 import re
 import secrets
@@ -90,7 +91,8 @@ def _writer_factory(run_id: str, run_token: str, spool_dir: str = ""):
 def init(project: Optional[str] = None, name: Optional[str] = None, group: Optional[str] = None,
          job_type: Optional[str] = None, config: Optional[dict] = None, tags=None, notes: Optional[str] = None,
          id: Optional[str] = None, mode: Optional[str] = None, sample_interval_ms: int = 0,  # noqa: A002 - wandb's name
-         on_error: Optional[str] = None, resume: Optional[str] = None, console: Optional[bool] = None):
+         on_error: Optional[str] = None, resume: Optional[str] = None, console: Optional[bool] = None,
+         resume_from=None, fork_from=None):
     """Creates a run; this process becomes its owner.
 
     When no daemon can be used (none can be started or reached, the data dir is unwritable or full, the runtime
@@ -104,6 +106,18 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
     resume: when the run `id` exists, "allow" continues it (else creates it), "must" continues it or raises,
     "never" (the default) raises. A continued run is a new attempt: running again, its config merged, its steps
     going on from the last stored step (metadata.attempts lists the attempts).
+
+    resume_from=(run_id, step): rewind. Continues run `run_id` (this init's id: give the same id or none; None
+    stands for the id this init uses, under torchrun the rank's derived one) as a new attempt from `step`, the step
+    of the checkpoint being resumed. Rows earlier attempts logged above that step stay stored but superseded: reads
+    show the latest timeline (`logd export RUN --all-attempts` shows them too). log() without a step goes on from
+    step + 1. Raises when the run does not exist or the step lies beyond its last stored step.
+
+    fork_from=(run_id, step): a new run (this init's id, or a fresh one) whose history starts as the daemon's copy
+    of run `run_id`'s rows up to and including `step`, with its config (merged with `config`);
+    metadata["forkedFrom"] links back. Raises when the source does not exist or the step lies beyond its last.
+
+    A rewind or a fork is done by the daemon at init: when no daemon can be used, init raises instead of deferring.
 
     Under torchrun the torchrun environment is recorded in config["torchrun"]. With no id given, each rank's run
     gets a stable id derived from the job (torchrun.py: TORCHELASTIC_RUN_ID, or the torchrun agent process when
@@ -129,6 +143,31 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         cfg.setdefault("torchrun", env)
     if resume not in (None, "allow", "must", "never"):
         raise ValueError("logd: resume=%r must be 'allow', 'must' or 'never'" % (resume,))
+    rewind = _step_ref("resume_from", resume_from)
+    fork = _step_ref("fork_from", fork_from)
+    if rewind and fork:
+        raise ValueError("logd: give resume_from (rewind this run) or fork_from (a new run from another), not both")
+    if rewind:
+        if rewind[0] is not None and id is not None and rewind[0] != id:
+            raise ValueError("logd: resume_from names run %s but id is %s: resume_from rewinds the run being continued "
+                             "(give the same id, or leave id out); to start a new run from another run's step use "
+                             "fork_from" % (json.dumps(rewind[0]), json.dumps(id)))
+        if resume == "never":
+            raise ValueError("logd: resume='never' refuses to continue a run, and resume_from continues one: leave "
+                             "resume out")
+        if id is None:
+            id = rewind[0]
+        if id is None and not env:
+            raise ValueError("logd: resume_from rewinds a run: name it, resume_from=(run_id, step) (or give id=)")
+    if fork:
+        if fork[0] is None:
+            raise ValueError("logd: fork_from=(run_id, step) must name the run to fork")
+        if fork[0] == id:
+            raise ValueError("logd: fork_from names run %s, the run being created: a fork is a new run with its own "
+                             "id; to go back in this run use resume_from" % json.dumps(id))
+        if resume == "must":
+            raise ValueError("logd: resume='must' continues an existing run, and fork_from creates a new one: leave "
+                             "resume out")
     if resume == "must" and not id:
         raise ValueError("logd: resume='must' continues a run: give its id")
     if id is None and env:
@@ -149,11 +188,32 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         # (after a timeout, or to a restarted daemon) gets the same run back instead of leaving a second one.
         create_key=secrets.token_urlsafe(18), resume=resume or "",
     )
+    if rewind:
+        req.resume_from.run_id = req.id
+        req.resume_from.step = rewind[1]
+    if fork:
+        req.fork_from.run_id = fork[0]
+        req.fork_from.step = fork[1]
     if forked_after_grpc():
         from .forked import init_via_relay
 
         return init_via_relay(req, on_error)
     return create_run(req, on_error, _writer_factory, console=t.console and console is not False)
+
+
+def _step_ref(what: str, value):
+    """(run_id or None, step) from a resume_from / fork_from value, or None when not given."""
+    if value is None:
+        return None
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        raise TypeError("logd: %s must be a (run_id, step) pair, not %r" % (what, value))
+    run_id, step = value
+    if run_id is not None and (not isinstance(run_id, str) or not _RUN_ID.match(run_id)):
+        raise TypeError("logd: %s run id %s must be 1-64 characters of A-Z a-z 0-9 _ -" % (what, json.dumps(str(run_id)[:80])))
+    if isinstance(step, bool) or not isinstance(step, numbers.Integral) or not 0 <= step < 2 ** 53:
+        raise ValueError("logd: %s step %r must be a non-negative integer (a step the run logged)" % (what, step))
+    step = int(step)
+    return run_id, step
 
 
 def create_run(req: pb.CreateRunRequest, on_error: Optional[str], factory, console: bool = False) -> Run:
@@ -165,7 +225,8 @@ def create_run(req: pb.CreateRunRequest, on_error: Optional[str], factory, conso
     try:
         info, address = create()
     except Exception as e:
-        if should_raise(on_error, e):
+        # A rewind or a fork is done by the daemon at init: it cannot be deferred to a daemon found later.
+        if should_raise(on_error, e) or req.HasField("resume_from") or req.HasField("fork_from"):
             raise
         return _with_console(_deferred_run(req, e, create, factory), console)
     make = factory(info.id, info.run_token, info.spool_dir)

@@ -1,7 +1,8 @@
 // The dashboard's data shaping, as pure functions: smoothing, tail alignment,
 // step order, downsampling and group aggregates.
 import { describe, expect, it } from 'vitest';
-import { RunSeries, alignTail } from '../../daemon/ui/series.js';
+import { RunSeries, SeriesCache, alignTail } from '../../daemon/ui/series.js';
+import type { QuerySource } from '../../daemon/query/index.js';
 import { metricSeries, acrossRuns } from '../../daemon/ui/downsample.js';
 import { ema } from '../../web/smoothing.js';
 import type { History } from '../../client/history.js';
@@ -81,5 +82,22 @@ describe('acrossRuns', () => {
     c.append(history([0], [7], ['other']));
     const g = acrossRuns([a, b, c], 'k', 100);
     expect(g).toEqual({ step: [0, 1, 2], time: [100, 101, 102], value: [2, 3, 3], min: [1, 2, 3], max: [3, 4, 3], points: 3 });
+  });
+});
+
+describe('SeriesCache and a rewound run (resume_from)', () => {
+  it('reads the run anew when its supersededRows changes, even with no more rows than it holds', async () => {
+    // Attempt 1 logged steps 0..9; attempt 2 resumed from step 4 and logged 5..7 (values + 100): 8 current rows.
+    let now = history(range(0, 10), range(0, 10));
+    let reads = 0;
+    const source = { history: async () => ((reads++), now) } as unknown as QuerySource;
+    const cache = new SeriesCache(source);
+    expect((await cache.get('r', 10, 0)).rows).toBe(10);
+    now = history(range(0, 8), [...range(0, 5), 105, 106, 107], ['k'], 200);
+    expect(cache.peek('r', 8, 3)).toBeNull();
+    const s = await cache.get('r', 8, 3);
+    expect(reads).toBe(2);
+    expect(Array.from(s.values.a.subarray(0, s.rows))).toEqual([0, 1, 2, 3, 4, 105, 106, 107]);
+    expect(cache.peek('r', 8, 3)).toBe(s);
   });
 });
