@@ -20,6 +20,9 @@ class DisabledRun:
     def log(self, data, step=None, commit=None):
         pass
 
+    def watch(self, model, group=None):
+        return None  # nothing is timed: DDP keeps its own default all-reduce
+
     def handle(self):
         raise RuntimeError("logd: a disabled run has no handle (LOGD_MODE=disabled or mode='disabled')")
 
