@@ -14,10 +14,10 @@ shows in *where* the time goes. This registers a DDP communication hook that doe
   overlaps communication);
 - `logd/ddp/buckets`: the buckets of the iteration.
 
-They are logged as metrics of the run (charted, exported and uploaded like any other), at the run's current step
-(that of its last log()), beside what the training loop logged there, from the training thread when the next
-forward starts (a forward pre-hook) and at finish(). Logging them never gives the run a step of its own: a loop
-that never passes step= keeps counting its own steps.
+They ride in the training loop's own rows: the next run.log() after an iteration's all-reduce completed carries
+that iteration's figures beside the loop's metrics (charted, exported and uploaded like any other), at the loop's
+step. No row and no step of their own; a loop that logs every N steps gets every N-th iteration's figures. A name
+the loop logs itself is left to the loop.
 
 Opt-in, one call before the first backward: `run.watch(ddp_model)`. A model that already has a comm hook keeps
 it (DDP allows one): watch() raises, saying so. Costs per bucket: two clock reads and a Future callback.
@@ -46,7 +46,7 @@ class DDPWatch:
         self._group = group
         self._lock = threading.Lock()  # the hook's callbacks run on the backend's threads
         self._it = _Iteration()
-        self._pending = None  # the last complete iteration's metrics, logged by flush()
+        self._pending = None  # the last complete iteration's figures, until run.log() takes them (merge())
 
     def hook(self, state, bucket):
         dist = self._dist
@@ -84,15 +84,24 @@ class DDPWatch:
                 "logd/ddp/buckets": it.buckets,
             }
 
-    def flush(self, *_args) -> None:
-        """Logs the last complete iteration's figures (the training thread: a forward pre-hook, or finish())."""
+    def merge(self, keys, vals):
+        """(keys, vals) of a row with the last complete iteration's figures added (new lists: the row's own may be
+        shared); the training thread, from run.log(), only when figures are pending."""
         with self._lock:
             m, self._pending = self._pending, None
-        if m is not None and self._run._finished is None:
-            try:
-                self._run._log_beside(m)
-            except Exception:  # never in the way of training
-                pass
+        if not m:
+            return keys, vals
+        keys, vals = list(keys), list(vals)
+        have = set(keys)
+        for k, v in m.items():
+            if k not in have:
+                keys.append(k)
+                vals.append(float(v))
+        return keys, vals
+
+    @property
+    def pending(self) -> bool:
+        return self._pending is not None
 
 
 def watch(run, model, group=None) -> DDPWatch:
@@ -107,5 +116,4 @@ def watch(run, model, group=None) -> DDPWatch:
     except RuntimeError as e:
         raise RuntimeError("logd: run.watch() could not register its DDP communication hook (%s); DDP takes one hook "
                            "per model, registered before the first backward" % str(e).split("\n")[0]) from None
-    model.register_forward_pre_hook(w.flush)
     return w

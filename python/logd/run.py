@@ -86,6 +86,7 @@ class Run:
         self._device_rows = device_values.DeviceRows()
         self._device_queue = self._device_rows.rows  # its deque: log() tests it at C speed
         self._defer_device = tunables().device_values_async
+        self._ddp_watch = None  # run.watch(): its figures ride in the next row (ddp_watch.py)
         # The names of the last row that had no nesting and no skipped value, as a list: a row with the same names
         # (nearly every step) takes a short path, and every row of it shares this one list (the journal's cache
         # knows it by identity).
@@ -121,6 +122,9 @@ class Run:
             keys, vals = self._flatten(data, None)
         else:
             raise TypeError("logd: log() takes a dict of metrics, not %s" % type(data).__name__)
+        dw = self._ddp_watch
+        if dw is not None and dw._pending is not None:
+            keys, vals = dw.merge(keys, vals)
         media = self._row_media
         if media:
             self._row_media = []
@@ -153,28 +157,10 @@ class Run:
             return
         w.add(step, t, keys, vals)
 
-    def _log_beside(self, data: dict) -> None:
-        """A row of the client's own figures (run.watch()) at the run's current step, the step of its last log():
-        it never advances the step nor marks steps as given, so the training loop's own counting is untouched."""
-        keys, vals = self._flatten(data, None)
-        self._row_media = []
-        copies = self._row_device
-        if copies:
-            self._row_device = []
-        w = self._writer
-        if w is None or w.pid != self._pid:
-            w = self._writer_after_fork()
-        step, t = max(self._next_step - 1, 0), time.time()
-        if copies or self._device_queue:
-            self._device_rows.push(step, t, keys, vals, copies, device_values.record_events(copies) if copies else ())
-            self._device_rows.drain(w.add)
-        elif keys:
-            w.add(step, t, keys, vals)
-
     def watch(self, model, group=None):
         """Times this rank's arrival at DDP's gradient all-reduce and its wait there, every iteration, as the
-        metrics logd/ddp/arrival, logd/ddp/wait_ms, logd/ddp/backward_ms and logd/ddp/buckets (ddp_watch.py). Call it
-        once, before the first backward, with the DistributedDataParallel model."""
+        metrics logd/ddp/arrival, logd/ddp/wait_ms, logd/ddp/backward_ms and logd/ddp/buckets, carried by the next
+        log() (ddp_watch.py). Call it once, before the first backward, with the DistributedDataParallel model."""
         from .ddp_watch import watch
 
         self._ddp_watch = watch(self, model, group)
@@ -344,9 +330,6 @@ class Run:
         """Waits (up to timeout seconds, default 10) until everything is durable, then
         finishes the run (the owner) or detaches from it (an attached writer)."""
         self._stop_console()
-        dw = getattr(self, "_ddp_watch", None)
-        if dw is not None:
-            dw.flush()  # the last iteration's figures
         with self._finish_lock:
             if self._finished is None:
                 self._finished = self._finish(0 if exit_code is None else int(exit_code), 10.0 if timeout is None else float(timeout))

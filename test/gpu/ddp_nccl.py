@@ -3,6 +3,7 @@
     python3 -m torch.distributed.run --nproc_per_node 1 test/gpu/ddp_nccl.py
 """
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -21,6 +22,7 @@ def main():
     model = DDP(nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 1)).to(dev), device_ids=[local])
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     run = logd.init(project="gpu-check", name="ddp-nccl-rank%d" % rank, group="gpu-check-ddp-nccl")
+    run.watch(model)  # arrival and wait at NCCL's gradient all-reduce, as logd/ddp/* metrics
     print("RUN %s" % run.id, flush=True)
     for step in range(200):
         x = torch.randn(64, 256, device=dev)
@@ -28,14 +30,17 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step()
-        row = {"loss": loss.detach()}
+        row = {"loss": loss.detach()}  # a CUDA tensor: log() does not wait for it
         if step % 50 == 0:
             row["grad/fc0"] = logd.Histogram(model.module[0].weight.grad)
         run.log(row, step=step)
     t = torch.ones(1, device=dev) * (rank + 1)
     dist.all_reduce(t)
     run.summary.update({"allreduce": t.item(), "backend": dist.get_backend()})
-    print("FINISHED %s %r" % (run.id, run.finish()), flush=True)
+    res = run.finish()
+    print("FINISHED %s %r" % (run.id, res), flush=True)
+    if res.state != "finished":
+        sys.exit("ddp_nccl.py: the run ended %s" % res.state)
     dist.destroy_process_group()
 
 

@@ -115,6 +115,19 @@ step "torchrun, DDP over NCCL, 1 process per GPU (test/gpu/ddp_nccl.py)"
 NGPU=$(nvidia-smi -L | grep -c '^GPU ')
 timeout 120 python3 -m torch.distributed.run --nproc_per_node "$NGPU" "$ROOT/test/gpu/ddp_nccl.py" > "$W/ddp_nccl.out" 2>&1 || fail "torchrun ddp_nccl.py exited $?"
 tail -15 "$W/ddp_nccl.out"
+DDP_RUN=$(sed -n 's/^RUN //p' "$W/ddp_nccl.out" | head -1)
+if [ -n "$DDP_RUN" ]; then
+  timeout 60 logd export "$DDP_RUN" --format jsonl --output "$W/ddp_nccl.jsonl" --force
+  python3 - "$W/ddp_nccl.jsonl" <<'PY' || fail "run.watch() over NCCL: no logd/ddp/* figures at the loop's steps"
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+timed = [r for r in rows if "logd/ddp/wait_ms" in r]
+print("run.watch over NCCL: %d rows, %d with logd/ddp/wait_ms; median wait %.3f ms, buckets %s" % (
+    len(rows), len(timed), sorted(r["logd/ddp/wait_ms"] for r in timed)[len(timed) // 2] if timed else float("nan"),
+    timed[-1]["logd/ddp/buckets"] if timed else None))
+sys.exit(0 if len(rows) == 200 and len(timed) >= 190 and [r["_step"] for r in rows] == list(range(200)) else 1)
+PY
+fi
 timeout 60 logd runs 2>&1 | head -6
 
 step "native addon over libtorch c10d with NCCL"

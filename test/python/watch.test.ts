@@ -44,7 +44,7 @@ describe.skipIf(torchMissing !== null)(`run.watch(ddp_model): arrival and wait a
     await t.cleanup();
   });
 
-  it("logs the figures at the loop's own steps: every step once, none added, each with the loss and the rank's wait", () => {
+  it("the figures ride in the loop's own rows: every step once, no row added, each with the loss and the rank's wait", async () => {
     for (const r of rows) {
       expect(r.map((x) => x._step)).toEqual(Array.from({ length: STEPS }, (_, i) => i));
       expect(r.every((x) => typeof x.loss === 'number')).toBe(true);
@@ -52,6 +52,7 @@ describe.skipIf(torchMissing !== null)(`run.watch(ddp_model): arrival and wait a
       expect(timed.length).toBeGreaterThanOrEqual(STEPS - 1);
       expect(timed.every((x) => x['logd/ddp/buckets']! >= 1 && x['logd/ddp/wait_ms']! >= 0)).toBe(true);
     }
+    for (const id of ids) expect((await cliJson<{ historyRows: number }>(t, ['show', id])).historyRows).toBe(STEPS);
   });
 
   it('the slow rank waits least at the all-reduce, and every other rank waits for it', () => {
