@@ -38,7 +38,7 @@ export class OpenBatch {
   private consoleEntries: string[] = [];
   /** Characters of console text in the open batch: the capture's bound per flush interval counts them. */
   consoleChars = 0;
-  /** Histograms, images and text of the open batch (not journaled), and their bytes. */
+  /** Histograms, images and text of the open batch (journaled by add(), up to MAX_JOURNALED_MEDIA_BYTES each), and their bytes. */
   private media: MediaMsg[] = [];
   private mediaBytes = 0;
   /** The media of the row being added: kept only when the whole row is good. */

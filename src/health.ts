@@ -96,11 +96,59 @@ export interface HealthEvent {
   stacks?: RankStack[];
 }
 
+/**
+ * A rank's step rate over time, as stored in metadata.health.rate: the
+ * rank's last step, sampled by the daemon every `everyS` seconds while the run
+ * is open (daemon/health/history.ts). At most 240 samples: the newest 120 as
+ * taken (10 min), older ones evenly spaced, the spacing doubling as the run
+ * grows, so the whole run stays covered. Delta-encoded, as it travels in
+ * every listing of the run (about 2 KB at most).
+ */
+export interface StepRateSeries {
+  everyS: number;
+  /** The first sample: seconds since the epoch (0.1 s), and the step then. */
+  t0: number;
+  s0: number;
+  /** Each later sample: seconds since the previous one (0.1 s), and steps made since. */
+  dt: number[];
+  ds: number[];
+}
+
+/** One point of a rank's step rate: the steps made since the previous sample over the seconds between them (a stall reads 0). */
+export interface StepRatePoint {
+  /** The previous sample's time: the rate is over [from, at] (seconds since the epoch). */
+  from: number;
+  /** The sample's time and the rank's step then. */
+  at: number;
+  step: number;
+  stepsPerS: number;
+}
+
+/** The points of a stored series, oldest first (none for a missing or malformed one). */
+export function stepRatePoints(s: StepRateSeries | null | undefined): StepRatePoint[] {
+  if (!s || !Array.isArray(s.dt) || !Array.isArray(s.ds) || typeof s.t0 !== 'number' || typeof s.s0 !== 'number') return [];
+  const out: StepRatePoint[] = [];
+  let at = s.t0;
+  let step = s.s0;
+  for (let i = 0; i < Math.min(s.dt.length, s.ds.length); i++) {
+    const dt = s.dt[i];
+    const ds = s.ds[i];
+    if (!(typeof dt === 'number' && dt > 0 && typeof ds === 'number' && ds >= 0)) return out;
+    const from = at;
+    at = Math.round((at + dt) * 10) / 10;
+    step += ds;
+    out.push({ from, at, step, stepsPerS: ds / dt });
+  }
+  return out;
+}
+
 /** What a run carries in metadata.health. */
 export interface RunHealth {
   progress: RankProgress;
   /** The last events about this run's group that involve this run (at most 20, newest last). */
   events: HealthEvent[];
+  /** Its step rate over time; absent until the rank has stepped. */
+  rate?: StepRateSeries;
 }
 
 /** The rank as people read it: "rank 2", or the run id when the run has none. */

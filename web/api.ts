@@ -3,7 +3,7 @@
 // answer of 401 (the cookie is gone, or `logd ui` restarted with a new token)
 // puts a field for the token at the top of the page.
 import { h } from './dom.js';
-import type { HealthEvent, RankProgress } from '../src/health.js';
+import type { HealthEvent, RankProgress, StepRatePoint } from '../src/health.js';
 export interface Run {
   id: string; project: string; name: string; group: string; jobType: string; tags: string[]; notes: string; mode: string;
   state: string; stateReason: string; exitCode: number; createdAt: string; finishedAt: string | null;
@@ -16,7 +16,7 @@ export interface ChartSeries {
 }
 
 /** GET /api/groups/{group}/health (daemon/ui/health.ts). */
-export interface RankHealth extends RankProgress { name: string; runState: string }
+export interface RankHealth extends RankProgress { name: string; runState: string; rate?: StepRatePoint[] }
 export interface GroupHealth { group: string; stalled: boolean; ranks: RankHealth[]; events: HealthEvent[]; now: number }
 
 /** One histogram, image or text of a run (GET /api/runs/{id}/media; daemon/query MediaItem). */

@@ -25,6 +25,8 @@ export interface ChartOptions {
   /** 0 (off) to 0.999. */
   smoothing: number;
   log: boolean;
+  /** Each value holds from the previous point to its own (a rate over an interval), drawn as steps; unsmoothed lines only. */
+  stepped?: boolean;
 }
 
 const COLORS = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#bcbd22', '#17becf'];
@@ -112,7 +114,7 @@ export function draw(el: HTMLElement, title: string, lines: Line[], o: ChartOpti
       series.push({ label: l.label, stroke: c, width: 1.5, spanGaps: true });
     } else {
       ys.push(fix(l.data.value));
-      series.push({ label: l.label, stroke: c, width: 1.5, spanGaps: true });
+      series.push({ label: l.label, stroke: c, width: 1.5, spanGaps: true, ...(o.stepped ? { paths: uPlot.paths.stepped!({ align: -1 }) } : {}) });
     }
     if (l.band && l.data.min && l.data.max) {
       const main = series.length - 1;

@@ -2,10 +2,14 @@
 // the group's events) and the run page's events. An event's stacks, taken
 // when its group stalled, open side by side under a "stacks" toggle; the rank
 // outside the collective (or the one logd names as the cause) stands out.
-// Data from daemon/health (src/health.ts), merged per group on the server
-// (daemon/ui/health.ts).
+// Under the strip's table, each rank's step rate over time (one line per
+// rank, from the daemon's samples every 5 s: a stall drops to 0, a slow rank
+// sits lower). Data from daemon/health (src/health.ts), merged per group on
+// the server (daemon/ui/health.ts).
+import type uPlot from 'uplot';
 import { h, clear, stateBadge } from './dom.js';
-import { rankLabel, type HealthEvent, type RankStack } from '../src/health.js';
+import { draw, type Line } from './chart.js';
+import { rankLabel, type HealthEvent, type RankStack, type StepRatePoint } from '../src/health.js';
 import type { GroupHealth, RankHealth } from './api.js';
 
 const eventKey = (e: HealthEvent) => `${e.at}|${e.kind}|${e.runIds.join(',')}`;
@@ -102,9 +106,15 @@ export class HealthStrip {
   private readonly verdict = h('span', { id: 'health-verdict' });
   private readonly ranks = h('div', { class: 'health-ranks' });
   private readonly events = new HealthEvents(false);
+  private readonly rate = h('div', { id: 'health-rate', class: 'health-rate', hidden: true });
+  private readonly rateChart = h('div', { class: 'chart' });
+  private readonly rateLatest = h('p', { class: 'health-rate-latest muted' });
+  private plot: uPlot | null = null;
+  private rateShown = '';
 
   constructor() {
-    this.el = h('section', { id: 'health', class: 'health-strip' }, h('h2', {}, 'Health ', this.verdict), this.ranks, this.events.el);
+    this.rate.append(this.rateChart, this.rateLatest);
+    this.el = h('section', { id: 'health', class: 'health-strip' }, h('h2', {}, 'Health ', this.verdict), this.ranks, this.rate, this.events.el);
   }
 
   update(g: GroupHealth): void {
@@ -115,7 +125,33 @@ export class HealthStrip {
     clear(this.ranks);
     // A group none of whose ranks gave steps has no progress to show: the quiet line below says it all.
     if (judged) this.ranks.append(this.table(g.ranks, g.now));
+    this.drawRate(g.ranks);
     this.events.update(g.events);
+  }
+
+  /** Each rank's step rate over time; drawn again only when a rank has a new sample. */
+  private drawRate(ranks: RankHealth[]): void {
+    // A server older than the series sends no `rate`.
+    const withRate = ranks.filter((r): r is RankHealth & { rate: StepRatePoint[] } => (r.rate ?? []).length > 0);
+    const sig = JSON.stringify(withRate.map((r) => [r.runId, r.rate.length, r.rate[r.rate.length - 1].at]));
+    if (sig === this.rateShown) return;
+    this.rateShown = sig;
+    this.plot?.destroy();
+    this.plot = null;
+    this.rate.hidden = withRate.length === 0;
+    if (withRate.length === 0) return;
+    const lines: Line[] = withRate.map((r) => ({
+      label: rankLabel(r.rank, r.runId),
+      // Drawn as steps: each rate holds over its interval, the first one from the sample before it.
+      data: { step: [r.rate[0].step, ...r.rate.map((p) => p.step)], time: [r.rate[0].from, ...r.rate.map((p) => p.at)],
+        value: [r.rate[0].stepsPerS, ...r.rate.map((p) => p.stepsPerS)], points: r.rate.length + 1 },
+    }));
+    this.plot = draw(this.rateChart, 'steps/s per rank over time', lines, { x: 'time', smoothing: 0, log: false, stepped: true });
+    clear(this.rateLatest);
+    this.rateLatest.append('latest sample: ', ...withRate.flatMap((r, i) => {
+      const last = r.rate[r.rate.length - 1].stepsPerS;
+      return [i ? ' · ' : '', h('span', { class: 'rate-latest', 'data-health-run-id': r.runId, 'data-steps-per-s': String(last) }, `${rankLabel(r.rank, r.runId)} ${last.toFixed(2)} steps/s`)];
+    }));
   }
 
   private table(ranks: RankHealth[], now: number): HTMLElement {

@@ -5,7 +5,7 @@
 import type { Command } from 'commander';
 import { openSource, RunNotFound, type QuerySource, type RunInfo } from '../query/index.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
-import { rankLabel } from '../../src/health.js';
+import { rankLabel, type StepRatePoint } from '../../src/health.js';
 import { mergeGroupHealth, type GroupHealth as MergedHealth } from '../ui/health.js';
 
 export interface GroupHealth extends MergedHealth {
@@ -69,14 +69,28 @@ function table(rows: string[][]): string {
   return rows.map((r) => r.map((c, i) => c.padEnd(w[i])).join('  ').trimEnd()).join('\n');
 }
 
+/** Points of a rank's step rate drawn in the text table: 2 min at one sample per 5 s. */
+const SPARK_POINTS = 24;
+const BARS = '▁▂▃▄▅▆▇█';
+
+/**
+ * A rank's recent step rate as one character per sample, scaled to `max`
+ * (the group's highest, so a slower rank reads lower); `·` is no step at all.
+ */
+export function sparkline(rate: readonly StepRatePoint[], max: number): string {
+  return rate.slice(-SPARK_POINTS).map((p) => (p.stepsPerS <= 0 || max <= 0 ? '·' : BARS[Math.min(BARS.length - 1, Math.floor((p.stepsPerS / max) * BARS.length))])).join('');
+}
+
 export function healthText(g: GroupHealth, withStacks: boolean): string {
   const lines: string[] = [];
   const title = g.group ? `group ${g.group} (project ${g.project})` : `run ${g.ranks[0]?.runId} (project ${g.project})`;
   lines.push(`${title}: ${g.stalled ? 'STALLED' : g.ranks.some((r) => r.state === 'straggler') ? 'a straggler' : 'healthy'}`);
-  const rows = [['rank', 'run', 'host', 'state', 'step', 'steps/s', 'last step', 'lag', 'cpu/step']];
+  const max = Math.max(0, ...g.ranks.flatMap((r) => r.rate.slice(-SPARK_POINTS).map((p) => p.stepsPerS)));
+  const rows = [['rank', 'run', 'host', 'state', 'step', 'steps/s', 'last step', 'lag', 'cpu/step', `steps/s over time (5 s each, max ${max.toFixed(2)})`]];
   for (const r of g.ranks) {
     rows.push([r.rank === null ? '-' : String(r.rank), r.runId, r.host || '-', r.state, r.step < 0 ? '-' : String(r.step),
-      r.stepsPerS === null ? '-' : r.stepsPerS.toFixed(2), ago(r.stepAt), String(r.lag), r.cpuPerStepS === null ? '-' : `${r.cpuPerStepS.toFixed(3)} s`]);
+      r.stepsPerS === null ? '-' : r.stepsPerS.toFixed(2), ago(r.stepAt), String(r.lag), r.cpuPerStepS === null ? '-' : `${r.cpuPerStepS.toFixed(3)} s`,
+      r.rate.length ? sparkline(r.rate, max) : '-']);
   }
   lines.push(table(rows));
   if (g.events.length === 0) lines.push('no health events');

@@ -186,8 +186,13 @@ export class GroupJudge {
       e.cause = { ranks: rs.map((r) => r.rank), runIds: rs.map((r) => r.runId), why };
     };
     if (this.deaths.length > 0) {
+      // A dead rank never reaches the collective the others wait in (NCCL; gloo when its connections stay open).
       const d = this.deaths;
-      pick(d, `${d.map((x) => `${rankLabel(x.rank, x.runId)} ended ${x.state}${x.reason ? ` (${x.reason})` : ''}`).join('; ')}: the others wait for it in the collective`);
+      const inside = stacks.filter((s) => s.inCollective).sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9));
+      const waiting = inside.length > 0
+        ? `${inside.map((s) => rankLabel(s.rank, s.runId)).join(', ')} wait inside the collective (their stacks)`
+        : 'the others wait for it in the collective';
+      pick(d, `${d.map((x) => `${rankLabel(x.rank, x.runId)} ended ${x.state}${x.reason ? ` (${x.reason})` : ''}`).join('; ')} while the others ran on: ${waiting}`);
       return;
     }
     const outside = stacks.filter((s) => !s.inCollective);

@@ -9,6 +9,7 @@
 // nothing else: the step progress is kept by the live run as batches commit.
 import { spawn } from 'node:child_process';
 import { GroupJudge, type RankInput } from './judge.js';
+import { RateHistory } from './history.js';
 import type { StepProgress } from './progress.js';
 import { requestStack, sweepStacks } from './stacks.js';
 import { readPidStat, TICKS_PER_SECOND } from '../sampler/proc.js';
@@ -65,6 +66,8 @@ export class HealthMonitor {
   private lastOpen = new Map<string, HealthRun>();
   private events = new Map<string, HealthEvent[]>();
   private progress = new Map<string, RunHealth['progress']>();
+  /** Each judged rank's step rate over time (history.ts): a sample every 5 s, at most 240 per rank. */
+  private rates = new Map<string, RateHistory>();
   private stacking = new Set<string>();
   private onStallRunning = new Set<string>();
   private timer: NodeJS.Timeout | null = null;
@@ -145,6 +148,7 @@ export class HealthMonitor {
       if (seen.has(id)) continue;
       this.events.delete(id);
       this.progress.delete(id);
+      this.rates.delete(id);
     }
     this.busyMs += performance.now() - t0;
   }
@@ -172,8 +176,17 @@ export class HealthMonitor {
     for (const p of res.progress) {
       this.progress.set(p.runId, p);
       const r = runs.find((x) => x.id === p.runId);
-      if (r && !r.ended) r.setHealth({ progress: p, events: this.events.get(r.id) ?? [] }, false);
+      if (!r || r.ended) continue;
+      let rate = this.rates.get(r.id);
+      if (!rate) this.rates.set(r.id, (rate = new RateHistory()));
+      rate.sample(nowS, p.step);
+      r.setHealth(this.healthOf(r.id, p, this.events.get(r.id) ?? []), false);
     }
+  }
+
+  private healthOf(id: string, progress: RunHealth['progress'], events: HealthEvent[]): RunHealth {
+    const rate = this.rates.get(id)?.series();
+    return rate ? { progress, events, rate } : { progress, events };
   }
 
   /** Stacks of every stalled local rank of the event, side by side; at most one collection per group at a time. */
@@ -220,7 +233,7 @@ export class HealthMonitor {
       const r = runs.find((x) => x.id === id);
       const p = inputs.find((x) => x.runId === id);
       if (r && p && !r.ended) {
-        r.setHealth({ progress: this.progress.get(id) ?? progressOf(p, e.at), events: list }, true);
+        r.setHealth(this.healthOf(id, this.progress.get(id) ?? progressOf(p, e.at), list), true);
       }
     }
     const who = e.cause ? `; likely cause: ${e.cause.ranks.map((r, i) => rankLabel(r, e.cause!.runIds[i])).join(', ')} (${e.cause.why})` : '';

@@ -4,12 +4,14 @@
 // merge as `logd health` (daemon/cli/health.ts): an event every rank of a
 // group carries is one event (at|kind|runIds), the copy with stacks kept.
 import type { RunInfo } from '../query/index.js';
-import type { HealthEvent, RankProgress, RunHealth } from '../../src/health.js';
+import { stepRatePoints, type HealthEvent, type RankProgress, type RunHealth, type StepRatePoint } from '../../src/health.js';
 
 export interface RankHealth extends RankProgress {
   name: string;
   /** The run's own state (running, finished, crashed…); `state` is the judgement while it runs. */
   runState: string;
+  /** Its step rate over time, oldest first (metadata.health.rate decoded; empty before the daemon sampled it twice). */
+  rate: StepRatePoint[];
 }
 
 export interface GroupHealth {
@@ -51,6 +53,7 @@ export function mergeGroupHealth(runs: RunInfo[], nowS = Date.now() / 1000): Gro
       runId: r.id, rank: p?.rank ?? metaRank, host: p?.host ?? '', pid: p?.pid ?? 0, step: p?.step ?? -1, stepAt: p?.stepAt ?? 0,
       stepS: p?.stepS ?? null, stepsPerS: p?.stepsPerS ?? null, lag: p?.lag ?? 0, cpuPerStepS: p?.cpuPerStepS ?? null,
       state: r.state !== 'running' ? r.state : p?.state ?? 'unknown', at: p?.at ?? 0, name: r.name, runState: r.state,
+      rate: stepRatePoints(h?.rate),
     });
   }
   ranks.sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9) || a.runId.localeCompare(b.runId));

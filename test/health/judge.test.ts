@@ -78,6 +78,12 @@ describe('rank health judgements', () => {
     j.nameCause(e, ranks, []);
     expect(e.cause?.ranks).toEqual([1]);
     expect(e.cause?.why).toMatch(/crashed/);
+    // With the survivors' stacks inside the collective, the cause says so; the dead rank comes first whatever the stacks.
+    const stack = (r: number, inCollective: boolean) => ({ rank: r, runId: `run${r}`, pid: 1, text: '', inCollective, top: '', cpuPercent: 0 });
+    j.nameCause(e, ranks, [stack(2, true), stack(0, true)]);
+    expect(e.cause).toMatchObject({ ranks: [1], why: 'rank 1 ended crashed (process exited) while the others ran on: rank 0, rank 2 wait inside the collective (their stacks)' });
+    j.nameCause(e, ranks, [stack(2, false), stack(0, true)]);
+    expect(e.cause?.ranks).toEqual([1]);
   });
 
   it('a straggler: CPU per step 30 % above the others, over the window; nobody else is named', () => {

@@ -137,6 +137,29 @@ describe.skipIf(missing !== null)(`rank health on the dashboard${missing ? ` (sk
     await page.close();
   }, 40_000);
 
+  it('the strip draws each rank\'s step rate over time: a line per rank, the newest sample 0 steps/s while they stall, an earlier one above', async () => {
+    const page = await openPage(`/groups/${encodeURIComponent(GROUP)}`);
+    const rate = page.locator('#health #health-rate');
+    // The daemon samples every 5 s: both ranks stepped (2 s at 20 steps/s), then a sample sees them stopped; the page polls every 2 s.
+    await waitUntil(async () => (await rate.locator('.rate-latest[data-steps-per-s="0"]').count()) === 2, 20_000, 'a sample of 0 steps/s for both ranks');
+    expect(await rate.isVisible()).toBe(true);
+    const chart = rate.locator('.chart');
+    expect(await chart.getAttribute('data-series')).toBe('2');
+    expect(Number(await chart.getAttribute('data-points'))).toBeGreaterThanOrEqual(2);
+    expect(await chart.locator('canvas').count()).toBe(1);
+    expect(await chart.locator('.u-legend').textContent()).toMatch(/rank 0.*rank 1/);
+    const latest = await rate.locator('.rate-latest').evaluateAll((els) => els.map((e) => [e.getAttribute('data-health-run-id'), e.getAttribute('data-steps-per-s'), e.textContent]));
+    expect(latest).toEqual([[runIds[0], '0', 'rank 0 0.00 steps/s'], [runIds[1], '0', 'rank 1 0.00 steps/s']]);
+    // The same series through the API: an earlier sample saw the ranks step.
+    const api = await getJson(ui, `/api/groups/${encodeURIComponent(GROUP)}/health`);
+    for (const r of api.body.ranks) {
+      expect(r.rate.at(-1).stepsPerS).toBe(0);
+      expect(Math.max(...r.rate.map((p: { stepsPerS: number }) => p.stepsPerS))).toBeGreaterThan(0);
+    }
+    await page.locator('#health').screenshot({ path: path.join(shots(), 'group-health-rate.png') });
+    await page.close();
+  }, 30_000);
+
   it('the run page shows its run\'s events, compact; a group with no events says so in one line', async () => {
     const page = await openPage(`/runs/${runIds[1]}`);
     const events = page.locator('#run-health .health-events.compact');
