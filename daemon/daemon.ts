@@ -77,6 +77,7 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
   recover(registry, finaliser);
   // A bad upload URL leaves runs local and says so (log, `logd status`); training goes on.
   const uploader = upload.url ? startUploader(uploadFeed(registry), upload, log) : null;
+  registry.shared = uploader; // init(resume=...) of a run only the shared store has (docs/shared-store.md)
   // Rank health: which rank stalls or lags a job, judged once a tick from the runs' step progress.
   const health = tunables.healthTickMs > 0
     ? new HealthMonitor(healthView(registry, stacksDir), { tickMs: tunables.healthTickMs, defaults: tunables.health, onStall: opts.onStall ?? tunables.onStall, onStallTimeoutMs: tunables.onStallTimeoutMs, log })

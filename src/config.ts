@@ -203,6 +203,10 @@ export interface UploadTunables {
   backoffMaxMs: number;
   /** Log bytes per upload transaction. */
   sliceBytes: number;
+  /** The longest init(resume=...) waits for the shared store when it continues a run this node does not have (below the client's call deadline). */
+  resumeStoreTimeoutMs: number;
+  /** A run the store shows running whose node uploaded nothing for this long may be continued elsewhere (that node is taken for gone). */
+  takeoverAfterMs: number;
   /** The share of wall time the daemon's uploader may be busy (1-100): it yields the rest to ingest. */
   dutyPercent: number;
 }
@@ -216,5 +220,7 @@ export function uploadTunables(env: NodeJS.ProcessEnv = process.env, url?: strin
     backoffMaxMs: envInt(env, 'LOGD_UPLOAD_BACKOFF_MAX_MS', 60_000),
     sliceBytes: envInt(env, 'LOGD_UPLOAD_SLICE_MB', 32) * 1024 * 1024,
     dutyPercent: Math.min(100, Math.max(1, envInt(env, 'LOGD_UPLOAD_DUTY_PERCENT', 50))),
+    resumeStoreTimeoutMs: envInt(env, 'LOGD_RESUME_STORE_TIMEOUT_MS', 5000),
+    takeoverAfterMs: envInt(env, 'LOGD_TAKEOVER_AFTER_S', 3600) * 1000,
   };
 }

@@ -135,6 +135,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
           await fin.finalise(open, 'crashed', `owner pid ${owner.meta.pid} exited without finish (seen when a new attempt continued the run)`, -1);
         }
       }
+      await reg.continueFromStore(req); // a run only the shared store has (another node logged it) becomes local first
       const run = reg.createRun(req); // the same run again for a retry with the same create key
       fin.armOwnerWithoutPid(run);
       if (req.client) clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });

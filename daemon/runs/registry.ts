@@ -5,6 +5,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
 import { RunExistsError } from '../store/store.js';
+import { StoreContinueRefused, type SharedRuns } from '../store/from-store.js';
 import { FINAL_STATES, type RunMeta, type RankMeta, type MediaEntry } from '../store/format.js';
 import { writeImage } from '../store/media.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
@@ -63,6 +64,8 @@ export class Registry {
   readonly backpressure = new Backpressure();
   /** Runs continued as a new attempt since the uploader last looked (it may have uploaded them whole before). */
   readonly continued = new Set<string>();
+  /** The shared store this daemon uploads to, for continuing runs it does not have (null: none configured). */
+  shared: SharedRuns | null = null;
 
   constructor(readonly store: Store, readonly tunables: DaemonTunables, readonly log: (line: string) => void) {}
 
@@ -111,7 +114,11 @@ export class Registry {
     }
     if (exists && resume !== 'never') return this.continueRun(id, req, config, null);
     if (exists) throw alreadyExists(`run ${id} already exists; continue it with resume='allow' (or 'must'), attach to it with its handle, or pick another id`);
-    if (resume === 'must') throw notFound(`run ${id} does not exist in ${this.store.dataDir}; resume='must' only continues a run this node's store holds (resume='allow' creates it when missing)`);
+    if (resume === 'must') {
+      throw notFound(this.shared
+        ? `run ${id} is neither in this node's store (${this.store.dataDir}) nor in the shared store (${this.shared.where}); check the id (logd runs, logd runs --store URL), or use resume='allow' to create it when missing`
+        : `run ${id} does not exist in ${this.store.dataDir}: it is not on this node, and no shared store is configured (LOGD_UPLOAD_URL, or logd serve --upload URL) to look for it there; run it where its data dir is or configure the store its node uploads to (resume='allow' creates it when missing)`);
+    }
     if (fork && !this.store.exists(fork.runId)) {
       throw notFound(`fork_from: run ${fork.runId} does not exist in ${this.store.dataDir}; fork a run this node's store holds (logd runs lists them)`);
     }
@@ -146,6 +153,40 @@ export class Registry {
     this.adopt(run, req.sampleIntervalMs);
     this.touch();
     return run;
+  }
+
+  /**
+   * Before createRun: init(resume='allow'|'must') of an id this node does not
+   * have, with a shared store configured. When the store has the run (another
+   * node logged it) and nobody holds it, this node's continuation log is
+   * written and the store records this node as the run's uploader, in one
+   * transaction (upload/continue.ts); createRun then continues it as a new
+   * attempt like any final run here. A store that cannot be asked in time
+   * fails a 'must' (UNAVAILABLE); an 'allow' goes on and creates the run here.
+   */
+  async continueFromStore(req: CreateRunInput): Promise<void> {
+    const id = req.id;
+    const resume = req.resume || 'never';
+    if (!this.shared || !id || (resume !== 'allow' && resume !== 'must') || req.forkFrom || checkRunId(id) !== null) return;
+    if (this.runs.has(id) || this.store.exists(id)) return;
+    if (req.resumeFrom) {
+      throw failedPrecondition(`run ${id} is not on this node; resume_from rewinds a run whose rows this node holds, and this node has none of run ${id}'s rows: rewind it on the node that logged it, or continue it here with resume='allow' (no rewind)`);
+    }
+    this.refuseWhileStopping();
+    const t0 = Date.now();
+    let got: 'claimed' | 'absent';
+    try {
+      got = await this.shared.claim(id, { host: req.client?.host ?? '', pid: req.client?.pid ?? 0 }, (s) => this.store.writeStoredRun(s));
+    } catch (e) {
+      if (e instanceof RunExistsError) return; // another CreateRun of this id here made it meanwhile: createRun decides
+      if (!(e instanceof StoreContinueRefused)) throw e;
+      if (e.kind === 'held') throw alreadyExists(e.message);
+      if (e.kind === 'behind') throw unavailable(e.message);
+      if (resume === 'must') throw unavailable(`run ${id} is not on this node, and the shared store (${this.shared.where}) could not be asked: ${e.message}; try again once the store answers`);
+      this.log(`server: run ${id}: the shared store could not be asked whether it holds this run (${e.message}); created on this node as a new run (resume='allow')`);
+      return;
+    }
+    if (got === 'claimed') this.log(`server: run ${id} taken from the shared store (${this.shared.where}) in ${Date.now() - t0} ms, to be continued on this node`);
   }
 
   /** The run a stored run was forked from (its metadata), or null. */

@@ -223,6 +223,7 @@ export class LiveRun {
       ...(this.attempts.length > 1 ? { attempts: this.attemptsNow() } : {}),
       ...(this.supersededRows > 0 ? { supersededRows: this.supersededRows } : {}),
       ...(this.meta.forkedFrom ? { forkedFrom: this.meta.forkedFrom } : {}),
+      ...(this.meta.fromStore ? { fromStore: this.meta.fromStore } : {}),
       ...(this.journalRecoveredRows || this.journalProblems.length ? { journal: { recoveredRows: this.journalRecoveredRows, problems: this.journalProblems.slice(-20) } } : {}),
       ...(this.health ? { health: this.health } : {}),
       ...(Object.keys(this.media).length ? { media: this.media } : {}),

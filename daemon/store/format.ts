@@ -20,10 +20,13 @@
 // MEDIA    JSON MediaFrame: one batch's histograms, images and text of one
 //          writer (RecordBatch.media); an image's bytes are a file under the
 //          run (media.ts), named by the sha256 the entry holds
+// BASE     JSON BaseFrame: the summary of rows this node's log does not hold
+//          (a run continued here from the shared store: its earlier attempts'
+//          rows are in the store only); replay starts the summary from it
 
 import { toJson } from '../../src/json.js';
 
-export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9, MEDIA: 10 } as const;
+export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9, MEDIA: 10, BASE: 11 } as const;
 
 /**
  * One attempt of a run: the first is the run's creation; each continue
@@ -61,6 +64,18 @@ export interface ConsoleFrame {
   /** The batch's seq (absent in logs written before it was kept): replay knows a batch without rows was stored. */
   seq?: number;
   entries: ConsoleEntry[];
+}
+
+/**
+ * A BASE frame: the latest-timeline summary of the rows of earlier attempts
+ * that another node logged (the shared store holds them, this log does not).
+ * `stats` is by run-global key id, as the store's RunInfo stats had them.
+ */
+export interface BaseFrame {
+  rows: number;
+  lastStep: number;
+  supersededRows: number;
+  stats: Array<{ id: number; last: number | string; min: number | string | null; max: number | string | null; count: number }>;
 }
 
 /** One piece of console output: its time (unix seconds), its stream, its text (one or more lines). */
@@ -125,6 +140,13 @@ export interface RunMeta {
   createKey?: string;
   /** init(fork_from=(run, S)): the run whose rows up to step S the daemon copied into this one. */
   forkedFrom?: { runId: string; step: number };
+  /**
+   * Continued on this node from the shared store (init(resume=...) of a run
+   * another node logged): that node, and what is added to this log's offsets
+   * in the store (console and media keys, chunk order), so they follow the
+   * other node's.
+   */
+  fromStore?: { node: string; offsetBase: number };
 }
 
 export interface WriterMeta {

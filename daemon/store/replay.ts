@@ -1,7 +1,7 @@
 // Rebuilds a run's state from its record log: used at daemon start for runs
 // that were open when it stopped, and to rebuild the index.
 import { RecordLog } from './record-log.js';
-import { FrameType, decodeHistory, parseFrameJson, type Attempt, type AttemptFrame, type MediaFrame, type MediaIndex, indexMedia, frameSeq, type FinalState, type RunMeta, type WriterMeta } from './format.js';
+import { FrameType, decodeHistory, parseFrameJson, type Attempt, type AttemptFrame, type BaseFrame, type MediaFrame, type MediaIndex, indexMedia, frameSeq, type FinalState, type RunMeta, type WriterMeta } from './format.js';
 import { RunSummary } from './summary.js';
 import { ownRecord } from '../../src/json.js';
 import { scanFrames, type ScanResult } from '../../src/frames.js';
@@ -39,6 +39,7 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
   let final: FinalState | null = null;
   const attempts: Attempt[] = [];
   const media = ownRecord() as MediaIndex;
+  let baseSuperseded = 0;
   const onFrame = (type: number, p: Uint8Array) => {
     switch (type) {
       case FrameType.RUN:
@@ -99,6 +100,12 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
         if (typeof f.seq === 'number') maxSeq[f.writerIdx] = Math.max(maxSeq[f.writerIdx] ?? 0, f.seq);
         break;
       }
+      case FrameType.BASE: {
+        const b = parseFrameJson<BaseFrame>(p);
+        summary.restoreBase(b);
+        baseSuperseded += b.supersededRows;
+        break;
+      }
       default:
         break; // a newer frame type: skipped, still kept in the file
     }
@@ -120,7 +127,7 @@ export function replayLog(file: string, keepOpen: boolean): { run: ReplayedRun; 
   // pass (only for such runs) leaves the superseded rows out of it.
   const rewound = timelineSummary(file, attempts, keys.length);
   const current = rewound?.summary ?? summary;
-  const supersededRows = rewound?.supersededRows ?? 0;
+  const supersededRows = (rewound?.supersededRows ?? 0) + baseSuperseded;
   return { run: { meta, keys, writers, maxSeq, summary: current, userSummary, config, final, attempts, media, supersededRows, scan }, log };
 }
 
@@ -137,6 +144,7 @@ export function timelineSummary(file: string, attempts: readonly Attempt[], keyC
   let supersededRows = 0;
   scanFrames(file, (type, p) => {
     timeline.onFrame(type, p);
+    if (type === FrameType.BASE) summary.restoreBase(parseFrameJson<BaseFrame>(p)); // rows held by the shared store: already their latest timeline
     if (type !== FrameType.HISTORY) return;
     const b = decodeHistory(p);
     const kept = currentRows(b, timeline.supersededRows(b));

@@ -10,6 +10,7 @@ import { readImage } from './media.js';
 import { scanFrames, readFrame, type FrameRef } from '../../src/frames.js';
 import { StoreProblems } from './problems.js';
 import { cappedSummary } from './summary.js';
+import { writeStoredRun, type StoredRun } from './from-store.js';
 import { forkLog, type ForkedLog } from './fork.js';
 import { Timeline, currentRows, splitBySuperseded, type AttemptRewind } from './timeline.js';
 import { toJson } from '../../src/json.js';
@@ -71,6 +72,24 @@ export class Store {
       this.makeRunDir(meta.id);
       return RecordLog.open(this.logPath(meta.id)).log;
     });
+  }
+
+  /**
+   * A run continued here from the shared store: its first frames written and
+   * synced (store/from-store.ts); returns the log's length. RunExistsError
+   * when this node has the run already.
+   */
+  async writeStoredRun(run: StoredRun): Promise<number> {
+    return writeStoredRun(run, () => {
+      this.makeRunDir(run.meta.id);
+      return RecordLog.open(this.logPath(run.meta.id)).log;
+    });
+  }
+
+  /** Removes a run that was never answered to anyone (a claim in the shared store that did not commit). */
+  removeUnanswered(id: string): void {
+    fs.rmSync(path.join(this.runsDir, id), { recursive: true, force: true });
+    this.index.remove(id);
   }
 
   private makeRunDir(id: string): void {
@@ -325,7 +344,7 @@ export function rowFromReplay(r: ReplayedRun): RunRow {
     config_json: toJson(r.config), summary_json: toJson(s.summary),
     metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: s.stats, ...(s.capped ? { summaryCapped: s.capped } : {}),
       lastStep: r.summary.lastStep, ...(r.attempts.length > 1 ? { attempts: r.attempts } : {}),
-      ...(r.supersededRows > 0 ? { supersededRows: r.supersededRows } : {}), ...(m.forkedFrom ? { forkedFrom: m.forkedFrom } : {}),
+      ...(r.supersededRows > 0 ? { supersededRows: r.supersededRows } : {}), ...(m.forkedFrom ? { forkedFrom: m.forkedFrom } : {}), ...(m.fromStore ? { fromStore: m.fromStore } : {}),
       ...(Object.keys(r.media).length ? { media: r.media } : {}) }),
     history_rows: r.summary.rows, mode: m.mode, notes: m.notes,
   };

@@ -1,6 +1,6 @@
 // Handler bookkeeping that must not block: per-key last/min/max/count over a
 // run's history, kept in typed arrays indexed by run-global key id.
-import type { HistoryBatch } from './format.js';
+import type { BaseFrame, HistoryBatch } from './format.js';
 import { jsonNumber, ownRecord } from '../../src/json.js';
 
 export class RunSummary {
@@ -57,6 +57,20 @@ export class RunSummary {
       else this.lastStep = steps[r];
     }
     this.rows += b.rows;
+  }
+
+  /** Starts from the summary of rows this log does not hold (a BASE frame: rows another node logged). */
+  restoreBase(b: BaseFrame): void {
+    const num = (v: number | string | null, none: number) => (v === null ? none : typeof v === 'number' ? v : Number(v));
+    for (const k of b.stats) {
+      this.ensureKeys(k.id + 1);
+      this.last[k.id] = num(k.last, NaN);
+      this.min[k.id] = num(k.min, Infinity);
+      this.max[k.id] = num(k.max, -Infinity);
+      this.count[k.id] = k.count;
+    }
+    this.rows += b.rows;
+    this.lastStep = Math.max(this.lastStep, b.lastStep);
   }
 
   /** How many keys have at least one value. */

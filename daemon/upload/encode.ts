@@ -35,7 +35,12 @@ export interface EncodedSlice {
 
 export interface ImageBytes { sha256: string; format: 'png' | 'jpeg'; data: Uint8Array }
 
-export interface EncodeRequest { file: string; runId: string; stream: number; from: number; to: number; maxBytes: number }
+/**
+ * `offsetBase`: added to the log offsets that go into the store (console and
+ * media keys, chunk order). Non-zero for a run continued from the shared
+ * store (RunMeta.fromStore): its log here follows the other node's there.
+ */
+export interface EncodeRequest { file: string; runId: string; stream: number; from: number; to: number; maxBytes: number; offsetBase?: number }
 
 /** The node's system metrics over a run's lifetime (stream 1), from the node's system log. */
 export interface SystemRequest { systemLog: string; row: RunRow; stream: number }
@@ -115,6 +120,12 @@ export function readImages(runDir: string, images: Iterable<string>): { images: 
 
 export function encodeSlice(r: EncodeRequest): EncodedSlice {
   const s = readSlice(r.file, r.from, r.to, r.maxBytes);
+  const base = r.offsetBase ?? 0;
+  if (base !== 0) {
+    for (const ch of s.chunks) ch.ord += base;
+    for (const f of s.console) f.offset += base;
+    for (const f of s.media) f.offset += base;
+  }
   const con = encodeConsole(r.runId, s.console);
   const med = encodeMedia(r.runId, s.media);
   const img = readImages(path.dirname(r.file), s.images);

@@ -25,6 +25,8 @@ export interface LocalRuns {
   /** The node's system log, or null when there is none. */
   systemLog(): string | null;
   syncRequested(id: string): boolean;
+  /** What goes on top of this run's log offsets in the store (RunMeta.fromStore; 0 for a run begun on this node). */
+  offsetBase(id: string): number;
   /** Open on this daemon right now, or continued since the last ask (a run continued after it was uploaded whole); cheap. */
   isOpen?(id: string): boolean;
 }
@@ -50,6 +52,27 @@ abstract class DirRuns implements LocalRuns {
     } catch {
       return 0;
     }
+  }
+
+
+  /** Fixed for a run's life (its RUN frame says it): looked up once. */
+  private bases = new Map<string, number>();
+
+  offsetBase(id: string): number {
+    const known = this.bases.get(id);
+    if (known !== undefined) return known;
+    const row = this.row(id);
+    if (!row) return 0;
+    let base = 0;
+    if (row.metadata_json.includes('"fromStore"')) {
+      try {
+        base = (JSON.parse(row.metadata_json) as { fromStore?: { offsetBase?: number } }).fromStore?.offsetBase ?? 0;
+      } catch {
+        base = 0;
+      }
+    }
+    this.bases.set(id, base);
+    return base;
   }
 
   systemLog(): string | null {

@@ -15,6 +15,8 @@ import { CONSOLE_COLUMNS, KEY_COLUMNS, MEDIA_COLUMNS, ROW_COLUMNS, VALUE_COLUMNS
 import { checkSchema, migrate, StoreRefused } from './schema.js';
 import type { StoreUrl } from './url.js';
 import { pgOptions } from './pgpass.js';
+import { claimRun, type ClaimOptions } from './continue.js';
+import { StoreContinueRefused, type StoredRun } from '../store/from-store.js';
 
 export interface Cursor { offset: number; systemDone: boolean; done: boolean; rows: number }
 
@@ -156,6 +158,39 @@ export class PgSink {
     }
   }
 
+  /**
+   * Continues on this node a run another node logged (continue.ts), in one
+   * transaction; null when the store does not have the run. Each statement
+   * waits at most `o.statementMs`, and the whole claim at most `deadlineMs`:
+   * past it the connection is dropped, which rolls the transaction back.
+   */
+  async continueRun(id: string, o: ClaimOptions, deadlineMs: number, materialize: (s: StoredRun) => Promise<number>): Promise<{ offset: number; rows: number } | null> {
+    const deadline = Date.now() + deadlineMs;
+    await withDeadline(this.ready(), deadlineMs, 'connecting');
+    const c = await withDeadline(this.pool.connect(), deadline - Date.now(), 'connecting');
+    let broken = false;
+    const onError = () => (broken = true);
+    c.on('error', onError);
+    const timer = setTimeout(() => {
+      broken = true;
+      (c as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+    }, Math.max(1, deadline - Date.now()));
+    try {
+      await c.query('BEGIN');
+      const out = await claimRun(c, id, { ...o, statementMs: Math.min(o.statementMs, Math.max(1, deadline - Date.now())) }, materialize);
+      await c.query('COMMIT');
+      return out;
+    } catch (e) {
+      await c.query('ROLLBACK').catch(() => (broken = true));
+      if (broken && !(e instanceof StoreContinueRefused)) throw new Error(`the shared store did not answer within ${deadlineMs} ms`);
+      throw e;
+    } finally {
+      clearTimeout(timer);
+      c.off('error', onError);
+      c.release(broken);
+    }
+  }
+
   async close(): Promise<void> {
     await this.pool.end().catch(() => {});
   }
@@ -211,6 +246,14 @@ async function insertImages(c: pg.ClientBase, runId: string, images: ImageBytes[
     }
     await c.query(`INSERT INTO logd_images (run_id, sha256, format, data) VALUES ${rows.join(', ')} ON CONFLICT (run_id, sha256) DO NOTHING`, args);
   }
+}
+
+function withDeadline<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`the shared store did not answer within the deadline (${what})`)), Math.max(1, ms));
+  });
+  return Promise.race([p, late]).finally(() => clearTimeout(timer));
 }
 
 /** PostgreSQL text cannot hold NUL. */

@@ -26,6 +26,7 @@ export function startUploader(runs: DaemonRuns, t: UploadTunables, log: (line: s
   const up = new Uploader({
     url, node: t.node, runs, log, pollMs: t.pollMs, backoffMaxMs: t.backoffMaxMs, sliceBytes: t.sliceBytes,
     statusDir: runs.dataDir, encoderThread: true, duty: t.dutyPercent / 100,
+    claim: { deadlineMs: t.resumeStoreTimeoutMs, takeoverAfterMs: t.takeoverAfterMs },
   });
   up.start();
   return up;

@@ -9,6 +9,7 @@ import { SliceEncoder } from './encoder.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from './pg-sink.js';
 import { SYNC_REQUEST, type LocalRuns } from './local-runs.js';
 import { redact, type StoreUrl } from './url.js';
+import { StoreContinueRefused, type StoredRun } from '../store/from-store.js';
 import { writeStatus, type UploadStatus } from './status.js';
 import { StoreRefused } from './schema.js';
 import { lacksPassword, NO_PASSWORD } from './pgpass.js';
@@ -40,6 +41,8 @@ export interface UploaderOptions {
   duty?: number;
   /** Encode slices on a worker thread (the daemon does, so that its main thread stays with the trainers). */
   encoderThread?: boolean;
+  /** Continuing runs from the store (the daemon's SharedRuns): the longest a claim may take, and the takeover lease. */
+  claim?: { deadlineMs: number; takeoverAfterMs: number };
 }
 
 interface Pending { since: number }
@@ -110,6 +113,34 @@ export class Uploader {
       if (!worked) await this.sleep(this.o.pollMs);
       else if (duty < 1) await this.sleep(((performance.now() - t0) * (1 - duty)) / duty);
     }
+  }
+
+  /** The store, for messages (no password). */
+  get where(): string {
+    return this.o.url.shown;
+  }
+
+  /**
+   * SharedRuns.claim (store/from-store.ts): continues on this node a run the
+   * store has from another node (continue.ts). The cursor it leaves is this
+   * uploader's at once, so the new attempt's rows follow without a re-read.
+   */
+  async claim(id: string, owner: { host: string; pid: number }, materialize: (s: StoredRun) => Promise<number>): Promise<'claimed' | 'absent'> {
+    const c = this.o.claim ?? { deadlineMs: 5000, takeoverAfterMs: 3600_000 };
+    let got;
+    try {
+      got = await this.sink.continueRun(id, { node: this.o.node, owner, takeoverAfterMs: c.takeoverAfterMs, statementMs: c.deadlineMs }, c.deadlineMs, materialize);
+    } catch (e) {
+      if (e instanceof StoreContinueRefused) throw e;
+      this.sink.reset();
+      throw new StoreContinueRefused('unreachable', this.describe(e));
+    }
+    if (!got) return 'absent';
+    this.refusedRuns.delete(id);
+    this.cursors.set(id, { offset: got.offset, systemDone: true, done: false, rows: got.rows });
+    this.o.log(`upload: run ${id} continued on this node from the shared store; its new rows go up from offset ${got.offset} of its log here`);
+    this.wake?.();
+    return 'claimed';
   }
 
   /** One look at every run; uploads one slice of each that has work. True when something was uploaded. */
@@ -229,6 +260,7 @@ export class Uploader {
     if (!row) return false;
     const slice = await this.encoder.encode({
       file: this.o.runs.logFile(id), runId: id, stream: STREAM_HISTORY, from: cur.offset, to: end, maxBytes: this.o.sliceBytes ?? 32 * 1024 * 1024,
+      offsetBase: this.o.runs.offsetBase(id),
     });
     if (slice.end === cur.offset) return false; // the next frame is not whole yet
     let res;
