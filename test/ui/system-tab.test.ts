@@ -103,6 +103,8 @@ describe.skipIf(missing !== null)(`System tab on real H100 captures${missing ? `
     await page.goto(`${ui.base}/groups/${encodeURIComponent('ddp/350m')}`);
     for (const k of ['eval/ppl', 'train/grad_norm', 'train/loss', 'train/lr']) {
       const chart = page.locator(`.chart[data-key="${k}"]`);
+      // Charts are drawn as they come into view; the health strip above them (step rate per rank) takes room.
+      await chart.scrollIntoViewIfNeeded({ timeout: 30_000 });
       await chart.locator('canvas').waitFor({ timeout: 30_000 });
       expect(await chart.getAttribute('data-mode')).toBe('band');
     }

@@ -90,7 +90,7 @@ const row: RunRow = {
 function localRuns(logFile: string): LocalRuns {
   return {
     ids: () => [RUN], logFile: () => logFile, durableBytes: () => fs.statSync(logFile).size, mode: () => 'online', historyRows: () => 0,
-    row: () => row, systemLog: () => null, syncRequested: () => false,
+    row: () => row, systemLog: () => null, syncRequested: () => false, offsetBase: () => 0,
   };
 }
 
