@@ -33,8 +33,10 @@ MAX_PENDING_ROWS = 4096
 
 
 def is_device_scalar(v) -> bool:
-    """A one-element tensor on a CUDA device (checked without importing torch)."""
-    return getattr(v, "is_cuda", False) is True and v.numel() == 1
+    """A one-element real tensor on a CUDA device (checked without importing torch). A complex one takes log()'s own
+    path, as before (float() of the tensor, the real part): read later, float() of its complex item would raise in
+    whichever later log() hands its row on (seen on an H200: the real part is stored, nothing raises)."""
+    return getattr(v, "is_cuda", False) is True and v.numel() == 1 and not v.is_complex()
 
 
 def start_copy(index: int, v) -> tuple:
