@@ -30,6 +30,7 @@ interface RankMemory {
   stalledSince: number; // 0: not stalled
   straggler: boolean;
   streak: number; // ticks in a row above the straggler threshold
+  calm: number; // ticks in a row clearly below it, while a straggler
   cpu: Array<{ step: number; cpuS: number; at: number }>; // samples at step changes, oldest first
   lastCpu: { cpuS: number; at: number } | null;
   cpuPercent: number | null;
@@ -42,7 +43,7 @@ export interface TickResult {
   jobStalled: HealthEvent | null;
 }
 
-/** Ticks in a row a rank must stay above the threshold to be called a straggler. */
+/** Ticks in a row a rank must stay above the threshold to be called a straggler (and clearly below it to recover). */
 const STREAK = 3;
 
 export class GroupJudge {
@@ -56,7 +57,7 @@ export class GroupJudge {
   private memory(runId: string): RankMemory {
     let m = this.mem.get(runId);
     if (!m) {
-      m = { stalledSince: 0, straggler: false, streak: 0, cpu: [], lastCpu: null, cpuPercent: null };
+      m = { stalledSince: 0, straggler: false, streak: 0, calm: 0, cpu: [], lastCpu: null, cpuPercent: null };
       this.mem.set(runId, m);
     }
     return m;
@@ -83,8 +84,11 @@ export class GroupJudge {
         // The warm-up (imports, first batches, JIT) is no rank's pace: the window starts after minSteps.
         if (p.advances >= t.minSteps && (!lastSample || p.lastStep > lastSample.step)) m.cpu.push({ step: p.lastStep, cpuS: r.cpuS, at: nowS });
         while (m.cpu.length > 2 && m.cpu[1].step <= p.lastStep - t.windowSteps) m.cpu.shift();
+        // Between the samples taken at step changes: CPU spent since the last step (finishing, exiting, waiting
+        // for a rank that ended) belongs to no step, and counted against the last one it would skew the figure.
         const first = m.cpu[0];
-        if (first && p.lastStep - first.step >= t.windowSteps) cpuPerStep.set(r.runId, (r.cpuS - first.cpuS) / (p.lastStep - first.step));
+        const last = m.cpu[m.cpu.length - 1];
+        if (first && last.step - first.step >= t.windowSteps) cpuPerStep.set(r.runId, (last.cpuS - first.cpuS) / (last.step - first.step));
       }
       if (r.ended) {
         if (m.stalledSince === 0 && !this.deaths.some((d) => d.runId === r.runId) && r.ended.state !== 'finished') {
@@ -119,10 +123,13 @@ export class GroupJudge {
       const above = mine >= ref * (1 + t.stragglerPct / 100) && mine - ref >= Math.max(0.005, 0.03 * stepS);
       const clearly = mine < ref * (1 + t.stragglerPct / 200);
       m.streak = above ? m.streak + 1 : 0;
+      m.calm = m.straggler && clearly ? m.calm + 1 : 0;
       if (!m.straggler && m.streak >= STREAK) {
         m.straggler = true;
+        m.calm = 0;
         events.push(this.event(nowS, 'straggler', [r], `${rankLabel(r.rank, r.runId)} uses ${fmtS(mine)} CPU per step over the last ${t.windowSteps} steps, ${pct(mine / ref - 1)} above the other ranks' median ${fmtS(ref)} (threshold ${t.stragglerPct} %): the others wait for it in the collective`));
-      } else if (m.straggler && clearly) {
+      } else if (m.straggler && m.calm >= STREAK) {
+        // As many ticks in a row clearly back as it took to be named: one noisy tick neither names nor clears.
         m.straggler = false;
         events.push(this.event(nowS, 'recovered', [r], `${rankLabel(r.rank, r.runId)} no longer lags: ${fmtS(mine)} CPU per step against the others' ${fmtS(ref)}`));
       }

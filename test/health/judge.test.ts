@@ -98,6 +98,34 @@ describe('rank health judgements', () => {
     expect(events.map((e) => `${e.kind}:${e.ranks.join(',')}`)).toEqual(['straggler:3']);
   });
 
+  it('a straggler is not cleared by CPU the others spend after their last step (finishing, exiting), nor by one noisy tick; it is when it steps at their pace again', () => {
+    const ranks = [0, 1, 2, 3].map((r) => rank(r));
+    const j = new GroupJudge('g');
+    let t = 1000;
+    const events = [];
+    for (let s = 0; s < 120; s += 2) {
+      t = advance(ranks, s, 2, t, 0.25, 0.1, (r) => (r.rank === 3 && s >= 40 ? 0.13 : 0.1));
+      events.push(...j.tick(t + 0.05, ranks, T).events);
+    }
+    expect(events.map((e) => `${e.kind}:${e.ranks.join(',')}`)).toEqual(['straggler:3']);
+    // The job's last step is done; ranks 0-2 burn a second of CPU each tick on their way out, rank 3 none.
+    for (let k = 0; k < 6; k++) {
+      t += 0.5;
+      for (const r of ranks) if (r.rank !== 3) r.cpuS = (r.cpuS ?? 0) + 1;
+      events.push(...j.tick(t, ranks, T).events);
+    }
+    expect(events.map((e) => `${e.kind}:${e.ranks.join(',')}`)).toEqual(['straggler:3']);
+    // Rank 3 steps at the others' pace again: `recovered`, after as many calm ticks as it took to be named.
+    const kinds: string[][] = [];
+    for (let s = 120; s < 200; s += 2) {
+      t = advance(ranks, s, 2, t, 0.25, 0.1, () => 0.1);
+      kinds.push(j.tick(t + 0.05, ranks, T).events.map((e) => `${e.kind}:${e.ranks.join(',')}`));
+    }
+    const at = kinds.findIndex((k) => k.length > 0);
+    expect(kinds.flat()).toEqual(['recovered:3']);
+    expect(at).toBeGreaterThan(0);
+  });
+
   it('a rank whose step times are irregular (bursts, then pauses) is not judged on its pauses', () => {
     const ranks = [0, 1].map((r) => rank(r));
     const j = new GroupJudge('g');
