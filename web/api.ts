@@ -15,6 +15,18 @@ export interface ChartSeries {
   step: number[]; time: number[]; value: Array<number | null>; min?: Array<number | null>; max?: Array<number | null>; points: number;
 }
 
+/** An earlier attempt's points of a metric that a later attempt's rewind (resume_from) superseded. */
+export type SupersededSeries = ChartSeries & { attempt: number };
+
+/** One attempt of a run (metadata.attempts; daemon/store/format.ts Attempt): times in Unix seconds. */
+export interface Attempt {
+  n: number; startedAt: number; host: string; pid: number;
+  /** The first step it was to log; with resumedFromStep, that step + 1. */
+  fromStep: number; resumedFromStep?: number;
+  /** Absent while it runs. */
+  endedAt?: number; state?: string; reason?: string; exitCode?: number;
+}
+
 /** GET /api/groups/{group}/health (daemon/ui/health.ts). */
 export interface RankHealth extends RankProgress { name: string; runState: string; rate?: StepRatePoint[] }
 export interface GroupHealth { group: string; stalled: boolean; ranks: RankHealth[]; events: HealthEvent[]; now: number }
@@ -109,8 +121,10 @@ export const api = {
   run: (id: string) => get<Run>(`/api/runs/${encodeURIComponent(id)}`),
   keys: (id: string, q: string, offset: number, limit: number) =>
     get<{ keys: string[]; total: number; allKeys: number }>(`/api/runs/${encodeURIComponent(id)}/keys`, { q, offset, limit }),
-  history: (id: string, keys: string[], points: number) =>
-    get<{ rows: number; state: string; series: Record<string, ChartSeries> }>(`/api/runs/${encodeURIComponent(id)}/history`, { keys, points }),
+  /** `superseded`: also the rows a rewind superseded, per metric one series per earlier attempt. */
+  history: (id: string, keys: string[], points: number, superseded = false) =>
+    get<{ rows: number; state: string; series: Record<string, ChartSeries>; superseded?: Record<string, SupersededSeries[]> }>(
+      `/api/runs/${encodeURIComponent(id)}/history`, { keys, points, superseded: superseded ? '1' : undefined }),
   system: (id: string, points: number) =>
     get<{ host: string; gpus: Array<Record<string, unknown>>; keys: string[]; series: Record<string, ChartSeries> }>(`/api/runs/${encodeURIComponent(id)}/system`, { points }),
   group: (g: string, keys: string[] = [], points = 0) =>

@@ -2,7 +2,9 @@
 // so a page of thousands of metrics only draws what is seen. x is step, wall
 // time or time since the run's start; smoothing is an EMA debiased as TensorBoard does it; a log scale
 // drops values <= 0; a downsampled series (or a group's spread) draws its
-// min–max band so spikes inside a bucket still show.
+// min–max band so spikes inside a bucket still show. Markers (a run's attempt
+// boundaries) are dashed vertical lines laid over the plot as elements, placed
+// again whenever the x scale changes (zoom, resize).
 import uPlot from 'uplot';
 import { h, clear } from './dom.js';
 import type { ChartSeries } from './api.js';
@@ -15,6 +17,23 @@ export interface Line {
   band?: boolean;
   /** Unix seconds the line's relative time counts from (its run's start); its first point when absent. */
   start?: number;
+  /** Rows a later attempt's rewind superseded: drawn faint and dashed, never smoothed or banded. */
+  superseded?: boolean;
+  /** Its colour, instead of the next of the palette (a superseded line takes its metric's). */
+  color?: string;
+}
+
+/**
+ * A dashed vertical line across the plot with a short label (an attempt
+ * boundary): at `step` on the step axis, at `time` (Unix seconds) on the time
+ * axes. `attrs` go on its element (data-* for people and tests).
+ */
+export interface Marker {
+  label: string;
+  title: string;
+  step: number;
+  time: number;
+  attrs?: Record<string, string>;
 }
 
 export type XAxis = 'step' | 'time' | 'relative';
@@ -97,17 +116,22 @@ function xRange(x: XAxis, xs: ArrayLike<number>) {
   };
 }
 
-export function draw(el: HTMLElement, title: string, lines: Line[], o: ChartOptions): uPlot {
+export function draw(el: HTMLElement, title: string, lines: Line[], o: ChartOptions, markers: Marker[] = []): uPlot {
   clear(el);
   const cols: Array<{ x: number[]; ys: Array<Array<number | null>> }> = [];
   const series: uPlot.Series[] = [{ label: X_LABELS[o.x], ...(o.x === 'relative' ? { value: (_u: uPlot, v: number | null) => (v === null ? '' : duration(v)) } : {}) }];
   const bands: uPlot.Band[] = [];
+  let supersededPoints = 0;
   lines.forEach((l, i) => {
     const x = xsOf(l, o.x);
     const fix = o.log ? positive : (v: Array<number | null>) => v;
     const ys: Array<Array<number | null>> = [];
-    const c = color(i);
-    if (o.smoothing > 0) {
+    const c = l.color ?? color(i);
+    if (l.superseded) {
+      ys.push(fix(o.smoothing > 0 ? ema(l.data.value, o.smoothing) : l.data.value));
+      series.push({ label: l.label, stroke: c + '80', width: 1, dash: [5, 4], spanGaps: true });
+      supersededPoints += l.data.step.length;
+    } else if (o.smoothing > 0) {
       ys.push(fix(l.data.value));
       series.push({ label: `${l.label} (raw)`, stroke: c + '40', width: 1, spanGaps: true, show: true });
       ys.push(fix(ema(l.data.value, o.smoothing)));
@@ -116,7 +140,7 @@ export function draw(el: HTMLElement, title: string, lines: Line[], o: ChartOpti
       ys.push(fix(l.data.value));
       series.push({ label: l.label, stroke: c, width: 1.5, spanGaps: true, ...(o.stepped ? { paths: uPlot.paths.stepped!({ align: -1 }) } : {}) });
     }
-    if (l.band && l.data.min && l.data.max) {
+    if (l.band && !l.superseded && l.data.min && l.data.max) {
       const main = series.length - 1;
       ys.push(fix(l.data.max), fix(l.data.min));
       series.push({ label: `${l.label} max`, stroke: c + '30', width: 0.5, spanGaps: true }, { label: `${l.label} min`, stroke: c + '30', width: 0.5, spanGaps: true });
@@ -125,6 +149,20 @@ export function draw(el: HTMLElement, title: string, lines: Line[], o: ChartOpti
     cols.push({ x, ys });
   });
   const data = align(cols);
+  const t0 = lines[0]?.start ?? (lines[0]?.data.time.length ? Math.min(...lines[0].data.time) : 0);
+  const marks = markers.map((m) => ({
+    x: o.x === 'step' ? m.step : o.x === 'time' ? m.time : m.time - t0,
+    el: h('div', { class: 'chart-marker', ...m.attrs }, h('span', { class: 'chart-marker-label', title: m.title }, m.label)),
+  }));
+  /** Each marker where its x falls in the plot (CSS pixels of the overlay); hidden outside the x range. */
+  const placeMarkers = (self: uPlot) => {
+    const w = self.over.clientWidth;
+    for (const m of marks) {
+      const left = self.valToPos(m.x, 'x');
+      m.el.style.display = Number.isFinite(left) && left >= 0 && left <= w ? '' : 'none';
+      m.el.style.left = `${left}px`;
+    }
+  };
   const width = Math.max(240, el.clientWidth || 480);
   const u = new uPlot({
     title, width, height: 220, series, bands,
@@ -135,11 +173,18 @@ export function draw(el: HTMLElement, title: string, lines: Line[], o: ChartOpti
     hooks: {
       // What the x axis spans (in steps or seconds), for people reading the DOM and for tests.
       setScale: [(self: uPlot, key: string) => {
-        if (key === 'x') el.dataset.xSpan = String((self.scales.x.max ?? 0) - (self.scales.x.min ?? 0));
+        if (key !== 'x') return;
+        el.dataset.xSpan = String((self.scales.x.max ?? 0) - (self.scales.x.min ?? 0));
+        el.dataset.xMin = String(self.scales.x.min ?? 0);
+        el.dataset.xMax = String(self.scales.x.max ?? 0);
+        placeMarkers(self);
       }],
+      setSize: [placeMarkers],
+      ready: [(self: uPlot) => (self.over.append(...marks.map((m) => m.el)), placeMarkers(self))],
     },
   }, data, el);
-  el.dataset.series = String(lines.length);
+  el.dataset.series = String(lines.filter((l) => !l.superseded).length);
+  el.dataset.superseded = String(supersededPoints);
   el.dataset.points = String(data[0].length);
   el.dataset.x = o.x;
   return u;
@@ -160,7 +205,11 @@ export class LazyChart {
   private static observer: IntersectionObserver | null = null;
   private static slots = new WeakMap<Element, LazyChart>();
 
-  constructor(readonly title: string, private load: (points: number) => Promise<Line[]>, private options: () => ChartOptions, attrs: Record<string, string> = {}) {
+  constructor(
+    readonly title: string, private load: (points: number) => Promise<Line[]>, private options: () => ChartOptions, attrs: Record<string, string> = {},
+    /** Drawn over every rendering: the run's attempt boundaries. */
+    private markers: () => Marker[] = () => [],
+  ) {
     this.el = h('div', { class: 'chart', ...attrs }, h('div', { class: 'chart-title' }, title), h('p', { class: 'muted' }, 'waiting to scroll into view…'));
     if (!LazyChart.observer) {
       LazyChart.observer = new IntersectionObserver((entries) => {
@@ -214,7 +263,7 @@ export class LazyChart {
       this.plot = null;
       return;
     }
-    this.plot = draw(this.el, this.title, this.lines, this.options());
+    this.plot = draw(this.el, this.title, this.lines, this.options(), this.markers());
     this.el.dataset.drawn = String(Date.now());
   }
 }

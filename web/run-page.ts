@@ -2,15 +2,18 @@
 // grouped by prefix, its histograms, images and text (the Media tab), its
 // console output (the Logs tab) and the System tab. Charts grow live while it runs. A
 // run that rank health judges (metadata.health) shows its events above the
-// tabs, compact, re-read every 2 s while it runs.
+// tabs, compact, re-read every 2 s while it runs. A resumed run shows its
+// attempts and marks where each took over on every chart; a rewound one can
+// draw the rows it superseded; a fork links to its source (attempts.ts).
 import { h, clear, link, stateBadge, objectTable, ago, debounce } from './dom.js';
 import { api, live, type Run } from './api.js';
-import { LazyChart } from './chart.js';
+import { LazyChart, color, type Line } from './chart.js';
 import { chartControls, byPrefix } from './controls.js';
 import { systemCharts } from './system.js';
 import { HealthEvents } from './health.js';
 import { mediaTab } from './media.js';
 import { logsView } from './logs.js';
+import { attemptsSection, forkLine, attemptMarkers, supersededRowsOf } from './attempts.js';
 import type { RunHealth } from '../src/health.js';
 
 const KEYS_PAGE = 200;
@@ -23,6 +26,7 @@ export function runPage(root: HTMLElement, id: string): () => void {
   const state = h('span', { id: 'run-state' });
   const reason = h('span', { class: 'muted', id: 'run-reason' });
   const facts = h('p', { class: 'muted', id: 'run-facts' });
+  const lineage = h('div', { id: 'run-lineage' });
   const body = h('div', { id: 'tab-body' });
   const healthEvents = new HealthEvents(true);
   const healthEl = h('section', { id: 'run-health', hidden: true }, h('h2', {}, 'Health events'), healthEvents.el);
@@ -31,7 +35,7 @@ export function runPage(root: HTMLElement, id: string): () => void {
     return a;
   }));
   clear(root);
-  root.append(h('p', {}, link([], '← all runs')), h('header', {}, title, state, reason), facts, healthEl, tabs, body);
+  root.append(h('p', {}, link([], '← all runs')), h('header', {}, title, state, reason), facts, lineage, healthEl, tabs, body);
 
   const showState = (s: string, why: string) => {
     clear(state);
@@ -51,6 +55,7 @@ export function runPage(root: HTMLElement, id: string): () => void {
       `${(m.writers ?? []).length} writer(s), ${r.writersAttached} attached`,
       `created ${ago(r.createdAt)}`,
     ].filter(Boolean).join(' · ');
+    lineage.append(...[forkLine(r), attemptsSection(r)].filter((e): e is HTMLElement => e !== null));
     const showHealth = (run: Run) => {
       const hl = (run.metadata as { health?: RunHealth }).health;
       if (!hl) return;
@@ -92,7 +97,9 @@ export function runPage(root: HTMLElement, id: string): () => void {
     const count = h('span', { class: 'muted', id: 'metric-count' });
     const list = h('div', { id: 'charts' });
     const more = h('button', { id: 'more-metrics', hidden: true }, 'more metrics');
-    body.append(h('div', { class: 'filters' }, controls, filter, count), list, more);
+    const markers = attemptMarkers(r);
+    const superseded = supersededToggle(supersededRowsOf(r), () => charts.forEach((c) => c.refresh()));
+    body.append(h('div', { class: 'filters' }, controls, superseded.el, filter, count), list, more);
     let offset = 0, text = '', total = 0, allKeys = 0;
     const sections = new Map<string, HTMLElement>();
     const empty = h('p', { class: 'muted', id: 'no-metrics' }, 'no metrics logged yet');
@@ -113,9 +120,12 @@ export function runPage(root: HTMLElement, id: string): () => void {
         }
         for (const k of ks) {
           const c = new LazyChart(k, async (points) => {
-            const res = await api.history(r.id, [k], points);
-            return [{ label: k, data: res.series[k] ?? { step: [], time: [], value: [], points: 0 }, band: true, start: Date.parse(r.createdAt) / 1000 }];
-          }, options, { 'data-key': k });
+            const res = await api.history(r.id, [k], points, superseded.on());
+            const start = Date.parse(r.createdAt) / 1000;
+            const lines: Line[] = [{ label: k, data: res.series[k] ?? { step: [], time: [], value: [], points: 0 }, band: true, start }];
+            for (const s of res.superseded?.[k] ?? []) lines.push({ label: `${k} (attempt ${s.attempt}, superseded)`, data: s, superseded: true, color: color(0), start });
+            return lines;
+          }, options, { 'data-key': k }, () => markers);
           charts.set(k, c);
           sec.lastElementChild!.append(c.el);
         }
@@ -165,6 +175,26 @@ export function runPage(root: HTMLElement, id: string): () => void {
   return () => {
     closers.forEach((c) => c());
     charts.forEach((c) => c.destroy());
+  };
+}
+
+/**
+ * "show superseded rows": off by default, kept in the URL (?superseded=1);
+ * shown only for a run a rewind superseded rows of. Turning it changes what
+ * the charts ask the server for, so they load again.
+ */
+function supersededToggle(rows: number, onChange: () => void): { el: HTMLElement | null; on: () => boolean } {
+  if (rows === 0) return { el: null, on: () => false };
+  const box = h('input', { type: 'checkbox', id: 'show-superseded', checked: new URLSearchParams(location.search).get('superseded') === '1' });
+  box.addEventListener('change', () => {
+    const u = new URLSearchParams(location.search);
+    if (box.checked) u.set('superseded', '1'); else u.delete('superseded');
+    history.replaceState(null, '', location.pathname + (u.toString() ? `?${u}` : ''));
+    onChange();
+  });
+  return {
+    el: h('label', { title: 'rows of earlier attempts above the step a later attempt resumed from (resume_from), drawn faint and dashed' }, box, ` show superseded rows (${rows})`),
+    on: () => box.checked,
   };
 }
 

@@ -41,8 +41,8 @@ export function latestTimeline(h: History, metadataJson: string, all: boolean): 
   return pickRows(h, rows);
 }
 
-/** The history with only these rows, in order. */
-function pickRows(h: History, rows: number[]): History {
+/** The history with only these rows, in order (also the dashboard's superseded rows, daemon/ui/superseded.ts). */
+export function pickRows(h: History, rows: number[]): History {
   let pairs = 0;
   for (const r of rows) pairs += h.start[r + 1] - h.start[r];
   const out: History = {

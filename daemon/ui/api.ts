@@ -12,6 +12,7 @@ import { mergeGroupHealth, type GroupHealth } from './health.js';
 import { HttpError, intParam } from './params.js';
 import { runConsole, groupConsole } from './console.js';
 import { runMedia, runImage } from './media.js';
+import { SupersededRows } from './superseded.js';
 
 export { HttpError };
 
@@ -53,9 +54,12 @@ export class Api {
   private system = new Map<string, { at: number; series: Promise<RunSeries> }>();
   /** Every run of a listing, for filters and sorts by config and summary. */
   readonly index: RunIndex;
+  /** The rows a rewind superseded, read only when a page asks (`superseded=1`). */
+  private readonly superseded: SupersededRows;
 
   constructor(readonly source: QuerySource) {
     this.cache = new SeriesCache(source);
+    this.superseded = new SupersededRows(source);
     this.firstLoads = new FirstLoads(source);
     this.index = new RunIndex(source, (r) => runJson(r) as RunJson);
   }
@@ -118,17 +122,22 @@ export class Api {
     const keys = keysParam(q);
     const series: Record<string, ChartSeries> = {};
     const s = this.cache.peek(id, rows, supersededOf(r));
+    let answer: { run: string; state: string; rows: number; series: Record<string, ChartSeries>; superseded?: unknown };
     if (!s) {
       // Not held (a first visit): downsampled where the data is, not read whole.
       const got = await this.firstLoads.series(id, rows, keys, points, r.state !== 'running');
       for (const [k, v] of got) series[k] = v;
-      return { run: id, state: r.state, rows, series };
+      answer = { run: id, state: r.state, rows, series };
+    } else {
+      for (const k of keys.length ? keys : s.keys.slice(0, 100)) {
+        const kid = s.keyId(k);
+        if (kid !== undefined) series[k] = metricSeries(s, kid, points);
+      }
+      answer = { run: id, state: r.state, rows: s.rows, series };
     }
-    for (const k of keys.length ? keys : s.keys.slice(0, 100)) {
-      const kid = s.keyId(k);
-      if (kid !== undefined) series[k] = metricSeries(s, kid, points);
-    }
-    return { run: id, state: r.state, rows: s.rows, series };
+    // On request only: the rows earlier attempts logged above the step a later one resumed from.
+    if (q.get('superseded') === '1') answer.superseded = await this.superseded.series(id, supersededOf(r), keys.length ? keys : Object.keys(series), points);
+    return answer;
   }
 
   async systemOf(id: string, q: URLSearchParams): Promise<unknown> {

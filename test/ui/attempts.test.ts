@@ -1,0 +1,202 @@
+// Issue 19 on the dashboard: runs that survive restarts. Real TypeScript
+// trainers on a real daemon make a run of two attempts (the first SIGKILLed
+// at step 50, the second resumed from step 40: rows 41..50 of the first are
+// superseded), a fork of it at step 20, and a run never resumed; `logd ui`
+// serves them and a real Chromium shows them: the Attempts table, a dashed
+// "attempt 2" marker at step 40 on every chart (at the right pixel, and at
+// the attempt's start on the wall-time axis), "show superseded rows" drawing
+// the 10 superseded points of each metric and hiding them again, and the
+// fork's link to its source. A screenshot of the run page goes to
+// LOGD_SCREENSHOTS when it is set, else a temp dir.
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Locator, Page } from 'playwright-core';
+import { ROOT, makeEnv, script, runScript, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
+import { startUi, getJson, logRuns, type UiProcess } from './helpers.js';
+import { chromiumMissing, launchChromium, type Chromium } from './browser.js';
+
+const missing = chromiumMissing();
+const KEYS = ['loss', 'eval/acc'];
+const range = (a: number, b: number) => Array.from({ length: b - a + 1 }, (_, i) => a + i);
+
+let t: TestEnv;
+let ui: UiProcess;
+let chrome: Chromium;
+let plainRun = '';
+
+const shots = () => {
+  const dir = process.env.LOGD_SCREENSHOTS ? path.resolve(ROOT, process.env.LOGD_SCREENSHOTS) : path.join(t.dir, 'shots');
+  fs.mkdirSync(dir, { recursive: true });
+  return dir;
+};
+
+async function openPage(p: string): Promise<Page> {
+  const page = await chrome.context.newPage();
+  page.on('pageerror', (e) => process.stderr.write(`[page error] ${e.message}\n`));
+  await page.goto(ui.base + p);
+  return page;
+}
+
+/** Where a value of the chart's x scale lies on the page, from its drawn range and its plot area. */
+async function pageXOf(chart: Locator, x: number): Promise<number> {
+  const min = Number(await chart.getAttribute('data-x-min')), max = Number(await chart.getAttribute('data-x-max'));
+  const over = (await chart.locator('.u-over').boundingBox())!;
+  return over.x + ((x - min) / (max - min)) * over.width;
+}
+
+describe.skipIf(missing !== null)(`attempts, rewinds and forks on the dashboard${missing ? ` (skipped: ${missing})` : ''}`, () => {
+  beforeAll(async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+    await startDaemon(t);
+    // `from`: `-`, `resume:S` (rewind run `id` to step S) or `fork:RUN:S`; logs loss = step + offset and eval/acc every step.
+    const trainer = script(t, 'trainer.mjs', `
+      const [id, from, first, last, offset, how] = process.argv.slice(2);
+      const opts = { project: 'attempts', name: 'r ' + id, id, onError: 'raise' };
+      if (from.startsWith('resume:')) opts.resumeFrom = { runId: id, step: Number(from.slice(7)) };
+      if (from.startsWith('fork:')) { const [, runId, step] = from.split(':'); opts.forkFrom = { runId, step: Number(step) }; }
+      const run = await logd.init(opts);
+      for (let s = Number(first); s <= Number(last); s++) run.log({ loss: s + Number(offset), 'eval/acc': (s + Number(offset)) / 2000 }, { step: s });
+      if (how === 'kill') { await run.flush(10000); process.kill(process.pid, 'SIGKILL'); }
+      console.log('done ' + (await run.finish()).state);
+    `);
+    const first = await runScript(t, trainer, ['job', '-', '0', '50', '0', 'kill']);
+    expect(first.signal).toBe('SIGKILL');
+    const second = await runScript(t, trainer, ['job', 'resume:40', '41', '60', '1000']);
+    expect(second.stdout, second.stderr).toContain('done finished');
+    const fork = await runScript(t, trainer, ['fk', 'fork:job:20', '21', '25', '9000']);
+    expect(fork.stdout, fork.stderr).toContain('done finished');
+    [plainRun] = await logRuns(t, [{ project: 'attempts', name: 'plain', steps: 30, row: '{ loss: step }' }]);
+    ui = await startUi(t);
+    chrome = await launchChromium();
+    const token = await chrome.context.newPage();
+    await token.goto(ui.url);
+    await token.close();
+  }, 180_000);
+  afterAll(async () => {
+    await chrome?.close();
+    await ui?.stop();
+    await t?.cleanup();
+  });
+
+  it('the history API gives the latest timeline by default and, with superseded=1, the superseded rows per earlier attempt', async () => {
+    const plain = (await getJson(ui, '/api/runs/job/history?keys=loss&points=1000')).body;
+    expect(plain.series.loss.step).toEqual(range(0, 60));
+    expect(plain.superseded).toBeUndefined();
+    const all = (await getJson(ui, '/api/runs/job/history?keys=loss&keys=eval%2Facc&points=1000&superseded=1')).body;
+    expect(all.series.loss.step).toEqual(range(0, 60));
+    expect(all.series.loss.value[45]).toBe(1045);
+    expect(all.superseded.loss).toHaveLength(1);
+    expect(all.superseded.loss[0]).toMatchObject({ attempt: 1, step: range(41, 50), value: range(41, 50), points: 10 });
+    expect(all.superseded['eval/acc'][0].step).toEqual(range(41, 50));
+    // A run nothing superseded: an empty answer, no read.
+    expect((await getJson(ui, `/api/runs/${plainRun}/history?keys=loss&superseded=1`)).body.superseded).toEqual({});
+  });
+
+  it('the run page lists both attempts (the second resumed from step 40) and marks step 40 on every chart', async () => {
+    const page = await openPage('/runs/job');
+    const rows = page.locator('#run-attempts tr.attempt');
+    await rows.first().waitFor({ timeout: 30_000 });
+    expect(await rows.count()).toBe(2);
+    expect(await page.locator('#run-attempts summary').textContent()).toBe('Attempts (2)');
+    expect(await rows.nth(0).locator('.resumed-from').textContent()).toBe('—');
+    expect(await rows.nth(0).locator('.attempt-end').textContent()).toMatch(/^crashed/);
+    expect(await rows.nth(1).getAttribute('data-attempt')).toBe('2');
+    expect(await rows.nth(1).locator('.resumed-from').textContent()).toBe('40');
+    expect(await rows.nth(1).locator('.from-step').textContent()).toBe('41');
+    expect(await rows.nth(1).locator('.attempt-end').textContent()).toBe('finished');
+    const cells = await rows.nth(1).locator('td').allTextContents();
+    expect(cells[1]).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d$/); // started
+    expect(cells[4]).toMatch(/^\d+$/); // pid
+    expect(await page.locator('#superseded-note').textContent()).toMatch(/^10 row\(s\) of earlier attempts/);
+    expect(await page.locator('#run-fork').count()).toBe(0);
+
+    for (const key of KEYS) {
+      const chart = page.locator(`.chart[data-key="${key}"]`);
+      await chart.locator('canvas').waitFor({ timeout: 30_000 });
+      expect(await chart.getAttribute('data-points')).toBe('61'); // the latest timeline: 0..60 once
+      const marker = chart.locator('.attempt-marker');
+      expect(await marker.count()).toBe(1);
+      expect(await marker.getAttribute('data-step')).toBe('40');
+      expect(await marker.getAttribute('data-attempt')).toBe('2');
+      expect(await marker.textContent()).toBe('attempt 2');
+      expect(await marker.locator('.chart-marker-label').getAttribute('title')).toMatch(/^attempt 2: resumed from step 40, started /);
+      const box = (await marker.boundingBox())!;
+      expect(Math.abs(box.x - (await pageXOf(chart, 40)))).toBeLessThan(1.5);
+      expect(box.height).toBeGreaterThan(100); // across the plot
+    }
+    await page.screenshot({ path: path.join(shots(), 'run-attempts.png'), fullPage: true });
+    await page.close();
+  });
+
+  it('on the wall-time axis the marker stands at the second attempt\'s start', async () => {
+    const info = (await getJson(ui, '/api/runs/job')).body;
+    const startedAt = info.metadata.attempts[1].startedAt as number;
+    const page = await openPage('/runs/job?x=time');
+    const chart = page.locator('.chart[data-key="loss"]');
+    await chart.locator('canvas').waitFor({ timeout: 30_000 });
+    const marker = chart.locator('.attempt-marker');
+    expect(await marker.isVisible()).toBe(true);
+    expect(Math.abs((await marker.boundingBox())!.x - (await pageXOf(chart, startedAt)))).toBeLessThan(1.5);
+    await page.close();
+  });
+
+  it('"show superseded rows" is off by default, draws the 10 superseded points of each chart when on, and hides them when off again', async () => {
+    const page = await openPage('/runs/job');
+    const toggle = page.locator('#show-superseded');
+    await toggle.waitFor({ timeout: 30_000 });
+    expect(await toggle.isChecked()).toBe(false);
+    const charts = KEYS.map((k) => page.locator(`.chart[data-key="${k}"]`));
+    for (const c of charts) {
+      await c.locator('canvas').waitFor({ timeout: 30_000 });
+      expect(await c.getAttribute('data-superseded')).toBe('0');
+    }
+    await toggle.check();
+    expect(new URL(page.url()).searchParams.get('superseded')).toBe('1');
+    for (const c of charts) {
+      await waitUntil(async () => (await c.getAttribute('data-superseded')) === '10', 15_000, 'the superseded points drawn');
+      expect(await c.getAttribute('data-series')).toBe('1'); // still one metric; the superseded line is extra
+      expect(await c.getAttribute('data-points')).toBe('61'); // steps 41..50 are shared with the latest timeline
+      expect(await c.locator('.u-legend').textContent()).toContain('(attempt 1, superseded)');
+      expect(await c.locator('.attempt-marker').count()).toBe(1);
+    }
+    await page.screenshot({ path: path.join(shots(), 'run-superseded.png'), fullPage: true });
+    // The URL keeps it: a reload still shows them.
+    await page.reload();
+    await page.locator('.chart[data-key="loss"] canvas').waitFor({ timeout: 30_000 });
+    expect(await page.locator('#show-superseded').isChecked()).toBe(true);
+    await waitUntil(async () => (await charts[0].getAttribute('data-superseded')) === '10', 15_000, 'the superseded points after a reload');
+    await page.locator('#show-superseded').uncheck();
+    expect(new URL(page.url()).searchParams.get('superseded')).toBeNull();
+    for (const c of charts) {
+      await waitUntil(async () => (await c.getAttribute('data-superseded')) === '0', 15_000, 'the superseded points hidden');
+      expect(await c.locator('.u-legend').textContent()).not.toContain('superseded');
+    }
+    await page.close();
+  });
+
+  it('a fork says which run and step it came from, and links to that run', async () => {
+    const page = await openPage('/runs/fk');
+    const line = page.locator('#run-fork');
+    await line.waitFor({ timeout: 30_000 });
+    expect(await line.textContent()).toMatch(/^forked from job at step 20 /);
+    const a = page.locator('#fork-source');
+    expect(await a.getAttribute('href')).toBe('/runs/job');
+    // One attempt, nothing superseded: no table, no toggle, no markers.
+    await page.locator('.chart[data-key="loss"] canvas').waitFor({ timeout: 30_000 });
+    expect(await page.locator('#run-attempts').count()).toBe(0);
+    expect(await page.locator('#show-superseded').count()).toBe(0);
+    expect(await page.locator('.attempt-marker').count()).toBe(0);
+    await a.click();
+    await page.waitForURL(/\/runs\/job$/);
+    await page.locator('#run-attempts tr.attempt').first().waitFor({ timeout: 30_000 });
+    await page.close();
+  });
+
+  it('a run never resumed shows none of it', async () => {
+    const page = await openPage(`/runs/${encodeURIComponent(plainRun)}`);
+    await page.locator('.chart[data-key="loss"] canvas').waitFor({ timeout: 30_000 });
+    expect(await page.locator('#run-attempts, #run-fork, #show-superseded, .chart-marker').count()).toBe(0);
+    await page.close();
+  });
+});
