@@ -12,6 +12,8 @@ import { MEDIA_BATCH_BYTES } from '../src/media.js';
 import type { MediaMsg } from '../src/wire.js';
 
 const MAX_ROWS = 8192;
+/** Marks a row's collected names as not flat (a key that is not a number); no key can be this (empty). */
+const FLAT_NOT = '';
 const MAX_PAIRS = 128 * 1024;
 
 /** What a sealed batch took from the open one, to be put back when the batch is dropped. */
@@ -65,11 +67,24 @@ export class OpenBatch {
     return this.keys.slice(0, this.keysSealed);
   }
 
+  /**
+   * The names, in order, and ids of the last row that was flat and all numbers (a training loop logs the same
+   * names step after step): a row that names them again, in the same order, takes their ids without a lookup,
+   * and is known to name no key twice (see addSameNames).
+   */
+  private lastNames: string[] = [];
+  private lastIds = new Uint32Array(64);
+
   /** Appends one row; a bad row throws a TypeError and leaves nothing behind. */
   add(data: Record<string, unknown>, step: number, time: number): void {
     const start = this.pairs;
+    if (this.lastNames.length > 0 && this.addSameNames(data, start)) {
+      this.endRow(start, step, time);
+      return;
+    }
+    const names: string[] = [];
     try {
-      this.putObject('', data);
+      this.putObject('', data, names);
       const twice = this.pairs - start > 1 ? this.rowKeys.duplicate(this.kid, start, this.pairs, this.keys.length) : -1;
       if (twice >= 0) throw new TypeError(`logd: ${duplicateKeyMessage(this.keys[twice])}`);
       if (this.rowMedia.length > 1) {
@@ -94,7 +109,46 @@ export class OpenBatch {
       }
       this.rowMedia.length = 0;
       if (this.pairs === start) return; // media only: no row of numbers
+    } else {
+      this.rememberNames(names[0] === FLAT_NOT ? null : names, start);
     }
+    this.endRow(start, step, time);
+  }
+
+  /**
+   * The fast path of add(): `data` names exactly the last flat row's keys, in the same order, each a number.
+   * False (and nothing written) at the first difference; the general path then takes the row.
+   */
+  private addSameNames(data: Record<string, unknown>, start: number): boolean {
+    const names = this.lastNames;
+    const n = names.length;
+    if (start + n > this.kid.length) return false;
+    let i = 0;
+    for (const k in data) {
+      const v = data[k];
+      if (i === n || k !== names[i] || typeof v !== 'number') return false;
+      this.kid[start + i] = this.lastIds[i];
+      this.vals[start + i] = v;
+      i++;
+    }
+    if (i !== n) return false;
+    this.pairs = start + n;
+    return true;
+  }
+
+  /** After the general path took a row: remember its names (collected by putObject) when it was flat and all numbers. */
+  private rememberNames(names: string[] | null, start: number): void {
+    const n = this.pairs - start;
+    if (names === null || names.length !== n || n === 0) {
+      this.lastNames = [];
+      return;
+    }
+    if (this.lastIds.length < n) this.lastIds = new Uint32Array(n);
+    this.lastIds.set(this.kid.subarray(start, start + n));
+    this.lastNames = names;
+  }
+
+  private endRow(start: number, step: number, time: number): void {
     if (this.rows === this.steps.length) this.growRows();
     this.steps[this.rows] = step;
     this.times[this.rows] = time;
@@ -192,9 +246,14 @@ export class OpenBatch {
     this.vals[this.pairs++] = v;
   }
 
-  private putObject(prefix: string, obj: Record<string, unknown>): void {
+  /** `names` (the top level only): the keys of number values, in order; FLAT_NOT first when any value is not a number. */
+  private putObject(prefix: string, obj: Record<string, unknown>, names?: string[]): void {
     for (const k in obj) {
       const v = obj[k];
+      if (names !== undefined) {
+        if (typeof v === 'number') names.push(k);
+        else names[0] = FLAT_NOT;
+      }
       if (typeof v === 'number') this.put(prefix + k, v);
       else if (typeof v === 'boolean') this.put(prefix + k, v ? 1 : 0);
       else if (typeof v === 'bigint') this.put(prefix + k, Number(v));
