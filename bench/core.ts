@@ -40,12 +40,14 @@ async function worker(role: string, arg: number): Promise<void> {
     while (!fs.existsSync(go)) await new Promise((r) => setTimeout(r, 2));
     const row = metrics();
     const start = Date.now();
+    const c0 = process.cpuUsage();
     for (let i = 0; i < arg; i++) {
       run.log(row);
       if (i % 20_000 === 0) await new Promise((r) => setImmediate(r)); // let acks in
     }
     await run.finish({ timeoutMs: 120_000 });
-    console.log(JSON.stringify({ start, end: Date.now() }));
+    const c = process.cpuUsage(c0);
+    console.log(JSON.stringify({ start, end: Date.now(), cpuS: (c.user + c.system) / 1e6 }));
   } else if (role === 'finish') {
     // A trainer that has logged a million points is long warm: warm up the
     // same code paths once, then measure.

@@ -42,6 +42,32 @@ if (process.argv[2] === '--role' && process.argv[3] === 'log-cost-yield') {
   process.exit(0);
 }
 
+if (process.argv[2] === '--role' && process.argv[3] === 'log-cost-warm') {
+  // log() cost once the journal's pages are warm, as in a trainer that has logged a while: the first pass through
+  // a fresh journal faults its pages in (the kernel zero-fills each from the file: a one-off cost per writer,
+  // printed apart). CPU inside log() only, the whole process's and the calling (main) thread's.
+  const logd = await import('../client/index.js');
+  const mainNs = () => Number(fs.readFileSync(`/proc/self/task/${process.pid}/schedstat`, 'utf8').split(' ')[0]);
+  const run = await logd.init({ project: 'bench', name: 'log-cost-warm' });
+  const rows = Array.from({ length: 1000 }, () => ({ loss: Math.random(), acc: Math.random(), lr: 0.001, m3: 3, m4: 4, m5: 5, m6: 6, m7: 7, m8: 8, m9: 9 }));
+  const n = 300_000;
+  const pass = () => {
+    const c0 = process.cpuUsage();
+    const m0 = mainNs();
+    for (let i = 0; i < n; i++) run.log(rows[i % 1000]);
+    const c = process.cpuUsage(c0);
+    return { cpu: (c.user + c.system) / n, main: (mainNs() - m0) / 1000 / n };
+  };
+  const cold = pass();
+  await run.flush(60_000);
+  pass();
+  await run.flush(60_000);
+  const warm = pass();
+  await run.finish();
+  console.log(JSON.stringify({ cpuUsPerLog: warm.cpu, mainUsPerLog: warm.main, coldCpuUsPerLog: cold.cpu, coldMainUsPerLog: cold.main }));
+  process.exit(0);
+}
+
 if (process.argv[2] === '--role') {
   // steady-state writer for the footprint figure
   const logd = await import('../client/index.js');
@@ -107,20 +133,26 @@ const base = fs.mkdtempSync(path.join(os.tmpdir(), 'ldjournal-'));
 const cost: Record<string, number[]> = { off: [], on: [] };
 const costYield: Record<string, number[]> = { off: [], on: [] };
 const rate: Record<string, number[]> = { off: [], on: [] };
+const warm: Record<string, Array<{ cpuUsPerLog: number; mainUsPerLog: number; coldCpuUsPerLog: number; coldMainUsPerLog: number }>> = { off: [], on: [] };
 console.log(`bench/journal: ${rounds} rounds, journal off (LOGD_JOURNAL_MB=0) and on (64) alternated; load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
 for (let r = 0; r < rounds; r++) {
   for (const [name, mb] of (r % 2 ? [['on', 64], ['off', 0]] : [['off', 0], ['on', 64]]) as Array<[string, number]>) {
     const lc = await run(core, ['--role', 'log-cost', '300000'], env(base, mb));
     cost[name].push(lc.cpuUsPerLog);
     costYield[name].push((await run(self, ['--role', 'log-cost-yield'], env(base, mb))).cpuUsPerLog);
+    const w = await run(self, ['--role', 'log-cost-warm'], env(base, mb));
+    warm[name].push(w);
     rate[name].push(await ingest(base, mb, 200_000));
-    console.log(`  round ${r + 1}, journal ${name}: log() ${lc.cpuUsPerLog.toFixed(3)} µs CPU in a loop that never yields, ${costYield[name][costYield[name].length - 1].toFixed(3)} µs yielding every 200 rows; ingest ${rate[name][rate[name].length - 1].toFixed(2)} M points/s`);
+    console.log(`  round ${r + 1}, journal ${name}: log() ${lc.cpuUsPerLog.toFixed(3)} µs CPU in a loop that never yields, ${costYield[name][costYield[name].length - 1].toFixed(3)} µs yielding every 200 rows; warm, inside log(): process ${w.cpuUsPerLog.toFixed(3)} µs, calling thread ${w.mainUsPerLog.toFixed(3)} µs (first pass ${w.coldCpuUsPerLog.toFixed(3)}, ${w.coldMainUsPerLog.toFixed(3)}); ingest ${rate[name][rate[name].length - 1].toFixed(2)} M points/s`);
   }
 }
 const fp = await run(self, ['--role', 'footprint'], env(base, 64));
 const steady = fp.samples.slice(2);
 console.log(`client CPU per log() of 10 metrics, 300 k rows in a loop that never yields: journal off ${median(cost.off).toFixed(3)} µs, on ${median(cost.on).toFixed(3)} µs (medians of ${rounds})`);
 console.log(`client CPU per log() of 10 metrics, yielding every 200 rows (the calling thread's CPU inside log() only): journal off ${median(costYield.off).toFixed(3)} µs, on ${median(costYield.on).toFixed(3)} µs`);
+const wm = (name: string, k: 'cpuUsPerLog' | 'mainUsPerLog' | 'coldCpuUsPerLog' | 'coldMainUsPerLog') => median(warm[name].map((x) => x[k])).toFixed(3);
+console.log(`log() of 10 metrics, warm (a third pass of 300 k rows that never yield, CPU inside log() only): process journal off ${wm('off', 'cpuUsPerLog')}, on ${wm('on', 'cpuUsPerLog')} µs; calling thread off ${wm('off', 'mainUsPerLog')}, on ${wm('on', 'mainUsPerLog')} µs`);
+console.log(`  the first pass through a fresh journal: process off ${wm('off', 'coldCpuUsPerLog')}, on ${wm('on', 'coldCpuUsPerLog')} µs; calling thread off ${wm('off', 'coldMainUsPerLog')}, on ${wm('on', 'coldMainUsPerLog')} µs`);
 console.log(`durable ingest, 8 writers x 200 k rows x 10 metrics: journal off ${median(rate.off).toFixed(2)}, on ${median(rate.on).toFixed(2)} M points/s (${((median(rate.on) / median(rate.off) - 1) * 100).toFixed(1)} %)`);
 console.log(`journal footprint at 10 k rows/s (${fp.rows} rows in 10 s): file pages ${Math.max(...steady.map((s: any) => s.blocksMb)).toFixed(2)} MiB at most of a 64 MiB journal; writer RSS ${median(steady.map((s: any) => s.rssMb)).toFixed(1)} MiB`);
 fs.rmSync(base, { recursive: true, force: true });
