@@ -72,11 +72,16 @@ function plausible(h: Buffer, pos: number, size: number): boolean {
  * the read: the scan looks for the next offset where a whole frame passes its
  * checksum and goes on from there, and reports the bytes it skipped in
  * `damaged`. Only bytes with no valid frame after them are a tail.
+ *
+ * `from`: where to start, which must be a frame boundary the caller knows of
+ * (a record log's checkpoint: daemon/store/checkpoint.ts); `validBytes` is
+ * then `from` when no frame follows. Past the end of the file: a RangeError.
  */
 export function scanFrames(
   file: string,
   onFrame: (type: number, payload: Uint8Array, offset: number) => void,
   chunkBytes = 8 * 1024 * 1024,
+  from = 0,
 ): ScanResult {
   let fd: number;
   try {
@@ -87,13 +92,14 @@ export function scanFrames(
   }
   try {
     const size = fs.fstatSync(fd).size;
-    let pos = 0; // file offset of the next frame
-    let validEnd = 0; // just past the last valid frame
+    if (from > size) throw new RangeError(`frames: ${file} is ${size} bytes, shorter than the offset ${from} to read from`);
+    let pos = from; // file offset of the next frame
+    let validEnd = from; // just past the last valid frame
     let frames = 0;
     const damaged: DamagedRegion[] = [];
     const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
     const nextHeader = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-    let buf = Buffer.allocUnsafe(Math.min(chunkBytes, Math.max(size, FRAME_HEADER_BYTES)));
+    let buf = Buffer.allocUnsafe(Math.min(chunkBytes, Math.max(size - from, FRAME_HEADER_BYTES)));
     let bufStart = 0; // file offset of buf[0]
     let bufLen = 0;
     const read = (offset: number, length: number): Buffer | null => {

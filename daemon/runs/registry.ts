@@ -225,7 +225,8 @@ export class Registry {
     this.touch();
     const prev = run.attempts[run.attempts.length - 2];
     const rewound = resumeFrom !== null ? `, rewound to step ${resumeFrom} (${run.supersededRows} rows of earlier attempts superseded)` : '';
-    this.log(`server: run ${id} continued as attempt ${run.attempts.length} by pid ${owner.pid} on ${owner.host} from step ${run.summary.lastStep + 1}${rewound} (it was ${prev?.state ?? 'final'})`);
+    const from = run.log.checkpoint ? `; its log read on from the checkpoint at offset ${run.log.checkpoint.offset}` : '';
+    this.log(`server: run ${id} continued as attempt ${run.attempts.length} by pid ${owner.pid} on ${owner.host} from step ${run.summary.lastStep + 1}${rewound} (it was ${prev?.state ?? 'final'})${from}`);
     return run;
   }
 

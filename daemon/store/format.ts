@@ -23,10 +23,16 @@
 // BASE     JSON BaseFrame: the summary of rows this node's log does not hold
 //          (a run continued here from the shared store: its earlier attempts'
 //          rows are in the store only); replay starts the summary from it
+// CHECKPOINT     binary (checkpoint.ts): the state replay builds from every
+//                frame before it, written when a run is closed; replay
+//                starts from it and reads only the frames after it
+// CHECKPOINT_AT  24 bytes (checkpoint.ts): the offset of the latest
+//                CHECKPOINT; the last frame of a log its daemon closed, so a
+//                replay finds the checkpoint by reading the log's last bytes
 
 import { toJson } from '../../src/json.js';
 
-export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9, MEDIA: 10, BASE: 11 } as const;
+export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9, MEDIA: 10, BASE: 11, CHECKPOINT: 12, CHECKPOINT_AT: 13 } as const;
 
 /**
  * One attempt of a run: the first is the run's creation; each continue

@@ -25,6 +25,12 @@ export class RecordLog<Mark = unknown> {
   /** Bytes known to be on disk and fdatasynced. */
   durableBytes: number;
   closed = false;
+  /**
+   * The log's latest checkpoint that a replay checked and started from
+   * (checkpoint.ts), and the length the log had when it ended with that
+   * checkpoint's pointer; null when none is known (the replay read the whole log).
+   */
+  checkpoint: { offset: number; length: number; sealedAt: number } | null = null;
 
   private constructor(readonly file: string, fd: number, size: number) {
     this.fd = fd;
@@ -37,10 +43,11 @@ export class RecordLog<Mark = unknown> {
    * `onFrame`, and cuts a torn tail: bytes with no valid frame after them. The
    * cut bytes are first kept aside, durably, in `<file>.cut-<offset>`; when
    * that fails the log is not opened (nothing is cut). Damaged regions in the
-   * middle stay in the file; the scan reports them.
+   * middle stay in the file; the scan reports them. `from`: frames before
+   * this offset are known already (a checkpoint covers them) and not read.
    */
-  static open(file: string, onFrame?: (type: number, payload: Uint8Array) => void): { log: RecordLog; scan: ScanResult } {
-    const scan = scanFrames(file, (t, p) => onFrame?.(t, p));
+  static open(file: string, onFrame?: (type: number, payload: Uint8Array) => void, from = 0): { log: RecordLog; scan: ScanResult } {
+    const scan = scanFrames(file, (t, p) => onFrame?.(t, p), undefined, from);
     const fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o600);
     try {
       if (scan.tornBytes > 0) {

@@ -5,6 +5,8 @@ import path from 'node:path';
 import { RecordLog } from './record-log.js';
 import { IndexDb, type RunRow } from './index-db.js';
 import { replayLog, type ReplayedRun } from './replay.js';
+import { sealLog, SEAL_POLICY, type SealPolicy } from './seal.js';
+import type { CheckpointRef } from './checkpoint.js';
 import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type Attempt, type HistoryBatch, type WriterMeta, type ConsoleFrame, type MediaFrame } from './format.js';
 import { readImage } from './media.js';
 import { scanFrames, readFrame, type FrameRef } from '../../src/frames.js';
@@ -14,6 +16,9 @@ import { writeStoredRun, type StoredRun } from './from-store.js';
 import { forkLog, type ForkedLog } from './fork.js';
 import { Timeline, currentRows, splitBySuperseded, type AttemptRewind } from './timeline.js';
 import { toJson } from '../../src/json.js';
+
+/** Index meta key prefix: where a run's log had its checkpoint when it was last opened for appends. */
+const CHECKPOINT_HINT = 'checkpoint:';
 
 export class RunExistsError extends Error {
   override name = 'RunExistsError';
@@ -90,6 +95,18 @@ export class Store {
   removeUnanswered(id: string): void {
     fs.rmSync(path.join(this.runsDir, id), { recursive: true, force: true });
     this.index.remove(id);
+    this.index.metaDelete(CHECKPOINT_HINT + id);
+  }
+
+  /** Where the index says the run's log had a checkpoint (Store.replay), or null. */
+  private checkpointHint(key: string): CheckpointRef | null {
+    try {
+      const v = this.index.metaGet(key);
+      const h = v ? (JSON.parse(v) as Partial<CheckpointRef>) : null;
+      return h && Number.isSafeInteger(h.offset) && Number.isSafeInteger(h.length) ? { offset: h.offset!, length: h.length! } : null;
+    } catch {
+      return null;
+    }
   }
 
   private makeRunDir(id: string): void {
@@ -105,13 +122,46 @@ export class Store {
     return fs.existsSync(this.logPath(id));
   }
 
-  /** Replays a run's log; keeps it open for appends when `forWrite`. */
+  /**
+   * Replays a run's log (from its checkpoint when it has one that holds up:
+   * checkpoint.ts); keeps it open for appends when `forWrite`. A log opened
+   * for appends soon no longer ends with the pointer to its checkpoint, so
+   * the index remembers where that is (`checkpoint:<id>`): a replay after a
+   * daemon that died before it closed the log still starts there.
+   */
   replay(id: string, forWrite: boolean): { run: ReplayedRun; log: RecordLog | null } {
-    const r = forWrite ? replayLog(this.logPath(id), true) : replayLog(this.logPath(id), false);
+    const hintKey = CHECKPOINT_HINT + id;
+    const hint = this.checkpointHint(hintKey);
+    const r = forWrite ? replayLog(this.logPath(id), true, { hint }) : replayLog(this.logPath(id), false, { hint });
     const { scan } = r.run;
+    if (r.run.checkpointProblem) this.log(`store: run ${id}: its checkpoint is not used: ${r.run.checkpointProblem}; read the whole log instead`);
+    try {
+      const at = r.log?.checkpoint;
+      if (at && (at.offset !== hint?.offset || at.length !== hint.length)) this.index.metaSet(hintKey, JSON.stringify({ offset: at.offset, length: at.length }));
+      else if (hint && r.run.fromCheckpoint === null) this.index.metaDelete(hintKey);
+    } catch {
+      /* the index is derived data: without the hint a replay reads more, nothing else */
+    }
     if (scan.tornBytes > 0 && forWrite) this.log(`store: run ${id}: cut a torn tail of ${scan.tornBytes} bytes after ${scan.validBytes} valid bytes; the cut bytes are kept in ${this.logPath(id)}.cut-${scan.validBytes}`);
     this.problems.noteDamage(id, scan.damaged, r.run.summary.rows, this.logPath(id));
     return r;
+  }
+
+  /**
+   * Closes a run's log that its daemon is done with (the run final): first a
+   * checkpoint of the run's state, or a pointer to the last one, appended and
+   * made durable (seal.ts), so the next replay starts there. Never throws: a
+   * log that cannot take them is closed as it is (replays read it whole).
+   */
+  async closeLog(id: string, log: RecordLog, policy: Partial<SealPolicy> = {}): Promise<void> {
+    try {
+      const sealed = await sealLog(this.logPath(id), log, { ...SEAL_POLICY, ...policy });
+      if (sealed.wrote === 'checkpoint' && sealed.why) this.log(`store: run ${id}: checkpoint written; ${sealed.why}`);
+    } catch (e) {
+      this.log(`store: run ${id}: no checkpoint written (${(e as Error).message}); the next replay reads its whole log`);
+    } finally {
+      log.close();
+    }
   }
 
   /** Makes every appended frame of these logs durable. */

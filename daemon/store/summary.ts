@@ -73,6 +73,32 @@ export class RunSummary {
     this.lastStep = Math.max(this.lastStep, b.lastStep);
   }
 
+  /**
+   * Its whole state, for a checkpoint (checkpoint.ts): the totals, and per
+   * key id below `size` its last, min, max and count (views, not copies).
+   */
+  snapshot(): SummarySnapshot {
+    const n = this.size;
+    return {
+      size: n, rows: this.rows, lastStep: this.lastStep, stepsBackwards: this.stepsBackwards,
+      last: this.last.subarray(0, n), min: this.min.subarray(0, n), max: this.max.subarray(0, n), count: this.count.subarray(0, n),
+    };
+  }
+
+  /** A summary in the state a snapshot() holds (the same capacity as the one that took it). */
+  static restore(s: SummarySnapshot): RunSummary {
+    const r = new RunSummary();
+    r.ensureKeys(s.size);
+    r.last.set(s.last.subarray(0, s.size));
+    r.min.set(s.min.subarray(0, s.size));
+    r.max.set(s.max.subarray(0, s.size));
+    r.count.set(s.count.subarray(0, s.size));
+    r.rows = s.rows;
+    r.lastStep = s.lastStep;
+    r.stepsBackwards = s.stepsBackwards;
+    return r;
+  }
+
   /** How many keys have at least one value. */
   keyCount(): number {
     let n = 0;
@@ -106,6 +132,11 @@ export class RunSummary {
     }
     return out;
   }
+}
+
+export interface SummarySnapshot {
+  size: number; rows: number; lastStep: number; stepsBackwards: number;
+  last: Float64Array; min: Float64Array; max: Float64Array; count: Float64Array;
 }
 
 export interface KeyStats { last: number | string; min: number | string | null; max: number | string | null; count: number }

@@ -13,6 +13,13 @@ import { FrameType, parseFrameJson, type HistoryBatch, type WriterMeta } from '.
 /** What an attempt says about rewinding: its number, and the step it resumed from (absent: it rewound nothing). */
 export interface AttemptRewind { n: number; resumedFromStep?: number }
 
+/**
+ * Where a log's frames so far placed its writers: per writer index the
+ * attempt it belongs to (null: none yet), and the attempt in force. A
+ * checkpoint keeps it, so the frames after it are placed as a whole read would.
+ */
+export interface WriterPlacement { writerAttempt: Array<number | null>; attemptNow: number }
+
 export class Timeline {
   /** cutoff[n]: rows of attempt n with a step above it are superseded (Infinity: none). */
   private readonly cutoff: number[] = [];
@@ -32,9 +39,26 @@ export class Timeline {
    * A timeline for these attempts, or null when none of them rewound (every
    * row is current); with `always`, one anyway (it tells each row's attempt).
    */
-  static of(attempts: readonly AttemptRewind[] | undefined | null, always = false): Timeline | null {
-    if (!always && (!attempts || !attempts.some((a, i) => i > 0 && typeof a.resumedFromStep === 'number'))) return null;
-    return new Timeline(attempts ?? []);
+  static of(attempts: readonly AttemptRewind[] | undefined | null, always = false, placed: WriterPlacement | null = null): Timeline | null {
+    if (!always && !Timeline.rewinds(attempts)) return null;
+    const t = new Timeline(attempts ?? []);
+    if (placed) {
+      placed.writerAttempt.forEach((n, idx) => {
+        if (n !== null) t.writerAttempt[idx] = n;
+      });
+      t.attemptNow = placed.attemptNow;
+    }
+    return t;
+  }
+
+  /** Whether a later attempt rewound (some rows may be superseded). */
+  static rewinds(attempts: readonly AttemptRewind[] | undefined | null): boolean {
+    return !!attempts && attempts.some((a, i) => i > 0 && typeof a.resumedFromStep === 'number');
+  }
+
+  /** Where the frames read so far placed the writers (a checkpoint keeps it). */
+  placement(): WriterPlacement {
+    return { writerAttempt: Array.from(this.writerAttempt, (n) => n ?? null), attemptNow: this.attemptNow };
   }
 
   /** Follows the log's frames in order (RUN, ATTEMPT and WRITER frames place each writer in its attempt). */
