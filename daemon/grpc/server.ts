@@ -127,6 +127,8 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
 
     createRun: unary(ctx, async (req: Parameters<Registry['createRun']>[0], call) => {
       const continuing = req.id || req.resumeFrom?.runId;
+      // A run just finished may still be getting its checkpoint (store/seal.ts): its log is opened again after that.
+      if (continuing && typeof continuing === 'string') await reg.store.sealed(continuing);
       if ((req.resume === 'allow' || req.resume === 'must' || req.resumeFrom) && continuing) {
         // A new attempt (a restarted worker) may come before the daemon noticed the last one's owner died: end it first.
         const open = reg.runs.get(continuing);

@@ -7,8 +7,8 @@
 // once), and never trusts the live run's view of itself.
 import { FrameType, parseFrameJson } from './format.js';
 import type { RecordLog } from './record-log.js';
-import { replayLog, ReadLimitExceeded } from './replay.js';
-import { encodeCheckpoint, encodePointer } from './checkpoint.js';
+import { encodePointer } from './checkpoint.js';
+import { readForCheckpoint } from './seal-read.js';
 import { FRAME_HEADER_BYTES, scanFrames } from '../../src/frames.js';
 
 export interface SealPolicy {
@@ -19,6 +19,12 @@ export interface SealPolicy {
 }
 
 export const SEAL_POLICY: SealPolicy = { minBytes: 256 * 1024, maxReadBytes: Infinity };
+
+/** The bytes a checkpoint of this log would read now: those after its last checkpoint (or all of it). */
+export function bytesSinceCheckpoint(log: RecordLog): number {
+  const prev = log.checkpoint;
+  return log.durableBytes - (prev ? prev.offset + FRAME_HEADER_BYTES + prev.length : 0);
+}
 
 /**
  * Appends a new checkpoint and its pointer when the frames since the last
@@ -40,23 +46,21 @@ export async function sealLog(file: string, log: RecordLog, policy: SealPolicy =
   let why = '';
   if (since < Math.max(policy.minBytes, prev?.length ?? 0) && !(prev && rewindsAfter(file, prevEnd))) why = `${since} bytes since the last checkpoint`;
   else {
-    try {
-      const { run, state } = replayLog(file, false, { at: prev, maxReadBytes: policy.maxReadBytes });
-      if (prev && run.checkpointProblem) prev = null; // it held up when the log was opened, and no longer does
-      const payload = run.scan.validBytes === end && run.scan.tornBytes === 0 ? encodeCheckpoint(state.toCheckpoint(run.scan), end) : null;
-      if (payload) {
-        log.append(FrameType.CHECKPOINT, [payload]);
-        log.append(FrameType.CHECKPOINT_AT, [encodePointer({ offset: end, length: payload.byteLength })]);
+    const got = await readForCheckpoint({ file, at: prev ? { offset: prev.offset, length: prev.length } : null, maxReadBytes: policy.maxReadBytes, end }, since);
+    if (got.overLimit !== undefined) why = got.overLimit;
+    else {
+      if (prev && got.checkpointProblem) prev = null; // it held up when the log was opened, and no longer does
+      if (got.payload && !log.closed && log.durableBytes === end && log.waitingBytes === 0) {
+        log.append(FrameType.CHECKPOINT, [got.payload]);
+        log.append(FrameType.CHECKPOINT_AT, [encodePointer({ offset: end, length: got.payload.byteLength })]);
         await log.sync();
-        log.checkpoint = { offset: end, length: payload.byteLength, sealedAt: log.durableBytes };
-        return { wrote: 'checkpoint', why: run.checkpointProblem ? `read the whole log: its checkpoint was not used (${run.checkpointProblem})` : '' };
+        log.checkpoint = { offset: end, length: got.payload.byteLength, sealedAt: log.durableBytes };
+        return { wrote: 'checkpoint', why: got.checkpointProblem ? `read the whole log: its checkpoint was not used (${got.checkpointProblem})` : '' };
       }
-      why = run.scan.validBytes !== end ? 'the log is not what was written' : 'the state does not fit a frame';
-    } catch (e) {
-      if (!(e instanceof ReadLimitExceeded)) throw e;
-      why = e.message;
+      why = got.validBytes !== end ? 'the log is not what was written' : log.durableBytes !== end ? 'the log grew while it was read' : 'the state does not fit a frame';
     }
   }
+  if (log.closed) return { wrote: 'nothing', why };
   if (!prev) return { wrote: 'nothing', why };
   log.append(FrameType.CHECKPOINT_AT, [encodePointer(prev)]);
   await log.sync();

@@ -153,14 +153,47 @@ export class Store {
    * made durable (seal.ts), so the next replay starts there. Never throws: a
    * log that cannot take them is closed as it is (replays read it whole).
    */
-  async closeLog(id: string, log: RecordLog, policy: Partial<SealPolicy> = {}): Promise<void> {
+  closeLog(id: string, log: RecordLog, policy: Partial<SealPolicy> = {}): Promise<void> {
+    const before = this.sealing.get(id) ?? Promise.resolve();
+    const done = before.then(async () => {
+      try {
+        const sealed = await sealLog(this.logPath(id), log, { ...SEAL_POLICY, ...policy });
+        if (sealed.wrote === 'checkpoint' && sealed.why) this.log(`store: run ${id}: checkpoint written; ${sealed.why}`);
+      } catch (e) {
+        this.log(`store: run ${id}: no checkpoint written (${(e as Error).message}); the next replay reads its whole log`);
+      } finally {
+        log.close();
+      }
+    });
+    this.sealing.set(id, done);
+    void done.then(() => {
+      if (this.sealing.get(id) === done) this.sealing.delete(id);
+    });
+    return done;
+  }
+
+  /**
+   * Logs being closed (closeLog: a checkpoint read, maybe on a thread, then
+   * appended): whatever opens a run's log for appends again (a new attempt)
+   * waits for its close first.
+   */
+  private readonly sealing = new Map<string, Promise<void>>();
+
+  /** Resolves once run `id`'s log is closed (at once when it is not being closed). */
+  sealed(id: string): Promise<void> {
+    return this.sealing.get(id) ?? Promise.resolve();
+  }
+
+  /** Resolves once every log being closed is, or after `ms`; false when some were still open then. */
+  async allSealed(ms: number): Promise<boolean> {
+    if (this.sealing.size === 0) return true;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<false>((r) => (timer = setTimeout(() => r(false), ms)));
+    const all = Promise.all([...this.sealing.values()]).then(() => true as const);
     try {
-      const sealed = await sealLog(this.logPath(id), log, { ...SEAL_POLICY, ...policy });
-      if (sealed.wrote === 'checkpoint' && sealed.why) this.log(`store: run ${id}: checkpoint written; ${sealed.why}`);
-    } catch (e) {
-      this.log(`store: run ${id}: no checkpoint written (${(e as Error).message}); the next replay reads its whole log`);
+      return await Promise.race([all, late]);
     } finally {
-      log.close();
+      clearTimeout(timer);
     }
   }
 

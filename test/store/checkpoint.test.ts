@@ -408,6 +408,39 @@ describe('a real daemon continues a checkpointed run', () => {
     expect((await check()).metadata.stats).toEqual(before.metadata.stats);
   });
 
+  it('a long log is read for its checkpoint on a thread: the finish does not wait for it, a resume right after does, and goes on from it', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+    const env = t;
+    const daemon = await startDaemon(env);
+    const w = script(env, 'long.mjs', `
+      const id = process.argv[2];
+      const run = await logd.init({ project: 'ckpt', id, onError: 'raise' });
+      const row = { loss: 0, acc: 1, lr: 2, m3: 3, m4: 4, m5: 5, m6: 6, m7: 7, m8: 8, m9: 9 };
+      for (let s = 0; s < 200000; s++) {
+        row.loss = s;
+        run.log(row, { step: s });
+        if (s % 20000 === 0) await new Promise((r) => setImmediate(r));
+      }
+      console.log('done ' + (await run.finish({ timeoutMs: 60000 })).state);
+      const again = await logd.init({ project: 'ckpt', id, resume: 'must', onError: 'raise' });
+      again.log({ loss: -1 });
+      console.log('again ' + (await again.finish()).state);
+    `);
+    const r = await runScript(env, w, ['long'], {}, 120_000);
+    expect(r.stdout).toContain('done finished');
+    expect(r.stdout).toContain('again finished');
+    const log = daemon.stderr();
+    expect(log).toMatch(/finaliser: run long: its checkpoint is read on a thread \(\d+ MB of log\)/);
+    // The second attempt opened the log after the checkpoint was in it, and read on from there.
+    const m = /run long continued as attempt 2 .*from step 200000 .*its log read on from the checkpoint at offset (\d+)/.exec(log);
+    expect(m, log).not.toBeNull();
+    expect(Number(m![1])).toBeGreaterThan(16 * 1024 * 1024);
+    await waitUntil(() => (findCheckpoint(logOf(env, 'long')) as any)?.ref !== undefined, 30_000, 'the second close to point at a checkpoint');
+    const rows = await exportJsonl(env, 'long');
+    expect(rows).toHaveLength(200001);
+    expect(rows[200000]).toMatchObject({ _step: 200000, loss: -1 });
+  }, 180_000);
+
   it('a run killed by a daemon stop gets its checkpoint; its owner carries on with the next daemon from there', async () => {
     t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
     const env = t;
