@@ -32,7 +32,10 @@ async function role(name: string, a: string[]): Promise<void> {
       run.log(row, { step: i });
       if (i % 20_000 === 0) await new Promise((r) => setImmediate(r));
     }
+    await run.flush(300_000);
+    const t0 = performance.now();
     await run.finish({ timeoutMs: 300_000 });
+    console.log(JSON.stringify({ finish: performance.now() - t0 }));
     return;
   }
   // 'init': one timed init() (fresh id, or resume='allow' of a[0]), then the first log() until the daemon has it.
@@ -89,7 +92,8 @@ async function main(): Promise<void> {
   try {
     // 1. On one node: resume='allow' of a run of `rows` rows against a fresh init(), alternated.
     const e = envFor(path.join(base, 'local'));
-    await run(e, ['fill', 'big', String(rows)]);
+    const filled = JSON.parse((await run(e, ['fill', 'big', String(rows)])).trim().split('\n').pop()!) as { finish: number };
+    console.log(`finish() of the ${rows}-row run, its rows acknowledged (its checkpoint is read on a thread, not waited for): ${filled.finish.toFixed(1)} ms`);
     await timed(e, '-'); // warm-up: the daemon and the page cache
     const fresh: number[] = [], resumed: number[] = [], freshFirst: number[] = [], resumedFirst: number[] = [];
     for (let r = 0; r < rounds; r++) {
