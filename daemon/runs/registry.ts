@@ -5,7 +5,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
 import { RunExistsError } from '../store/store.js';
-import { StoreContinueRefused, type SharedRuns } from '../store/from-store.js';
+import { StoreContinueRefused, type SharedRuns, type StoredRun } from '../store/from-store.js';
 import { FINAL_STATES, type RunMeta, type RankMeta, type MediaEntry } from '../store/format.js';
 import { writeImage } from '../store/media.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
@@ -175,11 +175,24 @@ export class Registry {
     this.refuseWhileStopping();
     const t0 = Date.now();
     let got: 'claimed' | 'absent';
+    let wrote = false;
+    const materialize = async (s: StoredRun) => {
+      const offset = await this.store.writeStoredRun(s);
+      wrote = true;
+      return offset;
+    };
     try {
-      got = await this.shared.claim(id, { host: req.client?.host ?? '', pid: req.client?.pid ?? 0 }, (s) => this.store.writeStoredRun(s));
+      got = await this.shared.claim(id, { host: req.client?.host ?? '', pid: req.client?.pid ?? 0 }, materialize);
     } catch (e) {
       if (e instanceof RunExistsError) return; // another CreateRun of this id here made it meanwhile: createRun decides
+      if (wrote && !this.runs.has(id)) {
+        // The claim wrote its continuation log and then did not commit (its deadline passed: a loaded machine, a slow
+        // disk). Left here, that log would be continued by the next init() without the store's say, a second copy.
+        this.store.removeUnanswered(id);
+        this.log(`server: run ${id}: its claim in the shared store did not complete (${(e as Error).message}); the continuation log it wrote here is removed`);
+      }
       if (!(e instanceof StoreContinueRefused)) throw e;
+      if (e.kind !== 'unreachable') this.log(`server: run ${id} not taken from the shared store: ${e.message}`);
       if (e.kind === 'held') throw alreadyExists(e.message);
       if (e.kind === 'behind') throw unavailable(e.message);
       if (resume === 'must') throw unavailable(`run ${id} is not on this node, and the shared store (${this.shared.where}) could not be asked: ${e.message}; try again once the store answers`);

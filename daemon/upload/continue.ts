@@ -18,9 +18,19 @@ export interface ClaimOptions {
   owner: { host: string; pid: number };
   /** A run the store shows running whose node uploaded nothing for this long may be taken over (its tail is then lost to the store). */
   takeoverAfterMs: number;
-  /** Each statement's (and lock wait's) limit. */
+  /** Each statement's limit. */
   statementMs: number;
+  /**
+   * The longest wait for the run's row lock, below what is left of the claim's deadline: a row that stays
+   * locked (its node is uploading it, or another node is claiming it; under load that transaction can be
+   * slow) is answered "busy, try again", never taken for a store that does not answer (for which
+   * resume='allow' creates the run here as new, a second copy of a run that the store has).
+   */
+  lockMs: number;
 }
+
+/** PostgreSQL's lock_not_available: lock_timeout ran out. */
+const LOCK_NOT_AVAILABLE = '55P03';
 
 interface StoreRow {
   id: string; node: string; project: string; name: string; grp: string; job_type: string; tags: string[]; notes: string; mode: string;
@@ -38,11 +48,17 @@ interface StoredMeta {
 export async function claimRun(
   c: pg.ClientBase, id: string, o: ClaimOptions, materialize: (s: StoredRun) => Promise<number>,
 ): Promise<{ offset: number; rows: number } | null> {
-  await c.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.floor(o.statementMs))}`);
+  await c.query(`SET LOCAL lock_timeout = ${Math.max(1, Math.floor(Math.min(o.lockMs, o.statementMs)))}`);
   await c.query(`SET LOCAL statement_timeout = ${Math.max(1, Math.floor(o.statementMs))}`);
-  const res = await c.query<StoreRow>(
-    `SELECT r.*, c.node AS cur_node, c.log_offset, c.done, extract(epoch FROM now() - r.uploaded_at)::float8 AS idle_s
-       FROM logd_runs r JOIN logd_cursors c ON c.run_id = r.id WHERE r.id = $1 FOR UPDATE OF r, c`, [id]);
+  let res;
+  try {
+    res = await c.query<StoreRow>(
+      `SELECT r.*, c.node AS cur_node, c.log_offset, c.done, extract(epoch FROM now() - r.uploaded_at)::float8 AS idle_s
+         FROM logd_runs r JOIN logd_cursors c ON c.run_id = r.id WHERE r.id = $1 FOR UPDATE OF r, c`, [id]);
+  } catch (e) {
+    if ((e as { code?: string }).code !== LOCK_NOT_AVAILABLE) throw e;
+    throw new StoreContinueRefused('behind', `run ${id} is in the shared store, and its row stayed locked for ${Math.round(o.lockMs)} ms (its node is uploading it, or another node is taking it over right now); try again in a moment`);
+  }
   const r = res.rows[0];
   if (!r) return null;
   const m = JSON.parse(r.metadata_json || '{}') as StoredMeta;
@@ -64,11 +80,15 @@ export async function claimRun(
   const last = attempts[attempts.length - 1];
   if (!wholeIn) {
     // Taken over: the quiet node's last attempt ends here as far as the store knows; what it did not upload is lost to the store.
-    Object.assign(last, { endedAt: Date.now() / 1000, state: 'crashed', reason: `node "${r.cur_node}" stopped uploading (${idle}); taken over by node "${o.node}"`, exitCode: -1 });
+    Object.assign(last, { endedAt: Date.now() / 1000, state: 'crashed', reason: takeoverReason(r.cur_node, idle, o.node), exitCode: -1 });
   } else if (!last.state) {
     Object.assign(last, { endedAt: r.finished_at, state: r.state, reason: r.state_reason, exitCode: r.exit_code });
   }
   const supersededRows = m.supersededRows ?? 0;
+  // A run taken over: its metadata is the live run's as of its node's last upload, which can count rows
+  // that were not durable yet then, and so never came: the new attempt's steps follow the stored rows.
+  // (Its per-key stats are left as they are: exact ones would read every stored value, within the claim's deadline.)
+  const lastStep = wholeIn ? m.lastStep ?? -1 : Math.min(m.lastStep ?? Infinity, await storedLastStep(c, id));
   const userSummary: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(JSON.parse(r.summary_json || '{}') as Record<string, unknown>)) if (!m.stats?.[k]) userSummary[k] = v;
   const storeEnd = (m.fromStore?.offsetBase ?? 0) + Number(r.log_offset);
@@ -83,13 +103,46 @@ export async function claimRun(
     writers: (m.writers ?? []).map(({ attached: _a, ...w }) => w),
     attempts,
     base: {
-      rows: Number(r.history_rows) - supersededRows, lastStep: m.lastStep ?? -1, supersededRows,
+      rows: Number(r.history_rows) - supersededRows, lastStep, supersededRows,
       stats: Object.entries(m.stats ?? {}).filter(([k]) => idOf.has(k)).map(([k, s]) => ({ id: idOf.get(k)!, ...s })),
     },
     userSummary,
   });
   await c.query('UPDATE logd_cursors SET node = $2, log_offset = $3, system_done = true, done = false, updated_at = now() WHERE run_id = $1', [id, o.node, offset]);
-  await c.query("UPDATE logd_runs SET node = $2, state = 'running', state_reason = $3, metadata_json = $4, uploaded_at = now() WHERE id = $1",
+  await c.query("UPDATE logd_runs SET node = $2, state = 'running', state_reason = $3, metadata_json = $4, uploaded_at = clock_timestamp() WHERE id = $1",
     [id, o.node, `continued on node "${o.node}" as attempt ${attempts.length + 1}`, JSON.stringify({ ...m, host: o.owner.host, pid: o.owner.pid })]);
   return { offset, rows: Number(r.history_rows) };
+}
+
+/** The highest step of the rows the store holds of a run (-1: none). */
+async function storedLastStep(c: pg.ClientBase, id: string): Promise<number> {
+  const res = await c.query<{ s: number | null }>('SELECT max(s) AS s FROM logd_rows, unnest(steps) AS s WHERE run_id = $1 AND stream = 0', [id]);
+  return res.rows[0]?.s ?? -1;
+}
+
+/** A taken-over attempt's end, as the store records it (`takenOverBy` reads it back). */
+function takeoverReason(gone: string, idle: string, by: string): string {
+  return `node "${gone}" stopped uploading (${idle}); taken over by node "${by}"`;
+}
+
+/**
+ * The node that took the run over from `node`, when the store's metadata
+ * records that one of `node`'s attempts was taken over; else null. A node
+ * that comes back to a run taken from it says so, instead of taking the
+ * other node for a second one with its LOGD_NODE.
+ */
+export function takenOverBy(metadataJson: string, node: string): string | null {
+  let attempts: Attempt[] = [];
+  try {
+    attempts = (JSON.parse(metadataJson || '{}') as StoredMeta).attempts ?? [];
+  } catch {
+    return null;
+  }
+  const prefix = `node "${node}" stopped uploading (`;
+  for (const a of attempts) {
+    if (a.state !== 'crashed' || !a.reason?.startsWith(prefix)) continue;
+    const by = /; taken over by node "(.*)"$/.exec(a.reason);
+    if (by) return by[1];
+  }
+  return null;
 }

@@ -15,7 +15,7 @@ import { CONSOLE_COLUMNS, KEY_COLUMNS, MEDIA_COLUMNS, ROW_COLUMNS, VALUE_COLUMNS
 import { checkSchema, migrate, StoreRefused } from './schema.js';
 import type { StoreUrl } from './url.js';
 import { pgOptions } from './pgpass.js';
-import { claimRun, type ClaimOptions } from './continue.js';
+import { claimRun, takenOverBy, type ClaimOptions } from './continue.js';
 import { StoreContinueRefused, type StoredRun } from '../store/from-store.js';
 
 export interface Cursor { offset: number; systemDone: boolean; done: boolean; rows: number }
@@ -143,9 +143,7 @@ export class PgSink {
       const cur = await c.query<{ node: string; log_offset: string; system_done: boolean; done: boolean }>(
         'SELECT node, log_offset, system_done, done FROM logd_cursors WHERE run_id = $1 FOR UPDATE', [runId]);
       const r = cur.rows[0];
-      if (r.node !== this.node) {
-        throw new RunOfAnotherNode(`run ${runId} is in the shared store already, uploaded by node "${r.node}"; this node ("${this.node}") leaves its copy local. Give each node its own LOGD_NODE`);
-      }
+      if (r.node !== this.node) throw await this.ofAnotherNode(c, runId, r.node);
       const out = await body(c, { offset: Number(r.log_offset), systemDone: r.system_done, done: r.done, rows: 0 });
       await c.query('COMMIT');
       return out;
@@ -159,12 +157,28 @@ export class PgSink {
   }
 
   /**
+   * The refusal of a run whose cursor is another node's: taken over from this
+   * node (it stopped uploading for the takeover lease, and came back), or a
+   * second node with this run id (a LOGD_NODE shared by two nodes).
+   */
+  private async ofAnotherNode(c: pg.ClientBase, runId: string, holder: string): Promise<RunOfAnotherNode> {
+    const meta = (await c.query<{ metadata_json: string }>('SELECT metadata_json FROM logd_runs WHERE id = $1', [runId])).rows[0]?.metadata_json ?? '';
+    const by = takenOverBy(meta, this.node);
+    if (by !== null) {
+      return new RunOfAnotherNode(`run ${runId} was taken over from this node ("${this.node}") by node "${by}" after this node uploaded nothing of it for the takeover lease (LOGD_TAKEOVER_AFTER_S on that node); node "${holder}" holds it in the shared store now. This node's copy stays local: the store keeps what this node had uploaded, and what it logged after that is only here (logd export ${runId})`);
+    }
+    return new RunOfAnotherNode(`run ${runId} is in the shared store already, uploaded by node "${holder}"; this node ("${this.node}") leaves its copy local. Give each node its own LOGD_NODE`);
+  }
+
+  /**
    * Continues on this node a run another node logged (continue.ts), in one
    * transaction; null when the store does not have the run. Each statement
    * waits at most `o.statementMs`, and the whole claim at most `deadlineMs`:
-   * past it the connection is dropped, which rolls the transaction back.
+   * past it the connection is dropped, which rolls the transaction back. The
+   * wait for the run's row lock ends first, leaving the rest of the claim
+   * (writing the continuation log, the commit) up to a second of the deadline.
    */
-  async continueRun(id: string, o: ClaimOptions, deadlineMs: number, materialize: (s: StoredRun) => Promise<number>): Promise<{ offset: number; rows: number } | null> {
+  async continueRun(id: string, o: Omit<ClaimOptions, 'lockMs'>, deadlineMs: number, materialize: (s: StoredRun) => Promise<number>): Promise<{ offset: number; rows: number } | null> {
     const deadline = Date.now() + deadlineMs;
     await withDeadline(this.ready(), deadlineMs, 'connecting');
     const c = await withDeadline(this.pool.connect(), deadline - Date.now(), 'connecting');
@@ -175,19 +189,34 @@ export class PgSink {
       broken = true;
       (c as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
     }, Math.max(1, deadline - Date.now()));
+    let out: { offset: number; rows: number } | null = null;
     try {
       await c.query('BEGIN');
-      const out = await claimRun(c, id, { ...o, statementMs: Math.min(o.statementMs, Math.max(1, deadline - Date.now())) }, materialize);
+      const left = Math.max(1, deadline - Date.now());
+      const lockMs = Math.max(1, left - Math.min(1000, Math.floor(left / 2)));
+      out = await claimRun(c, id, { ...o, statementMs: Math.min(o.statementMs, left), lockMs }, materialize);
       await c.query('COMMIT');
       return out;
     } catch (e) {
       await c.query('ROLLBACK').catch(() => (broken = true));
+      // Only the commit was left: it may have gone through with its answer lost. The cursor says.
+      if (out && (await this.claimLanded(id, out.offset))) return out;
       if (broken && !(e instanceof StoreContinueRefused)) throw new Error(`the shared store did not answer within ${deadlineMs} ms`);
       throw e;
     } finally {
       clearTimeout(timer);
       c.off('error', onError);
       c.release(broken);
+    }
+  }
+
+  /** Whether the store's cursor of `id` is this node's at `offset` (a claim committed), asked on another connection. */
+  private async claimLanded(id: string, offset: number): Promise<boolean> {
+    try {
+      const res = await withDeadline(this.pool.query('SELECT 1 FROM logd_cursors WHERE run_id = $1 AND node = $2 AND log_offset = $3', [id, this.node, offset]), 2000, 'checking a commit');
+      return res.rows.length > 0;
+    } catch {
+      return false;
     }
   }
 
@@ -211,7 +240,7 @@ async function upsertRun(c: pg.ClientBase, node: string, row: RunRow, addRows: n
                     THEN logd_runs.state ELSE excluded.state END,
        state_reason = excluded.state_reason, exit_code = excluded.exit_code, finished_at = excluded.finished_at,
        config_json = excluded.config_json, summary_json = excluded.summary_json, metadata_json = excluded.metadata_json,
-       history_rows = logd_runs.history_rows + excluded.history_rows, uploaded_at = now()`,
+       history_rows = logd_runs.history_rows + excluded.history_rows, uploaded_at = clock_timestamp()`,
     [row.id, node, clean(row.project), clean(row.name), clean(row.grp), clean(row.job_type), tags.map(clean), clean(row.notes), row.mode,
       state, clean(row.state_reason), row.exit_code, row.created_at, row.finished_at, clean(row.config_json), clean(row.summary_json),
       clean(row.metadata_json), addRows],

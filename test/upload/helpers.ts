@@ -1,7 +1,22 @@
 // Shared by the upload suites: a node is a daemon with its own data dir and
 // LOGD_NODE, uploading to the test's PostgreSQL.
+import type { ChildProcess } from 'node:child_process';
 import { execa } from 'execa';
 import { CLI, makeEnv, waitUntil, type TestEnv } from '../helpers.js';
+
+/**
+ * For nodes whose tests are about who gets a run and what the store ends up
+ * with, not latency: a claim of a run from the store may take 30 s and a
+ * client call 60 s (the claim stays below the call, as the defaults are), so
+ * a loaded machine does not turn into a refusal or a run created as new.
+ */
+export const GENEROUS = { LOGD_RESUME_STORE_TIMEOUT_MS: '30000', LOGD_CALL_TIMEOUT_MS: '60000' };
+
+/** Resolves when `p` has exited (at once if it has); rejects after `timeoutMs`. */
+export async function exited(p: ChildProcess, timeoutMs: number): Promise<number | null> {
+  await waitUntil(() => p.exitCode !== null || p.signalCode !== null, timeoutMs, `process ${p.pid} to exit`);
+  return p.exitCode;
+}
 
 export function nodeEnv(name: string, uploadUrl: string | null, extra: Record<string, string> = {}): TestEnv {
   return makeEnv({
@@ -25,6 +40,13 @@ export function reading(t: TestEnv, url: string): TestEnv {
 export async function storeJson<T = any>(t: TestEnv, url: string, args: string[]): Promise<T> {
   const r = await execa(process.execPath, [CLI, ...args, '--json'], { env: reading(t, url).env, timeout: 60_000 });
   return JSON.parse(r.stdout) as T;
+}
+
+/** Whether the shared store lists run `id` (false, not a throw, while the store cannot be read yet). */
+export async function storeListed(t: TestEnv, url: string, id: string): Promise<boolean> {
+  const r = await execa(process.execPath, [CLI, 'runs', '--json'], { env: reading(t, url).env, reject: false, timeout: 60_000 });
+  if (r.exitCode !== 0) return false;
+  return (JSON.parse(r.stdout) as Array<{ id: string }>).some((x) => x.id === id);
 }
 
 /** Raw rows (arrival order, with _writer) of a run, from the local store or the shared one. */
