@@ -25,6 +25,19 @@ function advance(ranks: RankInput[], from: number, steps: number, t0: number, st
   return t;
 }
 
+/** Four ranks, 120 steps judged every 2; rank 3 uses 30 % more CPU per step from step 40 on. */
+function stragglerJob() {
+  const ranks = [0, 1, 2, 3].map((r) => rank(r));
+  const j = new GroupJudge('g');
+  let t = 1000;
+  const events = [];
+  for (let s = 0; s < 120; s += 2) {
+    t = advance(ranks, s, 2, t, 0.25, 0.1, (r) => (r.rank === 3 && s >= 40 ? 0.13 : 0.1));
+    events.push(...j.tick(t + 0.05, ranks, T).events);
+  }
+  return { ranks, j, t, events };
+}
+
 describe('rank health judgements', () => {
   it('a healthy group with ±15 % jitter, judged every tick for 300 steps: no event', () => {
     const ranks = [0, 1, 2, 3].map((r) => rank(r));
@@ -87,26 +100,14 @@ describe('rank health judgements', () => {
   });
 
   it('a straggler: CPU per step 30 % above the others, over the window; nobody else is named', () => {
-    const ranks = [0, 1, 2, 3].map((r) => rank(r));
-    const j = new GroupJudge('g');
-    let t = 1000;
-    const events = [];
-    for (let s = 0; s < 120; s += 2) {
-      t = advance(ranks, s, 2, t, 0.25, 0.1, (r) => (r.rank === 3 && s >= 40 ? 0.13 : 0.1));
-      events.push(...j.tick(t + 0.05, ranks, T).events);
-    }
+    const { events } = stragglerJob();
     expect(events.map((e) => `${e.kind}:${e.ranks.join(',')}`)).toEqual(['straggler:3']);
   });
 
   it('a straggler is not cleared by CPU the others spend after their last step (finishing, exiting), nor by one noisy tick; it is when it steps at their pace again', () => {
-    const ranks = [0, 1, 2, 3].map((r) => rank(r));
-    const j = new GroupJudge('g');
-    let t = 1000;
-    const events = [];
-    for (let s = 0; s < 120; s += 2) {
-      t = advance(ranks, s, 2, t, 0.25, 0.1, (r) => (r.rank === 3 && s >= 40 ? 0.13 : 0.1));
-      events.push(...j.tick(t + 0.05, ranks, T).events);
-    }
+    const job = stragglerJob();
+    const { ranks, j, events } = job;
+    let t = job.t;
     expect(events.map((e) => `${e.kind}:${e.ranks.join(',')}`)).toEqual(['straggler:3']);
     // The job's last step is done; ranks 0-2 burn a second of CPU each tick on their way out, rank 3 none.
     for (let k = 0; k < 6; k++) {

@@ -142,14 +142,16 @@ describe.skipIf(why !== null)(`a run whose node is gone${why ? ` (skipped: ${why
 
       // A comes back: its daemon finds the run open, its trainer gone, ends it locally, and its uploader is refused
       // the run, saying it was taken over. The store is as B left it.
-      const before = {
+      /** What the store holds of tk1, table by table. */
+      const stored = () => ({
         run: q("SELECT node, state, history_rows, metadata_json, summary_json FROM logd_runs WHERE id = 'tk1'"),
         cursor: q("SELECT node, log_offset, done FROM logd_cursors WHERE run_id = 'tk1'"),
         rows: q("SELECT count(*) FROM logd_rows WHERE run_id = 'tk1'"),
         values: q("SELECT count(*) FROM logd_values WHERE run_id = 'tk1'"),
         keys: q("SELECT count(*) FROM logd_keys WHERE run_id = 'tk1'"),
         writers: q("SELECT count(*) FROM logd_writers WHERE run_id = 'tk1'"),
-      };
+      });
+      const before = stored();
       const back = await startDaemon(a);
       await waitUntil(() => back.stderr().includes('upload: run tk1 was taken over from this node ("node-a") by node "node-b"'), 180_000,
         "A's uploader to say that tk1 was taken over");
@@ -159,14 +161,7 @@ describe.skipIf(why !== null)(`a run whose node is gone${why ? ` (skipped: ${why
       const statusFile = path.join(a.dataDir, 'upload-status.json');
       const seen = fs.existsSync(statusFile) ? fs.statSync(statusFile).mtimeMs : 0;
       await waitUntil(() => fs.existsSync(statusFile) && fs.statSync(statusFile).mtimeMs > seen + 1000, 120_000, "A's uploader to make another pass");
-      expect({
-        run: q("SELECT node, state, history_rows, metadata_json, summary_json FROM logd_runs WHERE id = 'tk1'"),
-        cursor: q("SELECT node, log_offset, done FROM logd_cursors WHERE run_id = 'tk1'"),
-        rows: q("SELECT count(*) FROM logd_rows WHERE run_id = 'tk1'"),
-        values: q("SELECT count(*) FROM logd_values WHERE run_id = 'tk1'"),
-        keys: q("SELECT count(*) FROM logd_keys WHERE run_id = 'tk1'"),
-        writers: q("SELECT count(*) FROM logd_writers WHERE run_id = 'tk1'"),
-      }).toEqual(before);
+      expect(stored()).toEqual(before);
       expect(back.stderr().match(/run tk1 was taken over/g)).toHaveLength(1); // said once, not every pass
       // A keeps its own copy: the rows the store has from it, and what it logged after its last upload.
       const local = await rawRows(a, 'tk1');
