@@ -2,13 +2,14 @@
 // alternates LOGD_JOURNAL_MB=0 (no journal) and the default (64) round by
 // round, and prints medians. Asserts nothing.
 //
-//   node dist/bench/journal.js [--rounds N]
+//   node dist/bench/journal.js [--rounds N] [--only ingest|footprint]
 //
 // - client CPU per log() of 10 metrics (bench/core.ts's log-cost role: 300 k rows);
 // - durable ingest from 8 writer processes × 200 k rows (core.ts's ingest role);
 // - the journal's footprint per writer at steady state: a writer logging
-//   10 k rows/s for 10 s; the journal file's allocated bytes (its pages in the
-//   page cache and on disk) and the writer's RSS, sampled every second.
+//   about 20 k rows/s for 10 s; the journal file's allocated bytes (reserved
+//   up front), its pages in the writer's memory (the mapping's Rss in
+//   /proc/self/smaps) and the writer's RSS, sampled every second.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -20,6 +21,9 @@ const here = path.dirname(self);
 const core = path.join(here, 'core.js');
 const roundsArg = process.argv.indexOf('--rounds');
 const rounds = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : 3;
+/** `--only ingest` / `--only footprint`: that figure alone. */
+const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : null;
+const onlyIngest = only === 'ingest';
 
 if (process.argv[2] === '--role' && process.argv[3] === 'log-cost-yield') {
   // log() cost as a training loop pays it: the event loop turns every 200 rows (acks come in, the journal's pages are reused)
@@ -73,20 +77,32 @@ if (process.argv[2] === '--role') {
   const logd = await import('../client/index.js');
   const run = await logd.init({ project: 'bench', name: 'journal-footprint' });
   const spool = path.join(process.env.LOGD_DIR!, 'spool');
-  const samples: Array<{ blocksMb: number; rssMb: number }> = [];
+  const samples: Array<{ blocksMb: number; rssMb: number; journalRssMb: number }> = [];
+  // The journal's pages in this process's memory: the Rss of its mapping (/proc/self/smaps).
+  const journalRss = (): number => {
+    const lines = fs.readFileSync('/proc/self/smaps', 'utf8').split('\n');
+    for (let l = 0; l < lines.length; l++) {
+      if (!lines[l].endsWith('.journal')) continue;
+      for (let k = l + 1; k < lines.length && !/^[0-9a-f]+-/.test(lines[k]); k++) {
+        const m = /^Rss:\s+(\d+) kB/.exec(lines[k]);
+        if (m) return Number(m[1]) * 1024;
+      }
+    }
+    return 0;
+  };
   const row = { loss: 0.5, acc: 0.9, lr: 0.001, m3: 3, m4: 4, m5: 5, m6: 6, m7: 7, m8: 8, m9: 9 };
   const t0 = Date.now();
   let i = 0;
   let nextSample = t0 + 1000;
   while (Date.now() - t0 < 10_000) {
-    for (let k = 0; k < 100; k++) run.log(row, { step: i++ });
-    await new Promise((r) => setTimeout(r, 10)); // about 10 k rows/s
+    for (let k = 0; k < 200; k++) run.log(row, { step: i++ });
+    await new Promise((r) => setTimeout(r, 10)); // about 20 k rows/s: 2-3 MB of journal a second
     if (Date.now() >= nextSample) {
       nextSample += 1000;
       const f = fs.readdirSync(spool).find((n) => n.endsWith('.journal'));
       const blocks = f ? fs.statSync(path.join(spool, f)).blocks * 512 : 0;
       const rss = Number(/VmRSS:\s+(\d+)/.exec(fs.readFileSync('/proc/self/status', 'utf8'))![1]) * 1024;
-      samples.push({ blocksMb: blocks / 1048576, rssMb: rss / 1048576 });
+      samples.push({ blocksMb: blocks / 1048576, rssMb: rss / 1048576, journalRssMb: journalRss() / 1048576 });
     }
   }
   await run.finish();
@@ -126,6 +142,7 @@ async function ingest(base: string, journalMb: number, per: number): Promise<num
   fs.writeFileSync(go, '');
   const spans = await Promise.all(ends);
   const secs = (Math.max(...spans.map((s) => s.end)) - Math.min(...spans.map((s) => s.start))) / 1000;
+  writerCpu[journalMb ? 'on' : 'off'].push(spans.reduce((a, s) => a + s.cpuS, 0));
   return (8 * per * 10) / secs / 1e6;
 }
 
@@ -133,10 +150,17 @@ const base = fs.mkdtempSync(path.join(os.tmpdir(), 'ldjournal-'));
 const cost: Record<string, number[]> = { off: [], on: [] };
 const costYield: Record<string, number[]> = { off: [], on: [] };
 const rate: Record<string, number[]> = { off: [], on: [] };
+/** The 8 writers' CPU seconds together, per ingest round. */
+const writerCpu: Record<string, number[]> = { off: [], on: [] };
 const warm: Record<string, Array<{ cpuUsPerLog: number; mainUsPerLog: number; coldCpuUsPerLog: number; coldMainUsPerLog: number }>> = { off: [], on: [] };
 console.log(`bench/journal: ${rounds} rounds, journal off (LOGD_JOURNAL_MB=0) and on (64) alternated; load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
-for (let r = 0; r < rounds; r++) {
+for (let r = 0; r < (only === 'footprint' ? 0 : rounds); r++) {
   for (const [name, mb] of (r % 2 ? [['on', 64], ['off', 0]] : [['off', 0], ['on', 64]]) as Array<[string, number]>) {
+    if (onlyIngest) {
+      rate[name].push(await ingest(base, mb, 200_000));
+      console.log(`  round ${r + 1}, journal ${name}: ingest ${rate[name][rate[name].length - 1].toFixed(2)} M points/s, writers' CPU ${writerCpu[name][writerCpu[name].length - 1].toFixed(2)} s`);
+      continue;
+    }
     const lc = await run(core, ['--role', 'log-cost', '300000'], env(base, mb));
     cost[name].push(lc.cpuUsPerLog);
     costYield[name].push((await run(self, ['--role', 'log-cost-yield'], env(base, mb))).cpuUsPerLog);
@@ -146,13 +170,20 @@ for (let r = 0; r < rounds; r++) {
     console.log(`  round ${r + 1}, journal ${name}: log() ${lc.cpuUsPerLog.toFixed(3)} µs CPU in a loop that never yields, ${costYield[name][costYield[name].length - 1].toFixed(3)} µs yielding every 200 rows; warm, inside log(): process ${w.cpuUsPerLog.toFixed(3)} µs, calling thread ${w.mainUsPerLog.toFixed(3)} µs (first pass ${w.coldCpuUsPerLog.toFixed(3)}, ${w.coldMainUsPerLog.toFixed(3)}); ingest ${rate[name][rate[name].length - 1].toFixed(2)} M points/s`);
   }
 }
+if (onlyIngest) {
+  console.log(`durable ingest, 8 writers x 200 k rows x 10 metrics: journal off ${median(rate.off).toFixed(2)}, on ${median(rate.on).toFixed(2)} M points/s (${((median(rate.on) / median(rate.off) - 1) * 100).toFixed(1)} %); load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
+  fs.rmSync(base, { recursive: true, force: true });
+  process.exit(0);
+}
 const fp = await run(self, ['--role', 'footprint'], env(base, 64));
 const steady = fp.samples.slice(2);
-console.log(`client CPU per log() of 10 metrics, 300 k rows in a loop that never yields: journal off ${median(cost.off).toFixed(3)} µs, on ${median(cost.on).toFixed(3)} µs (medians of ${rounds})`);
-console.log(`client CPU per log() of 10 metrics, yielding every 200 rows (the calling thread's CPU inside log() only): journal off ${median(costYield.off).toFixed(3)} µs, on ${median(costYield.on).toFixed(3)} µs`);
-const wm = (name: string, k: 'cpuUsPerLog' | 'mainUsPerLog' | 'coldCpuUsPerLog' | 'coldMainUsPerLog') => median(warm[name].map((x) => x[k])).toFixed(3);
-console.log(`log() of 10 metrics, warm (a third pass of 300 k rows that never yield, CPU inside log() only): process journal off ${wm('off', 'cpuUsPerLog')}, on ${wm('on', 'cpuUsPerLog')} µs; calling thread off ${wm('off', 'mainUsPerLog')}, on ${wm('on', 'mainUsPerLog')} µs`);
-console.log(`  the first pass through a fresh journal: process off ${wm('off', 'coldCpuUsPerLog')}, on ${wm('on', 'coldCpuUsPerLog')} µs; calling thread off ${wm('off', 'coldMainUsPerLog')}, on ${wm('on', 'coldMainUsPerLog')} µs`);
-console.log(`durable ingest, 8 writers x 200 k rows x 10 metrics: journal off ${median(rate.off).toFixed(2)}, on ${median(rate.on).toFixed(2)} M points/s (${((median(rate.on) / median(rate.off) - 1) * 100).toFixed(1)} %)`);
-console.log(`journal footprint at 10 k rows/s (${fp.rows} rows in 10 s): file pages ${Math.max(...steady.map((s: any) => s.blocksMb)).toFixed(2)} MiB at most of a 64 MiB journal; writer RSS ${median(steady.map((s: any) => s.rssMb)).toFixed(1)} MiB`);
+if (only !== 'footprint') {
+  console.log(`client CPU per log() of 10 metrics, 300 k rows in a loop that never yields: journal off ${median(cost.off).toFixed(3)} µs, on ${median(cost.on).toFixed(3)} µs (medians of ${rounds})`);
+  console.log(`client CPU per log() of 10 metrics, yielding every 200 rows (the calling thread's CPU inside log() only): journal off ${median(costYield.off).toFixed(3)} µs, on ${median(costYield.on).toFixed(3)} µs`);
+  const wm = (name: string, k: 'cpuUsPerLog' | 'mainUsPerLog' | 'coldCpuUsPerLog' | 'coldMainUsPerLog') => median(warm[name].map((x) => x[k])).toFixed(3);
+  console.log(`log() of 10 metrics, warm (a third pass of 300 k rows that never yield, CPU inside log() only): process journal off ${wm('off', 'cpuUsPerLog')}, on ${wm('on', 'cpuUsPerLog')} µs; calling thread off ${wm('off', 'mainUsPerLog')}, on ${wm('on', 'mainUsPerLog')} µs`);
+  console.log(`  the first pass through a fresh journal: process off ${wm('off', 'coldCpuUsPerLog')}, on ${wm('on', 'coldCpuUsPerLog')} µs; calling thread off ${wm('off', 'coldMainUsPerLog')}, on ${wm('on', 'coldMainUsPerLog')} µs`);
+  console.log(`durable ingest, 8 writers x 200 k rows x 10 metrics: journal off ${median(rate.off).toFixed(2)}, on ${median(rate.on).toFixed(2)} M points/s (${((median(rate.on) / median(rate.off) - 1) * 100).toFixed(1)} %)`);
+}
+console.log(`journal footprint at about 20 k rows/s (${fp.rows} rows in 10 s): disk ${Math.max(...steady.map((s: any) => s.blocksMb)).toFixed(2)} MiB (reserved up front); its pages in memory ${Math.max(...steady.map((s: any) => s.journalRssMb)).toFixed(2)} MiB at most; writer RSS ${median(steady.map((s: any) => s.rssMb)).toFixed(1)} MiB`);
 fs.rmSync(base, { recursive: true, force: true });

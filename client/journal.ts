@@ -22,6 +22,8 @@ const SEAL_RESERVE = 64;
  * instead of faulted in fresh.
  */
 const SOFT_WRAP_BYTES = 8 * 1024 * 1024;
+/** Past SOFT_WRAP_BYTES, while the backlog is too large to wrap early, the early wrap is considered again this often. */
+const RECHECK_BYTES = 1024 * 1024;
 
 const encoder = new TextEncoder();
 
@@ -53,11 +55,19 @@ export class Journal {
   private head = 0;
   /** tail % ringBytes, kept so the hot path never divides. */
   private tailRel = 0;
+  /** Records that end (with a terminator and a PAD's room) by this ring offset need no wrap decision (see place()). */
+  private fastEnd: number;
   /** The end position of every SEAL not yet acknowledged, in seq order. */
   private seals: Array<{ seq: number; end: number }> = [];
   private ackedSeq = 0;
   /** A key could not be journaled: rows naming it could not be read back, so no row is journaled any more. */
   private degraded = false;
+  /**
+   * A ROW (with ids) was journaled since the last SEAL: a row with the same names may be written as a ROW_SAME,
+   * which the reader reads with that ROW's ids. Every batch's first row is written in full, so a reader that
+   * starts at the head (always just after a SEAL) has the ids of every row it reads.
+   */
+  private fullSinceSeal = false;
   notJournaled = 0;
   closed = false;
 
@@ -70,6 +80,7 @@ export class Journal {
     this.keysEnd = l.keysOffset + l.keysBytes;
     this.ringOff = l.ringOffset;
     this.ringBytes = l.ringBytes;
+    this.fastEnd = Math.min(SOFT_WRAP_BYTES, l.ringBytes);
   }
 
   /**
@@ -146,16 +157,23 @@ export class Journal {
 
   private degrade(): false {
     this.degraded = true;
+    this.fastEnd = 0;
     return false;
   }
 
-  /** Journals one row: the pairs `kid/vals[from, to)`. Counted in notJournaled when it does not fit. */
-  row(step: number, time: number, kid: Uint32Array, vals: Float64Array, from: number, to: number): void {
+  /**
+   * Journals one row: the pairs `kid/vals[from, to)`. Counted in notJournaled when it does not fit. `same`: the
+   * row names the keys of the last row journaled in full, in the same order (the open batch's same-names path);
+   * it is then written without its ids (ROW_SAME), unless a SEAL came between.
+   */
+  row(step: number, time: number, kid: Uint32Array, vals: Float64Array, from: number, to: number, same = false): void {
     const n = to - from;
-    const idWords = (n + 1) & ~1;
+    const compact = same && this.fullSinceSeal;
+    const idWords = compact ? 0 : (n + 1) & ~1;
     const len = 32 + idWords * 4 + n * 8;
     const at = this.place(len, SEAL_RESERVE);
     if (at < 0) {
+      if (!compact) this.fullSinceSeal = false; // the last full row in the ring no longer names this row's keys
       this.notJournaled++;
       if (!this.closed && this.f64.length) this.f64[H.notJournaled >> 3] = this.notJournaled;
       return;
@@ -163,18 +181,22 @@ export class Journal {
     const w = at >> 2;
     const u32 = this.u32;
     const f64 = this.f64;
+    const type = compact ? RecordType.ROW_SAME : RecordType.ROW;
     // The checksum (sum32Words) is summed while the words are written: one pass.
-    u32[w + 2] = RecordType.ROW;
+    u32[w + 2] = type;
     u32[w + 3] = n;
     f64[(w >> 1) + 2] = step;
     f64[(w >> 1) + 3] = time;
-    let sum = (RecordType.ROW + n + u32[w + 4] + u32[w + 5] + u32[w + 6] + u32[w + 7]) | 0;
-    for (let i = 0; i < n; i++) {
-      const k = kid[from + i];
-      u32[w + 8 + i] = k;
-      sum = (sum + k) | 0;
+    let sum = (type + n + u32[w + 4] + u32[w + 5] + u32[w + 6] + u32[w + 7]) | 0;
+    if (!compact) {
+      for (let i = 0; i < n; i++) {
+        const k = kid[from + i];
+        u32[w + 8 + i] = k;
+        sum = (sum + k) | 0;
+      }
+      if (n & 1) u32[w + 8 + n] = 0;
+      this.fullSinceSeal = true;
     }
-    if (n & 1) u32[w + 8 + n] = 0;
     const v = (w + 8 + idWords) >> 1;
     for (let i = 0; i < n; i++) {
       f64[v + i] = vals[from + i];
@@ -217,6 +239,7 @@ export class Journal {
     this.u32[w + 3] = seq;
     this.commitRing(w, 16);
     this.seals.push({ seq, end: this.tail });
+    this.fullSinceSeal = false;
   }
 
   /** The daemon acknowledged every batch up to `seq`: their records are free. */
@@ -237,12 +260,13 @@ export class Journal {
   /**
    * Where a record of `len` bytes goes (absolute offset), wrapping with a PAD
    * when it does not fit before the ring's end; -1 when the ring is full.
+   * The common case is one compare against `fastEnd` and one for room: the
+   * wrap decisions (the ring's end, the early wrap, a closed journal) are
+   * placeWrapping's, taken again only when a record would pass `fastEnd`.
    */
   private place(len: number, reserve: number): number {
-    if (this.closed || this.degraded) return -1;
     const rel = this.tailRel;
-    // The common case, kept small for log(): no wrap, room left.
-    if (rel < SOFT_WRAP_BYTES && rel + len + 16 <= this.ringBytes) {
+    if (rel + len + 16 <= this.fastEnd) {
       return this.tail + len + 16 + reserve - this.head <= this.ringBytes ? this.ringOff + rel : -1;
     }
     return this.placeWrapping(len, reserve);
@@ -253,6 +277,10 @@ export class Journal {
   }
 
   private placeWrapping(len: number, reserve: number): number {
+    if (this.closed || this.degraded) {
+      this.fastEnd = 0;
+      return -1;
+    }
     const ring = this.ringBytes;
     const rel = this.tailRel;
     let padLen = 0;
@@ -274,7 +302,11 @@ export class Journal {
       this.tail += padLen;
       this.tailRel = 0;
     }
-    return this.ringOff + this.tailRel;
+    // The next decision: at the soft wrap point, or (past it, the daemon behind) after another RECHECK_BYTES, when
+    // the head may have moved far enough for an early wrap; never past the ring's end.
+    const t = this.tailRel;
+    this.fastEnd = Math.min(ring, t < SOFT_WRAP_BYTES ? SOFT_WRAP_BYTES : t + len + RECHECK_BYTES);
+    return this.ringOff + t;
   }
 
   /** Checksum, terminator, then the length: the record exists from that last store on. */
@@ -295,6 +327,7 @@ export class Journal {
   close(remove: boolean): void {
     if (this.closed) return;
     this.closed = true;
+    this.fastEnd = 0;
     if (remove) {
       try {
         fs.rmSync(this.file, { force: true });

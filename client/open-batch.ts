@@ -79,7 +79,7 @@ export class OpenBatch {
   add(data: Record<string, unknown>, step: number, time: number): void {
     const start = this.pairs;
     if (this.lastNames.length > 0 && this.addSameNames(data, start)) {
-      this.endRow(start, step, time);
+      this.endRow(start, step, time, true);
       return;
     }
     const names: string[] = [];
@@ -148,12 +148,13 @@ export class OpenBatch {
     this.lastNames = names;
   }
 
-  private endRow(start: number, step: number, time: number): void {
+  /** `same`: the row took the same-names path (the journal may then write it without its ids). */
+  private endRow(start: number, step: number, time: number, same = false): void {
     if (this.rows === this.steps.length) this.growRows();
     this.steps[this.rows] = step;
     this.times[this.rows] = time;
     this.counts[this.rows++] = this.pairs - start;
-    if (this.journal !== null) this.journal.row(step, time, this.kid, this.vals, start, this.pairs);
+    if (this.journal !== null) this.journal.row(step, time, this.kid, this.vals, start, this.pairs, same);
   }
 
   summary(obj: Record<string, unknown>): void {

@@ -31,6 +31,8 @@ export const enum RecordType {
   UPDATE = 3,
   SEAL = 4,
   PAD = 5,
+  /** A row naming the same keys, in the same order, as the batch's last ROW: its values without the ids (112 bytes for 10 metrics, not 152). */
+  ROW_SAME = 6,
 }
 
 export const CHECK_SUM32 = 1;

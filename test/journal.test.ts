@@ -351,6 +351,137 @@ describe.skipIf(!!NO_ADDON)(`crash journal: record level and hostile files${NO_A
     expect(c.damaged).toMatch(/checksum|length|type/);
   });
 
+  it('compact rows (ROW_SAME): random rows through the real open batch read back exactly; a batch starts with a full row; a compact row with no full row before it is damaged', async () => {
+    const { readJournal } = await import(distReader);
+    const { Journal } = await import(distJournal);
+    const { OpenBatch } = await import(path.join(ROOT, 'dist/client/open-batch.js'));
+    t = makeEnv();
+    fs.mkdirSync(t.dataDir, { recursive: true });
+    const shapes = [
+      (i: number) => ({ loss: i, acc: i / 2, lr: 0.001 }),
+      (i: number) => ({ acc: -i, loss: i, lr: 1 }), // the same names, another order
+      (i: number) => ({ loss: i, acc: i / 2 }),
+      (i: number) => ({ loss: i, opt: { lr: i } }), // nested: never the fast path
+      (i: number) => ({ loss: i, extra: 7, acc: 1, lr: 2 }),
+    ];
+    let s = 7;
+    const next = () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+    for (let round = 0; round < 6; round++) {
+      const j = Journal.open(t.dataDir, { runId: 'r1', runToken: 'tok', writerId: `w-${round}` }, 1).journal;
+      const b = new OpenBatch();
+      b.journal = j;
+      const want: string[] = [];
+      let seq = 0;
+      let shape = 0;
+      for (let i = 0; i < 3000; i++) {
+        if (next() < 0.02) shape = Math.floor(next() * shapes.length); // runs of one shape, as a loop logs
+        const row = shapes[shape](i);
+        b.add(row, i, 1000 + i);
+        const flat: Record<string, number> = {};
+        for (const [k, v] of Object.entries(row)) if (typeof v === 'number') flat[k] = v; else for (const [k2, v2] of Object.entries(v)) flat[`${k}/${k2}`] = v2 as number;
+        want.push(`${i}:${JSON.stringify(Object.entries(flat))}`);
+        if (next() < 0.01) {
+          b.seal(++seq, 0); // as the writer seals: the open batch, then the journal
+          j.seal(seq);
+        }
+      }
+      j.close(false);
+      const c = readJournal(j.file);
+      expect(c.damaged, `round ${round}`).toBeNull();
+      const got: string[] = [];
+      for (const batch of c.batches) {
+        const f64 = (u: Uint8Array) => new Float64Array(u.buffer.slice(u.byteOffset, u.byteOffset + u.byteLength));
+        const u32 = (u: Uint8Array) => new Uint32Array(u.buffer.slice(u.byteOffset, u.byteOffset + u.byteLength));
+        const steps = f64(batch.steps), counts = u32(batch.counts), ids = u32(batch.keyIds), vals = f64(batch.values);
+        let p = 0;
+        for (let r = 0; r < steps.length; r++) {
+          const pairs: Array<[string, number]> = [];
+          for (let k = 0; k < counts[r]; k++, p++) pairs.push([c.keys[ids[p]], vals[p]]);
+          got.push(`${steps[r]}:${JSON.stringify(pairs)}`);
+        }
+      }
+      expect(got, `round ${round}`).toEqual(want);
+      // Many rows took the compact form (nested rows never do).
+      const buf = fs.readFileSync(j.file);
+      let pos = buf.readUInt32LE(40);
+      const types = new Map<number, number>();
+      for (let len = buf.readUInt32LE(pos); len !== 0; pos += len, len = buf.readUInt32LE(pos)) types.set(buf.readUInt16LE(pos + 8), (types.get(buf.readUInt16LE(pos + 8)) ?? 0) + 1);
+      expect(types.get(6) ?? 0, `round ${round}: compact rows`).toBeGreaterThan(1000);
+    }
+    // A forged head that points at a compact row: no full row before it in its batch, so it is damaged, not guessed.
+    const j = Journal.open(t.dataDir, { runId: 'r1', runToken: 'tok', writerId: 'w-forged' }, 1).journal;
+    const b = new OpenBatch();
+    b.journal = j;
+    for (let i = 0; i < 5; i++) b.add({ loss: i, acc: i }, i, 1000 + i);
+    j.close(false);
+    const buf = fs.readFileSync(j.file);
+    const ring = buf.readUInt32LE(40);
+    expect(buf.readUInt16LE(ring + 8)).toBe(1); // the batch's first row is full
+    expect(buf.readUInt16LE(ring + 56 + 8)).toBe(6); // the next is compact (32 + 8 ids + 16 values = 56 bytes before it)
+    expect(readJournal(j.file).batches[0].rows).toBe(5);
+    buf.writeDoubleLE(56, 16); // head
+    fs.writeFileSync(j.file, buf);
+    const c = readJournal(j.file);
+    expect(c.damaged).toMatch(/no full row before it/);
+    expect(c.batches).toHaveLength(0);
+  });
+
+  it('through many laps of the ring (early wraps while acks keep up, a full ring while they do not): a read at any moment gives exactly the rows not yet acknowledged', async () => {
+    const { readJournal } = await import(distReader);
+    const { Journal } = await import(distJournal);
+    const { OpenBatch } = await import(path.join(ROOT, 'dist/client/open-batch.js'));
+    t = makeEnv();
+    fs.mkdirSync(t.dataDir, { recursive: true });
+    const j = Journal.open(t.dataDir, { runId: 'r1', runToken: 'tok', writerId: 'w-laps' }, 16).journal; // a 14 MiB ring: early wraps start at 8 MiB
+    const b = new OpenBatch();
+    b.journal = j;
+    let s = 11;
+    const next = () => ((s = (s * 1664525 + 1013904223) >>> 0) / 2 ** 32);
+    const batches: Array<{ seq: number; steps: number[] }> = []; // sealed, not yet acknowledged
+    let open: number[] = [];
+    let seq = 0;
+    let acked = 0;
+    let behind = false; // the daemon stops acknowledging for a while: the ring fills, rows go uncounted in it
+    const checks = { reads: 0, wraps: 0, full: 0 };
+    let lastTailRel = 0;
+    const row: Record<string, number> = {};
+    for (let k = 0; k < 10; k++) row[`m${k}`] = k;
+    for (let i = 0; i < 400_000; i++) {
+      const before = j.notJournaled;
+      b.add(i % 7 === 0 ? { ...row, loss: i, extra: 2 } : { ...row, loss: i }, i, 1000 + i);
+      if (j.notJournaled === before) open.push(i);
+      else checks.full++;
+      if (i % 500 === 499) {
+        b.seal(++seq, 0);
+        j.seal(seq);
+        batches.push({ seq, steps: open });
+        open = [];
+      }
+      if (i % 10_000 === 0) behind = (i >= 200_000 && i < 340_000) || next() < 0.3; // 140 k rows unacknowledged: more than the ring holds
+      if (!behind && batches.length > 2 && next() < 0.01) {
+        acked = batches[batches.length - 3].seq; // two batches stay in flight
+        j.acked(acked);
+        while (batches.length && batches[0].seq <= acked) batches.shift();
+      }
+      const rel = (j as any).tailRel as number;
+      if (rel < lastTailRel) checks.wraps++;
+      lastTailRel = rel;
+      if (i % 25_000 === 12_345) {
+        const c = readJournal(j.file);
+        expect(c.damaged, `row ${i}`).toBeNull();
+        const got = c.batches.map((x: any) => [x.seq, Array.from(new Float64Array(x.steps.buffer.slice(x.steps.byteOffset, x.steps.byteOffset + x.steps.byteLength)))]);
+        const want = batches.filter((x) => x.steps.length).map((x) => [x.seq, x.steps]);
+        if (open.length) want.push([seq + 1, open]);
+        expect(got, `row ${i}`).toEqual(want);
+        checks.reads++;
+      }
+    }
+    j.close(false);
+    expect(checks.reads).toBe(16);
+    expect(checks.wraps, 'the ring went round').toBeGreaterThan(3);
+    expect(checks.full, 'a behind daemon filled the ring').toBeGreaterThan(0);
+  });
+
   it('media records: a valid one is read back as the Media it was; garbage, an image that is not one and a bad key are left out, never their batch\'s rows', async () => {
     const { readJournal } = await import(distReader);
     const { Journal } = await import(distJournal);

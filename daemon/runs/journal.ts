@@ -191,6 +191,8 @@ export function readJournal(file: string): JournalContents | string {
       return out;
     }
     let open = new OpenBatch();
+    /** The ids of the batch's last full ROW, which a ROW_SAME names (none after a SEAL: a batch starts with a full row). */
+    let lastIds: number[] | null = null;
     let lastSeal = 0;
     let consumed = 0;
     for (let pos = headPos; consumed < ringBytes;) {
@@ -219,16 +221,25 @@ export function readJournal(file: string): JournalContents | string {
         break;
       }
       const n = b.readUInt32LE(12);
-      if (type === RecordType.ROW) {
-        const idBytes = pad8(n * 4);
+      if (type === RecordType.ROW || type === RecordType.ROW_SAME) {
+        const same = type === RecordType.ROW_SAME;
+        const idBytes = same ? 0 : pad8(n * 4);
         if (len !== 32 + idBytes + n * 8) {
           out.damaged ??= `${where}: a row of ${n} values cannot be ${len} bytes`;
+          break;
+        }
+        if (same && (lastIds === null || lastIds.length !== n)) {
+          out.damaged ??= `${where}: a row of the last row's ${n} names with ${lastIds === null ? 'no full row before it in its batch' : `a last row of ${lastIds.length}`}`;
           break;
         }
         open.steps.push(b.readDoubleLE(16));
         open.times.push(b.readDoubleLE(24));
         open.counts.push(n);
-        for (let i = 0; i < n; i++) open.ids.push(b.readUInt32LE(32 + i * 4));
+        if (same) for (let i = 0; i < n; i++) open.ids.push(lastIds![i]);
+        else {
+          lastIds = new Array<number>(n);
+          for (let i = 0; i < n; i++) open.ids.push((lastIds[i] = b.readUInt32LE(32 + i * 4)));
+        }
         for (let i = 0; i < n; i++) open.vals.push(b.readDoubleLE(32 + idBytes + i * 8));
       } else if (type === RecordType.UPDATE) {
         const bytes = b.readUInt32LE(16);
@@ -258,6 +269,7 @@ export function readJournal(file: string): JournalContents | string {
         }
         if ((b.readUInt16LE(10) & SEAL_DROPPED) === 0 && !open.empty) out.batches.push(open.toMsg(n));
         lastSeal = n;
+        lastIds = null;
         open = new OpenBatch();
       } else {
         out.damaged ??= `${where} is of unknown type ${type}`;
