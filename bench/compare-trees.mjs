@@ -6,7 +6,7 @@ const trees = { old: process.env.OLD_TREE || '/tmp/base', new: new URL('..', imp
 function run(file, args, env, onLine) {
   return new Promise((res, rej) => { const p = spawn(process.execPath, [file, ...args], { env, stdio: ['ignore', 'pipe', 'inherit'] }); let out = '';
     p.stdout.on('data', (d) => { out += d; if (onLine) for (const l of String(d).split('\n')) if (l) onLine(l.trim()); });
-    p.on('exit', (c) => c === 0 ? res(JSON.parse(out.trim().split('\n').pop())) : rej(new Error('exit ' + c))); });
+    p.on('close', (c) => c === 0 ? res(JSON.parse(out.trim().split('\n').pop())) : rej(new Error('exit ' + c))); });
 }
 function env(base, extra) { const e = { ...process.env, LOGD_DIR: path.join(base, 'd'), LOGD_RUNTIME_DIR: path.join(base, 'r'), LOGD_IDLE_TIMEOUT_MS: '60000', ...extra }; delete e.LOGD_SERVICE; return e; }
 async function ingest(core, e, per) {

@@ -108,7 +108,8 @@ function runRole(e: NodeJS.ProcessEnv, role: string, arg: number, extraEnv: Reco
       if (onLine) for (const l of String(d).split('\n')) if (l) onLine(l.trim());
     });
     const timer = setTimeout(() => p.kill('SIGKILL'), 300_000);
-    p.on('exit', (code) => {
+    // 'close', not 'exit': a child's last line may still be in the pipe when 'exit' fires
+    p.on('close', (code) => {
       clearTimeout(timer);
       if (code !== 0) reject(new Error(`bench worker ${role} exited with ${code}`));
       else resolve(JSON.parse(out.trim().split('\n').pop()!));

@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 const self = fileURLToPath(import.meta.url);
 const here = path.dirname(self);
 const core = path.join(here, 'core.js');
+const cli = path.join(here, '..', 'daemon', 'cli.js');
 const roundsArg = process.argv.indexOf('--rounds');
 const rounds = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : 3;
 /** `--only ingest` / `--only footprint`: that figure alone. */
@@ -124,15 +125,22 @@ function run(file: string, args: string[], e: NodeJS.ProcessEnv, onLine?: (l: st
       out += d;
       if (onLine) for (const l of String(d).split('\n')) if (l) onLine(l.trim());
     });
-    p.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`${path.basename(file)} ${args.join(' ')} exited with ${code}`))));
+    // 'close', not 'exit': a child's last line may still be in the pipe when 'exit' fires
+    p.on('close', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`${path.basename(file)} ${args.join(' ')} exited with ${code}`))));
   });
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
+/**
+ * One round of the 8-writer ingest on a daemon of its own, stopped (and waited for) afterwards: a daemon keeps
+ * working for a while after its runs finish (their checkpoints, memory given back), and a round that shared it
+ * would pay for the one before.
+ */
 async function ingest(base: string, journalMb: number, per: number): Promise<number> {
-  const e = env(base, journalMb);
-  const go = path.join(base, `go-${journalMb}-${Date.now()}`);
+  const dir = fs.mkdtempSync(path.join(base, `ingest-${journalMb}-`));
+  const e = env(dir, journalMb);
+  const go = path.join(dir, 'go');
   let ready = 0;
   const ends = Array.from({ length: 8 }, (_, r) => run(core, ['--role', 'ingest', String(per)], { ...e, RANK: String(r), WORLD_SIZE: '8', BENCH_GO: go }, (l) => {
     if (l === 'ready') ready++;
@@ -143,7 +151,29 @@ async function ingest(base: string, journalMb: number, per: number): Promise<num
   const spans = await Promise.all(ends);
   const secs = (Math.max(...spans.map((s) => s.end)) - Math.min(...spans.map((s) => s.start))) / 1000;
   writerCpu[journalMb ? 'on' : 'off'].push(spans.reduce((a, s) => a + s.cpuS, 0));
+  await stopDaemon(e);
   return (8 * per * 10) / secs / 1e6;
+}
+
+/** Stops the daemon of `e`'s data dir and waits (up to 60 s) until its process is gone. */
+async function stopDaemon(e: NodeJS.ProcessEnv): Promise<void> {
+  let pid = 0;
+  try {
+    pid = JSON.parse(fs.readFileSync(path.join(e.LOGD_RUNTIME_DIR!, 'service.json'), 'utf8')).pid;
+  } catch {
+    return; // none running
+  }
+  await new Promise((r) => spawn(process.execPath, [cli, 'stop'], { env: e, stdio: 'ignore' }).on('exit', r));
+  const t = Date.now();
+  for (;;) {
+    try {
+      process.kill(pid, 0);
+    } catch {
+      return;
+    }
+    if (Date.now() - t > 60_000) throw new Error(`the daemon (pid ${pid}) did not stop within 60 s`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
 }
 
 const base = fs.mkdtempSync(path.join(os.tmpdir(), 'ldjournal-'));

@@ -161,7 +161,8 @@ function rolePass(which: string, rows: number): Promise<Round> {
     const p = spawn(process.execPath, [self, '--role', which, String(rows)], { env: process.env, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     p.stdout.on('data', (d) => { out += d; });
-    p.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`bench role ${which} exited with ${code}`))));
+    // 'close', not 'exit': a child's last line may still be in the pipe when 'exit' fires
+    p.on('close', (code) => (code === 0 ? resolve(JSON.parse(out.trim().split('\n').pop()!)) : reject(new Error(`bench role ${which} exited with ${code}`))));
   });
 }
 

@@ -62,7 +62,7 @@ function run(e: NodeJS.ProcessEnv, argv: string[]): Promise<string> {
     const p = spawn(process.execPath, [self, '--role', ...argv], { env: e, stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
     p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    p.on('exit', (code) => (code === 0 ? resolve(out) : reject(new Error(`bench role ${argv[0]} exited with ${code}`))));
+    p.on('close', (code) => (code === 0 ? resolve(out) : reject(new Error(`bench role ${argv[0]} exited with ${code}`))));
   });
 }
 

@@ -153,7 +153,7 @@ describe('issue 9 case 6: a process that attaches from another HOME and LOGD_DIR
       c.stdout!.on('data', (d: Buffer) => (out += d.toString()));
       c.stderr!.on('data', (d: Buffer) => (err += d.toString()));
       await waitUntil(() => out.includes('logged'), 30_000, 'the child to log');
-      const exited = new Promise((r) => c.once('exit', r));
+      const exited = new Promise((r) => c.once('close', r)); // 'close': its last stderr lines are read too
       c.kill('SIGTERM');
       await exited;
       expect(err).toMatch(/500 unsent rows could not be written to .*\/data\/spool\/.* and are lost/);

@@ -122,8 +122,14 @@ export function runScript(t: TestEnv, file: string, args: string[] = [], env: Re
 }
 
 /** Starts a worker and resolves each time it prints a line matching `re`. */
-export function spawnScript(t: TestEnv, file: string, args: string[] = [], env: Record<string, string> = {}): ChildProcess & { lines: string[] } {
-  const child = spawn(process.execPath, [file, ...args], { env: { ...t.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }) as ChildProcess & { lines: string[] };
+/**
+ * A script run with its stdout collected as lines. `closed` resolves once the process exited and every line it
+ * printed was read: 'exit' may come while its last lines are still in the pipe, so a test that checks what a
+ * killed writer printed waits for `closed`, never for 'exit'.
+ */
+export function spawnScript(t: TestEnv, file: string, args: string[] = [], env: Record<string, string> = {}): ChildProcess & { lines: string[]; closed: Promise<[number | null, NodeJS.Signals | null]> } {
+  const child = spawn(process.execPath, [file, ...args], { env: { ...t.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] }) as ChildProcess & { lines: string[]; closed: Promise<[number | null, NodeJS.Signals | null]> };
+  child.closed = new Promise((resolve) => child.once('close', (code: number | null, signal: NodeJS.Signals | null) => resolve([code, signal])));
   child.lines = [];
   let buf = '';
   child.stdout!.on('data', (d: Buffer) => {

@@ -110,7 +110,7 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
         await new Promise((r) => setTimeout(r, Math.random() * 400));
         p.kill('SIGKILL');
         kills++;
-        await new Promise((r) => p.once('exit', r));
+        await p.closed;
         const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
         checks.push({ id, printed: lastLogged(p.lines) });
       }));
@@ -150,13 +150,13 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
       while (!/logged [1-9]\\d{3}/.test(out)) await new Promise((r) => setTimeout(r, 5));
       await new Promise((r) => setTimeout(r, Math.random() * 200));
       kid.kill('SIGKILL');
-      await new Promise((r) => kid.once('exit', r));
+      await new Promise((r) => kid.once('close', r)); // 'close': every line it printed is read
       const printed = Math.max(...[...out.matchAll(/logged (\\d+)/g)].map((m) => Number(m[1])));
       const res = await run.finish({ timeoutMs: 15000 });
       console.log(JSON.stringify({ id: run.id, printed, state: res.state }));
     `);
     const p = spawnScript(t, owner);
-    await new Promise((r) => p.once('exit', r));
+    await p.closed;
     const res = JSON.parse(p.lines[p.lines.length - 1]);
     expect(res.state).toBe('finished');
     const rows = await exportJsonl(t, res.id, ['--raw', '--keys', 'child']);
@@ -170,7 +170,7 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
     it(`a trainer that dies by ${how === 'abort' ? 'abort()' : 'a segfault'} keeps every row`, async () => {
       t = makeEnv();
       const p = spawnScript(t, trainer(t), ['one', how]);
-      await new Promise((r) => p.once('exit', r));
+      await p.closed;
       const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
       await waitFinal(t, id);
       expect(await expectWhole(t, id, 2999)).toBe(3000);
@@ -183,7 +183,7 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
     await waitUntil(() => lastLogged(p.lines) > 5000, 30_000, 'the trainer to log');
     for (const pid of daemonPids(t.dir)) process.kill(pid, 'SIGKILL');
     p.kill('SIGKILL');
-    await new Promise((r) => p.once('exit', r));
+    await p.closed;
     const printed = lastLogged(p.lines);
     const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
     await waitUntil(() => daemonPids(t.dir).length === 0, 5000, 'the daemon to be gone');
@@ -199,7 +199,7 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
     const daemons = daemonPids(t.dir);
     p.kill('SIGKILL');
     for (const pid of daemons) process.kill(pid, 'SIGTERM');
-    await new Promise((r) => p.once('exit', r));
+    await p.closed;
     const printed = lastLogged(p.lines);
     const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
     await waitUntil(() => daemons.every((pid) => !alive(pid)), 10_000, 'the daemon to stop');
@@ -252,7 +252,7 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
       const caughtUpTo = lastLogged(p.lines);
       await waitUntil(async () => (await cliJson(t, ['show', id0])).historyRows > caughtUpTo, 120_000, 'the daemon to catch up once space is back');
       p.kill('SIGKILL');
-      await new Promise((r) => p.once('exit', r));
+      await p.closed;
       const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
       await waitFinal(t, id);
       // A full-speed trainer outruns a 2 MiB journal while the daemon catches up: what it logged past the
@@ -295,7 +295,7 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
       await startDaemon(t); // outside the cgroup: only the trainer is limited
       const p = spawnScript(t, trainer(t), ['oom', 'oom']);
       fs.writeFileSync(path.join(cg, 'cgroup.procs'), String(p.pid));
-      const [code, signal] = await new Promise<[number | null, string | null]>((r) => p.once('exit', (c, s) => r([c, s])));
+      const [code, signal] = await p.closed;
       expect(signal, `the trainer exited with ${code} instead of being OOM-killed`).toBe('SIGKILL');
       const oom = fs.readFileSync(path.join(cg, 'memory.oom_control'), 'utf8');
       expect(oom).toMatch(/oom_kill [1-9]/);
@@ -555,7 +555,7 @@ describe.skipIf(!!NO_ADDON)(`crash journal: record level and hostile files${NO_A
     const daemons = daemonPids(t.dir);
     for (const pid of daemons) process.kill(pid, 'SIGKILL');
     p.kill('SIGKILL');
-    await new Promise((r) => p.once('exit', r));
+    await p.closed;
     await waitUntil(() => daemons.every((pid) => !alive(pid)), 5000, 'the daemon to die');
     const buf = fs.readFileSync(path.join(spool, mine));
     // Wrong token: same run id, the identity rewritten and re-checksummed as an attacker would.

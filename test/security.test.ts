@@ -80,7 +80,7 @@ describe('security', () => {
     process.kill(d.pid, 'SIGSTOP');
     try {
       fs.writeFileSync(go, '');
-      await new Promise<void>((r) => worker.once('exit', () => r()));
+      await worker.closed;
       const spool = path.join(t.dataDir, 'spool');
       expect(mode(spool)).toBe(0o700);
       const overflow = JSON.parse(worker.lines.find((l) => l.startsWith('overflow '))!.slice(9)) as Array<[string, number]>;
