@@ -351,12 +351,18 @@ describe.skipIf(!!NO_ADDON)(`crash journal: record level and hostile files${NO_A
     expect(c.damaged).toMatch(/checksum|length|type/);
   });
 
-  it('compact rows (ROW_SAME): random rows through the real open batch read back exactly; a batch starts with a full row; a compact row with no full row before it is damaged', async () => {
+  /** The journal's writer, the daemon's reader and the client's open batch (from dist/), with a fresh data dir. */
+  async function journalKit(): Promise<{ readJournal: any; Journal: any; OpenBatch: any }> {
     const { readJournal } = await import(distReader);
     const { Journal } = await import(distJournal);
     const { OpenBatch } = await import(path.join(ROOT, 'dist/client/open-batch.js'));
     t = makeEnv();
     fs.mkdirSync(t.dataDir, { recursive: true });
+    return { readJournal, Journal, OpenBatch };
+  }
+
+  it('compact rows (ROW_SAME): random rows through the real open batch read back exactly; a batch starts with a full row; a compact row with no full row before it is damaged', async () => {
+    const { readJournal, Journal, OpenBatch } = await journalKit();
     const shapes = [
       (i: number) => ({ loss: i, acc: i / 2, lr: 0.001 }),
       (i: number) => ({ acc: -i, loss: i, lr: 1 }), // the same names, another order
@@ -427,11 +433,7 @@ describe.skipIf(!!NO_ADDON)(`crash journal: record level and hostile files${NO_A
   });
 
   it('through many laps of the ring (early wraps while acks keep up, a full ring while they do not): a read at any moment gives exactly the rows not yet acknowledged', async () => {
-    const { readJournal } = await import(distReader);
-    const { Journal } = await import(distJournal);
-    const { OpenBatch } = await import(path.join(ROOT, 'dist/client/open-batch.js'));
-    t = makeEnv();
-    fs.mkdirSync(t.dataDir, { recursive: true });
+    const { readJournal, Journal, OpenBatch } = await journalKit();
     const j = Journal.open(t.dataDir, { runId: 'r1', runToken: 'tok', writerId: 'w-laps' }, 16).journal; // a 14 MiB ring: early wraps start at 8 MiB
     const b = new OpenBatch();
     b.journal = j;
