@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { resolvePaths, clientTunables, type LogdPaths } from '../src/config.js';
 import { parseServiceAddress, formatServiceAddress, type ServiceAddress } from '../src/wire.js';
-import { readServiceFile, pidAlive } from '../src/service-file.js';
+import { readServiceFile, serviceAlive } from '../src/service-file.js';
 import { privateRuntime } from '../src/runtime-dir.js';
 
 export class DaemonStartError extends Error {
@@ -28,7 +28,7 @@ const cliPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'd
  */
 export function fromServiceFile(paths: LogdPaths): ServiceAddress | null {
   const s = readServiceFile(privateRuntime(paths, false).serviceFile);
-  if (!s || !pidAlive(s.pid)) return null;
+  if (!s || !serviceAlive(s)) return null;
   return { target: s.socket, token: s.token };
 }
 

@@ -190,7 +190,7 @@ export class Run {
       const spilled = this.spillAndSay(this.isOwner ? exitCode : null, 'which the daemon ingests');
       this.writer.close();
       live.delete(this);
-      const message = `finish: the daemon did not acknowledge everything within ${timeoutMs} ms${problem ? ` (${problem})` : ''}; ${spilled}`;
+      const message = `finish: the daemon did not acknowledge everything within ${timeoutMs} ms${problem ? ` (${problem})` : ''}; ${spilled}. The stream's last events: ${this.writer.streamHistory || 'none'}`;
       this.warn(`logd: ${message}`);
       return { state: 'finishing', message, timedOut: true };
     }

@@ -16,6 +16,16 @@ import { registerStacks } from './stacks.js';
 
 /** A stream with nothing to send closes after this long, so it never keeps the process alive. */
 const STREAM_IDLE_MS = 1000;
+/**
+ * A daemon answers OpenWriter at once (daemon/grpc/server.ts); a stream with no
+ * answer after this long is stuck (a connection nobody serves), and is given
+ * up and opened again after looking for the daemon anew.
+ */
+const OPEN_ANSWER_MS = 10_000;
+/** How many stream events `streamHistory` keeps (they go into finish's message when it times out). */
+const HISTORY = 12;
+/** LOGD_TRACE_WRITER=1 prints every stream event to stderr as it happens. */
+const TRACE = process.env.LOGD_TRACE_WRITER === '1';
 
 export { SpillError };
 
@@ -59,6 +69,7 @@ export class BatchWriter {
   private call: Call | null = null;
   private opened = false;
   private flushTimer: NodeJS.Timeout | null = null;
+  private openTimer: NodeJS.Timeout | null = null;
   private idleTimer: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private backoffMs = 50;
@@ -77,6 +88,9 @@ export class BatchWriter {
   dropNote: string | null = null;
   /** The "records wait on disk" warning went out; again only once the overflow drained. */
   private bufferWarned = false;
+  /** The last stream events (opened, broken and why, where the daemon was looked for), oldest first. */
+  private readonly history: string[] = [];
+  private readonly bornAt = Date.now();
 
   private overflow: Overflow;
   private readonly overflowFile: string;
@@ -293,6 +307,7 @@ export class BatchWriter {
       // Look for the daemon again later; the rows stay buffered or spilled.
       const why = (e as Error).message;
       if (this.lastProblem !== `reconnect: ${why}`) this.o.warn(`logd: run ${this.o.runId}: ${why}`);
+      this.note(`no stream could start: ${why}`);
       this.needsRediscovery = true;
       this.scheduleReconnect(why);
       return;
@@ -300,6 +315,8 @@ export class BatchWriter {
     this.call = call;
     this.opened = false;
     this.sentIdx = 0;
+    this.note(`stream to ${this.conn.address.target}: OpenWriter sent`);
+    this.armOpenDeadline(call);
     call.on('data', (m: WriteResponseMsg) => this.onMessage(call, m));
     call.on('error', (e: CallStatusError) => this.onBroken(call, e));
     call.on('end', () => this.onBroken(call, null));
@@ -310,6 +327,8 @@ export class BatchWriter {
     if (call !== this.call) return;
     if (m.opened) {
       this.opened = true;
+      this.clearOpenDeadline();
+      this.note(`opened: the daemon has up to batch ${m.opened.lastSeq}; ${this.unacked.length} batch(es) wait for it`);
       this.backoffMs = 50;
       this.authRetries = 0;
       this.lastProblem = null;
@@ -379,6 +398,7 @@ export class BatchWriter {
     const call = this.call;
     this.call = null;
     this.opened = false;
+    this.clearOpenDeadline();
     if (call) {
       call.removeAllListeners('data');
       call.on('error', () => {});
@@ -390,6 +410,8 @@ export class BatchWriter {
     if (call !== this.call) return;
     this.call = null;
     this.opened = false;
+    this.clearOpenDeadline();
+    this.note(`stream ended: ${e ? `${e.code} ${e.details || e.message}` : 'closed by the daemon'}`);
     if (this.runFinal || (this.closed && this.unacked.length === 0)) return;
     if (e) this.needsRediscovery = true;
     // UNAUTHENTICATED right after a daemon restart means a new token: look again, a few times.
@@ -412,6 +434,7 @@ export class BatchWriter {
     if (this.lastProblem !== `reconnect: ${why}`) {
       this.lastProblem = `reconnect: ${why}`;
     }
+    this.note(`reconnect in ${delay} ms`);
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
       void this.reconnect();
@@ -442,11 +465,40 @@ export class BatchWriter {
       if (addr.target !== this.conn.address.target || addr.token !== this.conn.address.token) {
         dropConnection(this.conn);
         this.conn = connectionFor(addr);
-      }
+        this.note(`found a new daemon at ${addr.target}`);
+      } else this.note(`the daemon at ${addr.target} is the one in use`);
       return true;
-    } catch {
+    } catch (e) {
+      this.note(`no daemon found: ${(e as Error).message.split('\n')[0]}`);
       return false;
     }
+  }
+
+  /** No answer to OpenWriter in OPEN_ANSWER_MS: the stream is given up (onBroken looks for the daemon again). */
+  private armOpenDeadline(call: Call): void {
+    this.clearOpenDeadline();
+    this.openTimer = setTimeout(() => {
+      this.openTimer = null;
+      if (call === this.call && !this.opened) call.expire(OPEN_ANSWER_MS);
+    }, OPEN_ANSWER_MS);
+    this.openTimer.unref();
+  }
+
+  private clearOpenDeadline(): void {
+    if (this.openTimer) clearTimeout(this.openTimer);
+    this.openTimer = null;
+  }
+
+  private note(event: string): void {
+    const line = `+${((Date.now() - this.bornAt) / 1000).toFixed(3)}s ${event}`;
+    if (this.history.length === HISTORY) this.history.shift();
+    this.history.push(line);
+    if (TRACE) process.stderr.write(`logd-trace ${process.pid} ${this.o.runId}/${this.o.writerId} ${line}\n`);
+  }
+
+  /** The last stream events, oldest first, for a message that says why rows did not reach the daemon. */
+  get streamHistory(): string {
+    return this.history.join('; ');
   }
 
   // ---- waiting for acknowledgements, with a deadline ----
@@ -487,8 +539,8 @@ export class BatchWriter {
     if (this.unacked.length === 0) this.overflow.clear();
     // Everything acknowledged: the journal goes. Otherwise it stays for the daemon, which reads it once this process is gone.
     if (delivered) this.journal?.close(true);
-    for (const t of [this.flushTimer, this.idleTimer, this.reconnectTimer]) if (t) clearTimeout(t);
-    this.flushTimer = this.idleTimer = this.reconnectTimer = null;
+    for (const t of [this.flushTimer, this.idleTimer, this.reconnectTimer, this.openTimer]) if (t) clearTimeout(t);
+    this.flushTimer = this.idleTimer = this.reconnectTimer = this.openTimer = null;
     this.closeStream();
   }
 

@@ -18,7 +18,7 @@ import { LiveRun } from './runs/run.js';
 import { rowFromLive } from './runs/index-rows.js';
 import { ingestAllSpool } from './runs/spool.js';
 import { ingestAllJournals } from './runs/journal.js';
-import { writeServiceFile, removeServiceFile, type ServiceFile } from '../src/service-file.js';
+import { writeServiceFile, removeServiceFile, procStartTime, type ServiceFile } from '../src/service-file.js';
 import { raiseHttp2ReceiveWindow } from './grpc/http2-window.js';
 import { privateRuntime } from '../src/runtime-dir.js';
 import type { DataDirLock } from './process/data-dir-lock.js';
@@ -116,7 +116,7 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
 
   const service: ServiceFile = {
     pid: process.pid, version: LOGD_VERSION, socket: `unix:${paths.socketPath}`, tcp, token,
-    dataDir: paths.dataDir, sidecar: opts.sidecar, startedAt,
+    dataDir: paths.dataDir, sidecar: opts.sidecar, startedAt, procStart: procStartTime(process.pid) ?? undefined,
   };
   writeServiceFile(paths.serviceFile, service);
   fs.writeFileSync(paths.ownerFile, JSON.stringify({ pid: process.pid, runtimeDir: paths.runtimeDir, serviceFile: paths.serviceFile }) + '\n');

@@ -12,6 +12,11 @@ export interface ServiceFile {
   dataDir: string;
   sidecar: boolean;
   startedAt: number;
+  /**
+   * The daemon process's start time (field 22 of /proc/PID/stat, clock ticks since boot): a pid alone can
+   * name another process once the daemon died and the pid came round again (pid_max is often 32768).
+   */
+  procStart?: number;
 }
 
 export function writeServiceFile(file: string, s: ServiceFile): void {
@@ -54,4 +59,23 @@ export function pidAlive(pid: number): boolean {
     // Gone since kill(pid, 0); or no /proc here, and kill(pid, 0) is all there is to go on.
     return (e as NodeJS.ErrnoException).code !== 'ENOENT' || !fs.existsSync('/proc/self/stat');
   }
+}
+
+/** Field 22 of /proc/PID/stat (the start time in clock ticks); null when the process is gone or /proc has no entry. */
+export function procStartTime(pid: number): number | null {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const n = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
+    return Number.isFinite(n) ? n : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Does the daemon that wrote `s` still run: its pid alive and, where the file says, started when that daemon did. */
+export function serviceAlive(s: ServiceFile): boolean {
+  if (!pidAlive(s.pid)) return false;
+  if (typeof s.procStart !== 'number') return true; // written by an older logd: the pid is all there is
+  const now = procStartTime(s.pid);
+  return now === null ? !fs.existsSync('/proc/self/stat') : now === s.procStart;
 }

@@ -114,6 +114,28 @@ describe('issue 9 case 10: a dead daemon that nobody reaped (a zombie)', () => {
   });
 });
 
+describe('a dead daemon whose pid another process took (pid reuse)', () => {
+  it('counts as dead: the service file\'s start time no longer matches, and init() starts a new daemon', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '30000' });
+    const d = await startDaemon(t);
+    const file = path.join(t.runtimeDir, 'service.json');
+    const service = JSON.parse(fs.readFileSync(file, 'utf8'));
+    expect(typeof service.procStart).toBe('number');
+    process.kill(d.pid, 'SIGKILL');
+    await waitUntil(() => !alive(d.pid), 10_000, 'the daemon to die');
+    // pid_max is often 32768, and a busy node comes round to a dead daemon's pid: here a sleeping process has it.
+    const other = spawn('sleep', ['120'], { stdio: 'ignore' });
+    try {
+      fs.writeFileSync(file, JSON.stringify({ ...service, pid: other.pid }));
+      const r = await runScript(t, initWorker(t), [], {}, 60_000);
+      expect(r.stdout, r.stderr).toMatch(/^ok \S+ finished/m);
+      expect(serviceFile(t.runtimeDir)!.pid).not.toBe(other.pid);
+    } finally {
+      other.kill('SIGKILL');
+    }
+  });
+});
+
 describe('issue 9 case 2: a stale inherited LOGD_SERVICE', () => {
   it('a worker started after the sidecar died starts a new one, and the CLI passes over the stale token; each says so once', async () => {
     t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '30000' }); // the new sidecar stays while the CLI is checked against it

@@ -53,6 +53,21 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def _same_process(pid: int, proc_start) -> bool:
+    """The service file's procStart (field 22 of /proc/PID/stat when the daemon started) still matches: a pid alone
+    can name another process once the daemon died and the pid came round again. True when the file has none."""
+    if not isinstance(proc_start, int):
+        return True
+    try:
+        with open("/proc/%d/stat" % pid, encoding="utf-8", errors="replace") as f:
+            st = f.read()
+        return int(st[st.rfind(")") + 2 :].split(" ")[19]) == proc_start
+    except FileNotFoundError:
+        return not os.path.exists("/proc/self/stat")
+    except (OSError, ValueError, IndexError):
+        return True
+
+
 def from_service_file(paths: Paths) -> Optional[ServiceAddress]:
     """The daemon this data dir's service file names, in the runtime dir private_runtime() picks (the fallback when
     another user took the default); raises UntrustedDirError when no runtime dir is private to the user."""
@@ -64,7 +79,7 @@ def from_service_file(paths: Paths) -> Optional[ServiceAddress]:
         return None
     if not isinstance(s, dict) or not isinstance(s.get("pid"), int) or not isinstance(s.get("token"), str) or not isinstance(s.get("socket"), str):
         return None
-    if not pid_alive(s["pid"]):
+    if not pid_alive(s["pid"]) or not _same_process(s["pid"], s.get("procStart")):
         return None
     _say_other_version(s, paths)
     return ServiceAddress(s["socket"], s["token"])

@@ -28,6 +28,8 @@ from .batch_encoding import _u32, _le, _values, encode_batch
 from .overflow import Overflow
 from .paths import resolve_paths
 from .segments import OpenSegments
+# A stream whose OpenWriter got no answer in this long is given up and opened again (the TypeScript client's OPEN_ANSWER_MS).
+_OPEN_ANSWER_S = 10
 # Codes after which re-opening cannot help: PERMISSION_DENIED, NOT_FOUND, FAILED_PRECONDITION.
 _FINAL_CODES = (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
 
@@ -47,6 +49,7 @@ class _Stream:
         self.requests: "queue.SimpleQueue" = queue.SimpleQueue()
         self.call = conn.write(iter(self.requests.get, None), metadata=conn.metadata)
         self.opened = False
+        self.started = time.monotonic()
 
     def send(self, data: bytes) -> None:
         self.requests.put(data)
@@ -263,6 +266,7 @@ class Writer(OpenSegments):
                 if self.closed:  # finish() delivered everything, or spilled what it could not
                     return
                 try:
+                    self._give_up_unanswered()
                     self._seal()
                     self._pump()
                 except Exception as e:  # never let the writer thread die silently
@@ -293,6 +297,14 @@ class Writer(OpenSegments):
         while self._sent < len(self._unacked):
             self._stream.send(self._unacked[self._sent][1])
             self._sent += 1
+
+    def _give_up_unanswered(self) -> None:
+        """A daemon answers OpenWriter at once: a stream still unanswered after _OPEN_ANSWER_S is stuck (a
+        connection nobody serves) and is cancelled, so that the daemon is looked for anew (caller holds _cv)."""
+        s = self._stream
+        if s is not None and not s.opened and time.monotonic() - s.started > _OPEN_ANSWER_S:
+            self._problem("reconnect: the daemon did not answer the stream's open within %d s" % _OPEN_ANSWER_S)
+            s.close()  # _read sees CANCELLED and _on_broken looks for the daemon again
 
     def _open(self) -> None:
         s = _Stream(self.conn)

@@ -151,4 +151,22 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
       parent.kill('SIGKILL');
     }
   });
+
+  it('a dead daemon whose pid another process took (pid reuse) counts as dead: init() starts a new one', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '120000' });
+    const d = await startDaemon(t);
+    const file = path.join(t.runtimeDir, 'service.json');
+    const service = JSON.parse(fs.readFileSync(file, 'utf8'));
+    process.kill(d.pid, 'SIGKILL');
+    await waitUntil(() => !alive(d.pid), 10_000, 'the daemon to die');
+    const other = spawn('sleep', ['120'], { stdio: 'ignore' }); // has the dead daemon's pid, as far as the file says
+    try {
+      fs.writeFileSync(file, JSON.stringify({ ...service, pid: other.pid }));
+      const r = await runPython(t, [WORKER]);
+      expect(r.stdout, r.all).toMatch(/^ok \S+ finished/m);
+      expect(serviceFile(t.runtimeDir)!.pid).not.toBe(other.pid);
+    } finally {
+      other.kill('SIGKILL');
+    }
+  });
 });

@@ -30,7 +30,8 @@ describe.skipIf(pythonMissing !== null)(`Python client: nothing lost${pythonMiss
     t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '120000' });
     const otherHome = path.join(t.dir, 'other-home');
     fs.mkdirSync(otherHome);
-    const r = await runPython(t, [path.join(FIXTURES, 'shared_owner.py'), path.join(FIXTURES, 'shared_child.py'), otherHome]);
+    // Shorter than the test's own timeout, so a stuck run fails with what it printed.
+    const r = await runPython(t, [path.join(FIXTURES, 'shared_owner.py'), path.join(FIXTURES, 'shared_child.py'), otherHome], { timeout: 100_000 });
     expect(r.exitCode, r.all).toBe(0);
     const res = JSON.parse(r.stdout.trim().split('\n').pop()!);
     expect(res).toMatchObject({ state: 'finished', codes: [-15, -15, -15] });
@@ -44,7 +45,7 @@ describe.skipIf(pythonMissing !== null)(`Python client: nothing lost${pythonMiss
     // The spill files went to the daemon's spool (and were ingested), never to the children's own HOME.
     expect(spoolFiles(t.dataDir)).toEqual([]);
     expect(fs.existsSync(path.join(otherHome, '.local'))).toBe(false);
-  });
+  }, 150_000);
 
   it('issue 9 case 5: a trainer with its own SIGTERM handler logs on after the signal; the run stays open and ends as its owner says', async () => {
     t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '120000' });
