@@ -6,8 +6,9 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import fs from 'node:fs';
+import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, script, runScript, spawnScript, startDaemon, serviceFile, waitUntil, alive, cli, cliJson, CLI, type TestEnv } from './helpers.js';
+import { makeEnv, script, runScript, spawnScript, startDaemon, serviceFile, waitUntil, alive, cli, cliJson, exportJsonl, CLI, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
 afterEach(async () => t && (await t.cleanup()));
@@ -132,6 +133,56 @@ describe('a dead daemon whose pid another process took (pid reuse)', () => {
       expect(serviceFile(t.runtimeDir)!.pid).not.toBe(other.pid);
     } finally {
       other.kill('SIGKILL');
+    }
+  });
+});
+
+describe('a daemon that takes the connection and never answers', () => {
+  it('the writer gives the stream up within its deadline, finds the real daemon and delivers every row', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+    const d1 = await startDaemon(t);
+    const w = script(t, 'mute.mjs', `
+      import fs from 'node:fs';
+      const run = await logd.init({ project: 'mute' });
+      for (let s = 0; s < 100; s++) run.log({ v: s }, { step: s });
+      console.log('acked ' + (await run.flush(10000)));
+      while (!fs.existsSync(process.argv[2])) await new Promise((r) => setTimeout(r, 10));
+      for (let s = 100; s < 200; s++) run.log({ v: s }, { step: s });
+      const t0 = Date.now();
+      const res = await run.finish({ timeoutMs: 45000 });
+      console.log('finished ' + JSON.stringify({ state: res.state, message: res.message, ms: Date.now() - t0, id: run.id }));
+    `);
+    const go = path.join(t.dir, 'go');
+    const writer = spawnScript(t, w, [go], { LOGD_NO_AUTOSTART: '1' });
+    await waitUntil(() => writer.lines.includes('acked true'), 30_000, 'the writer\'s first rows to be acknowledged');
+    process.kill(d1.pid, 'SIGKILL');
+    await waitUntil(() => !alive(d1.pid), 10_000, 'the daemon to die');
+    // In its place: a process of this user that listens on the daemon's socket, takes every connection and never
+    // says a word, named by the service file (with this process's own pid and start time, so it passes as alive).
+    const file = path.join(t.runtimeDir, 'service.json');
+    const service = JSON.parse(fs.readFileSync(file, 'utf8'));
+    const socketPath = service.socket.slice('unix:'.length);
+    fs.rmSync(socketPath, { force: true });
+    const held: net.Socket[] = [];
+    const mute = net.createServer((c) => held.push(c));
+    await new Promise<void>((r) => mute.listen(socketPath, r));
+    const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+    fs.writeFileSync(file, JSON.stringify({ ...service, pid: process.pid, procStart: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) }));
+    try {
+      fs.writeFileSync(go, '');
+      await waitUntil(() => held.length > 0, 15_000, 'the writer to connect to the mute listener');
+      await new Promise((r) => setTimeout(r, 1000));
+      // The real daemon comes back (a new socket at the same path, a new service file); the mute one keeps what it took.
+      await startDaemon(t);
+      await waitUntil(() => writer.lines.some((l) => l.startsWith('finished ')), 60_000, 'the writer to finish');
+      const res = JSON.parse(writer.lines.find((l) => l.startsWith('finished '))!.slice(9));
+      expect(res.state, res.message).toBe('finished');
+      expect(res.ms).toBeLessThan(40_000); // the stream's deadline is 10 s: far from finish's own 45 s
+      const rows = await exportJsonl(t, res.id);
+      expect(rows.map((r) => r.v)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+    } finally {
+      for (const c of held) c.destroy();
+      mute.close();
     }
   });
 });
