@@ -9,7 +9,7 @@ import { writeSpillFile, SpillError } from './spill-file.js';
 import { spillFileName, deferredSpillFileName, type SpillHeader, type DeferredCreate } from '../src/spill.js';
 import { OpenBatch, type Unsealed } from './open-batch.js';
 import { connectionFor, dropConnection, type Connection, type Call, type CallStatusError } from './connection.js';
-import { Overflow, type Sealed } from './overflow.js';
+import { Backlog } from './backlog.js';
 import { findDaemon } from './discovery.js';
 import { Journal } from './journal.js';
 import { registerStacks } from './stacks.js';
@@ -59,9 +59,9 @@ export class BatchWriter {
   readonly batch = new OpenBatch();
   // sealed, not yet acknowledged
   private seq = 0;
-  private unacked: Sealed[] = [];
-  private unackedBytes = 0;
-  private sentIdx = 0; // unacked[0..sentIdx) went out on the current stream
+  /** Sealed and not yet acknowledged: in memory, then in the overflow file (client/backlog.ts). */
+  private readonly backlog: Backlog;
+  private sentIdx = 0; // backlog.batches[0..sentIdx) went out on the current stream
   private maxSentSeq = 0; // the highest seq any stream carried
   ackedSeq = 0;
   // stream
@@ -92,8 +92,6 @@ export class BatchWriter {
   private readonly history: string[] = [];
   private readonly bornAt = Date.now();
 
-  private overflow: Overflow;
-  private readonly overflowFile: string;
   /** Every row not yet acknowledged, in a mapped file that outlives this process (client/journal.ts). */
   private journal: Journal | null;
   /** Why there is no journal, or what it could not hold (run.problem falls back to it). */
@@ -102,8 +100,7 @@ export class BatchWriter {
   constructor(private o: WriterOptions) {
     // A deferred run has no daemon to connect to yet (undefer() makes the connection).
     this.conn = o.deferred ? (null as unknown as Connection) : connectionFor(o.address);
-    this.overflowFile = path.join(o.spoolDir, `${o.runId}--${o.writerId}.overflow`);
-    this.overflow = new Overflow(this.overflowFile);
+    this.backlog = new Backlog(path.join(o.spoolDir, `${o.runId}--${o.writerId}.overflow`), o.maxBufferBytes);
     this.journal = null;
     if (!o.deferred) {
       this.openJournal();
@@ -220,21 +217,20 @@ export class BatchWriter {
     const { bytes, rows, taken } = this.batch.seal(seq, this.droppedRows);
     const droppedBefore = this.droppedSealed;
     this.droppedSealed = this.droppedRows;
-    if (this.overflow.count > 0 || this.unackedBytes + bytes.byteLength > this.o.maxBufferBytes) {
-      if (this.overflow.count === 0 && !this.bufferWarned) {
+    if (this.backlog.wouldOverflow(bytes.byteLength)) {
+      if (this.backlog.onDisk === 0 && !this.bufferWarned) {
         this.bufferWarned = true;
-        this.lastProblem = `buffer: ${(this.unackedBytes / 1048576).toFixed(0)} MB not yet acknowledged by the daemon`;
+        this.lastProblem = `buffer: ${(this.backlog.bytes / 1048576).toFixed(0)} MB not yet acknowledged by the daemon`;
         this.o.warn(`logd: run ${this.o.runId}: ${this.lastProblem}; further records wait on disk until it catches up (the daemon is stopped or slow, or this process has not yielded to its event loop for a while)`);
       }
-      const failed = this.overflow.push({ seq, bytes });
+      const failed = this.backlog.keepOnDisk({ seq, bytes });
       this.journal?.seal(seq, failed !== null);
       if (failed) this.drop(seq, rows, taken, droppedBefore, failed);
       else this.noteJournalFull();
       return;
     }
     this.journal?.seal(seq);
-    this.unacked.push({ seq, bytes });
-    this.unackedBytes += bytes.byteLength;
+    this.backlog.keep({ seq, bytes });
   }
 
   /** Says once that rows outgrew the journal: they are safe from a daemon restart, not from a kill of this process. */
@@ -259,17 +255,8 @@ export class BatchWriter {
     if (rows === 0) return;
     const first = this.droppedRows === 0;
     this.droppedRows += rows;
-    this.lastProblem = this.dropNote = `${this.droppedRows} rows dropped: ${(this.unackedBytes / 1048576).toFixed(0)} MB wait for the daemon (LOGD_MAX_BUFFER_MB) and the spool cannot hold more (${(why as NodeJS.ErrnoException).code ?? why.message}); the count is recorded in the run's metadata (droppedRows)`;
-    if (first) this.o.warn(`logd: run ${this.o.runId}: ${this.lastProblem}. Free disk space under ${path.dirname(this.overflowFile)}, or raise LOGD_MAX_BUFFER_MB; further drops are counted without more warnings`);
-  }
-
-  /** Moves batches back from disk once acknowledgements freed memory. */
-  private refill(): void {
-    if (this.overflow.count === 0 || this.unackedBytes > this.o.maxBufferBytes / 2) return;
-    for (const s of this.overflow.take(this.o.maxBufferBytes / 2 - this.unackedBytes)) {
-      this.unacked.push(s);
-      this.unackedBytes += s.bytes.byteLength;
-    }
+    this.lastProblem = this.dropNote = `${this.droppedRows} rows dropped: ${(this.backlog.bytes / 1048576).toFixed(0)} MB wait for the daemon (LOGD_MAX_BUFFER_MB) and the spool cannot hold more (${(why as NodeJS.ErrnoException).code ?? why.message}); the count is recorded in the run's metadata (droppedRows)`;
+    if (first) this.o.warn(`logd: run ${this.o.runId}: ${this.lastProblem}. Free disk space under ${path.dirname(this.backlog.overflowFile)}, or raise LOGD_MAX_BUFFER_MB; further drops are counted without more warnings`);
   }
 
   // ---- the stream ----
@@ -277,7 +264,7 @@ export class BatchWriter {
   private pump(): void {
     if (this.runFinal || this.o.deferred) return;
     if (!this.call) {
-      if (this.unacked.length === 0 || this.reconnectTimer || this.connecting) return;
+      if (this.backlog.batches.length === 0 || this.reconnectTimer || this.connecting) return;
       if (this.needsRediscovery) {
         void this.reconnect();
         return;
@@ -288,9 +275,10 @@ export class BatchWriter {
     // waiting for its answer (a round trip, most of a small run's finish); the
     // daemon handles a stream's messages in order. Batches an earlier stream
     // carried wait for `opened`, which says which of them are durable already.
-    if (!this.opened && this.sentIdx < this.unacked.length && this.unacked[this.sentIdx].seq <= this.maxSentSeq) return;
-    while (this.sentIdx < this.unacked.length) {
-      const s = this.unacked[this.sentIdx++];
+    const batches = this.backlog.batches;
+    if (!this.opened && this.sentIdx < batches.length && batches[this.sentIdx].seq <= this.maxSentSeq) return;
+    while (this.sentIdx < batches.length) {
+      const s = batches[this.sentIdx++];
       if (s.seq > this.maxSentSeq) this.maxSentSeq = s.seq;
       this.call!.write(s.bytes);
     }
@@ -328,7 +316,7 @@ export class BatchWriter {
     if (m.opened) {
       this.opened = true;
       this.clearOpenDeadline();
-      this.note(`opened: the daemon has up to batch ${m.opened.lastSeq}; ${this.unacked.length} batch(es) wait for it`);
+      this.note(`opened: the daemon has up to batch ${m.opened.lastSeq}; ${this.backlog.batches.length} batch(es) wait for it`);
       this.backoffMs = 50;
       this.authRetries = 0;
       this.lastProblem = null;
@@ -336,7 +324,7 @@ export class BatchWriter {
       this.pump();
     } else if (m.ack) {
       // An ack means the daemon stores again: a storage problem it reported is over.
-      if (this.overflow.count === 0) this.lastProblem = null;
+      if (this.backlog.onDisk === 0) this.lastProblem = null;
       this.acked(m.ack.seq);
       this.armIdle();
     } else if (m.control) {
@@ -356,31 +344,21 @@ export class BatchWriter {
 
   private acked(seq: number): void {
     if (seq > this.ackedSeq) this.ackedSeq = seq;
-    let n = 0;
-    while (n < this.unacked.length && this.unacked[n].seq <= seq) {
-      this.unackedBytes -= this.unacked[n].bytes.byteLength;
-      n++;
-    }
+    const fromDisk = this.backlog.onDisk > 0;
+    const n = this.backlog.acked(seq); // brings batches back from disk as memory frees
     this.journal?.acked(this.ackedSeq);
     if (n > 0) {
-      this.unacked.splice(0, n);
       this.sentIdx = Math.max(0, this.sentIdx - n);
-      if (this.overflow.count > 0) {
-        this.refill();
-        this.pump();
-      } else if (this.unackedBytes <= this.o.maxBufferBytes / 2) this.bufferWarned = false;
+      if (fromDisk) this.pump();
+      else if (this.backlog.bytes <= this.o.maxBufferBytes / 2) this.bufferWarned = false;
     }
     this.settleWaiters();
   }
 
   private dropSeq(seq: number): void {
-    const i = this.unacked.findIndex((s) => s.seq === seq);
-    if (i >= 0) {
-      this.unackedBytes -= this.unacked[i].bytes.byteLength;
-      this.unacked.splice(i, 1);
-      if (i < this.sentIdx) this.sentIdx--;
-    }
-    if (seq > this.ackedSeq && this.unacked.every((s) => s.seq > seq)) this.ackedSeq = seq;
+    const i = this.backlog.remove(seq);
+    if (i >= 0 && i < this.sentIdx) this.sentIdx--;
+    if (seq > this.ackedSeq && this.backlog.allAfter(seq)) this.ackedSeq = seq;
     this.journal?.acked(this.ackedSeq);
     this.settleWaiters();
   }
@@ -389,7 +367,7 @@ export class BatchWriter {
     if (this.idleTimer) clearTimeout(this.idleTimer);
     this.idleTimer = setTimeout(() => {
       this.idleTimer = null;
-      if (this.call && this.unacked.length === 0 && this.overflow.count === 0 && this.batch.rowCount === 0) this.closeStream();
+      if (this.call && this.backlog.empty && this.batch.rowCount === 0) this.closeStream();
     }, STREAM_IDLE_MS);
     this.idleTimer.unref();
   }
@@ -412,7 +390,7 @@ export class BatchWriter {
     this.opened = false;
     this.clearOpenDeadline();
     this.note(`stream ended: ${e ? `${e.code} ${e.details || e.message}` : 'closed by the daemon'}`);
-    if (this.runFinal || (this.closed && this.unacked.length === 0)) return;
+    if (this.runFinal || (this.closed && this.backlog.batches.length === 0)) return;
     if (e) this.needsRediscovery = true;
     // UNAUTHENTICATED right after a daemon restart means a new token: look again, a few times.
     const authFailed = e?.code === 16 && this.authRetries++ >= 3;
@@ -423,7 +401,7 @@ export class BatchWriter {
       this.settleWaiters();
       return;
     }
-    if (this.unacked.length === 0 && this.batch.rowCount === 0) return; // reopened on the next flush
+    if (this.backlog.batches.length === 0 && this.batch.rowCount === 0) return; // reopened on the next flush
     this.scheduleReconnect(e ? e.details || e.message : 'stream closed');
   }
 
@@ -535,8 +513,8 @@ export class BatchWriter {
 
   close(): void {
     this.closed = true;
-    const delivered = this.unacked.length === 0 && this.overflow.count === 0 && this.batch.rowCount === 0;
-    if (this.unacked.length === 0) this.overflow.clear();
+    const delivered = this.backlog.empty && this.batch.rowCount === 0;
+    if (this.backlog.batches.length === 0) this.backlog.clearDisk();
     // Everything acknowledged: the journal goes. Otherwise it stays for the daemon, which reads it once this process is gone.
     if (delivered) this.journal?.close(true);
     for (const t of [this.flushTimer, this.idleTimer, this.reconnectTimer, this.openTimer]) if (t) clearTimeout(t);
@@ -550,7 +528,7 @@ export class BatchWriter {
    */
   spill(exitCode: number | null): string | null {
     this.seal();
-    const pending = this.unacked.concat(this.overflow.all());
+    const pending = this.backlog.takeAll();
     if (pending.length === 0 && exitCode === null) {
       this.journal?.close(true); // everything was acknowledged
       return null;
@@ -561,7 +539,7 @@ export class BatchWriter {
     };
     const name = (this.o.deferred ? deferredSpillFileName : spillFileName)(this.o.runId, this.o.writerId);
     const file = writeSpillFile(this.o.spoolDir, name, header, pending, this.droppedRows);
-    this.overflow.clear();
+    this.backlog.clearDisk();
     this.journal?.close(true); // the spill file holds all of it now
     return file;
   }
