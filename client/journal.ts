@@ -197,10 +197,14 @@ export class Journal {
       if (n & 1) u32[w + 8 + n] = 0;
       this.fullSinceSeal = true;
     }
-    const v = (w + 8 + idWords) >> 1;
-    for (let i = 0; i < n; i++) {
-      f64[v + i] = vals[from + i];
-      sum = (sum + u32[(v + i) << 1] + u32[((v + i) << 1) + 1]) | 0;
+    // The values go as 32-bit word pairs, summed as they are copied: integer work only, one pass.
+    if (vals !== this.srcF64) this.viewValues(vals);
+    const src = this.srcU32;
+    const v = w + 8 + idWords;
+    for (let i = 0, j = from << 1, m = n << 1; i < m; i++, j++) {
+      const x = src[j];
+      u32[v + i] = x;
+      sum = (sum + x) | 0;
     }
     const words = len >> 2;
     u32[w + 1] = (sum ^ SUM32_SEED) >>> 0;
@@ -208,6 +212,15 @@ export class Journal {
     u32[w] = len; // last: the record exists from this store on
     this.tail += len;
     this.tailRel += len;
+  }
+
+  /** The open batch's values array as 32-bit words (a new view only when the batch grew its array). */
+  private srcF64: Float64Array | null = null;
+  private srcU32: Uint32Array = new Uint32Array(0);
+
+  private viewValues(vals: Float64Array): void {
+    this.srcF64 = vals;
+    this.srcU32 = new Uint32Array(vals.buffer, vals.byteOffset, vals.length * 2);
   }
 
   /** A summary (1), config (2) or console (3) update as JSON, or a media value (4) as an encoded Media message. */
