@@ -1,5 +1,6 @@
 // Run registry: runs by id, their writers, and the path of a record batch from
-// the stream to the store (validate -> intern -> append -> group commit -> ack).
+// the stream to the store (validate -> intern -> append); the group commit
+// that makes it durable and acknowledges it is runs/commit.ts.
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -22,9 +23,7 @@ import { RunSummary } from '../store/summary.js';
 import { rowFromLive } from './index-rows.js';
 import type { SystemMetrics } from '../sampler/system-metrics.js';
 import { Backpressure } from './backpressure.js';
-
-/** What a run's log is told for each appended batch: that writer's seq is durable with these frames. */
-interface BatchMark { w: Writer; seq: number; bytes: number }
+import { GroupCommit, ack, type BatchMark } from './commit.js';
 
 export interface CreateRunInput {
   client: ClientInfo | null; project: string; name: string; group: string; jobType: string;
@@ -51,23 +50,22 @@ export class Registry {
   readonly runs = new Map<string, LiveRun>();
   recordsStored = 0;
   lastActivity = Date.now();
-  private committing = false;
-  private commitAgain = false;
-  private storageError: string | null = null;
-  private retryTimer: NodeJS.Timeout | null = null;
-  private waiters = new Set<() => void>();
   /** The node's system metrics (null: sampling off). */
   system: SystemMetrics | null = null;
   /** Set by a graceful stop: new work is refused as UNAVAILABLE, so clients take it to the next daemon. */
   stopping: string | null = null;
   /** Bounds what the daemon holds in memory between a stream and the disk. */
   readonly backpressure = new Backpressure();
+  /** Appended batches made durable in rounds, and acknowledged (runs/commit.ts). */
+  readonly commits: GroupCommit;
   /** Runs continued as a new attempt since the uploader last looked (it may have uploaded them whole before). */
   readonly continued = new Set<string>();
   /** The shared store this daemon uploads to, for continuing runs it does not have (null: none configured). */
   shared: SharedRuns | null = null;
 
-  constructor(readonly store: Store, readonly tunables: DaemonTunables, readonly log: (line: string) => void) {}
+  constructor(readonly store: Store, readonly tunables: DaemonTunables, readonly log: (line: string) => void) {
+    this.commits = new GroupCommit(this.runs, store, this.backpressure, log);
+  }
 
   // ---- runs ----
 
@@ -342,7 +340,7 @@ export class Registry {
     if (!Number.isSafeInteger(b.seq) || b.seq < 1) return `seq ${b.seq} must be an integer from 1 to 2^53-1`;
     if (b.seq <= w.appendedSeq) {
       // A resend of something already appended: acknowledge it once durable.
-      if (b.seq <= w.durableSeq) this.ack(w, w.durableSeq);
+      if (b.seq <= w.durableSeq) ack(w, w.durableSeq);
       return null;
     }
     const checked = checkBatch(b, w.keyMap.length, (id) => run.keys[w.keyMap[id]] ?? `#${id}`);
@@ -423,118 +421,27 @@ export class Registry {
     return why;
   }
 
-  private ack(w: Writer, seq: number): void {
-    if (w.stream && !w.stream.cancelled && !w.stream.writableEnded) w.stream.write({ ack: { seq } });
-  }
-
-  // ---- group commit: one fsync round for everything appended meanwhile ----
+  // ---- the group commit (runs/commit.ts), as the rest of the daemon calls it ----
 
   scheduleCommit(): void {
-    if (this.committing) {
-      this.commitAgain = true;
-      return;
-    }
-    this.committing = true;
-    setImmediate(() => void this.commitRound());
-  }
-
-  private async commitRound(): Promise<void> {
-    const dirty = [...this.runs.values()].filter((r) => r.log.dirty);
-    let failure: unknown = null;
-    try {
-      await this.store.commit(dirty.map((r) => r.log));
-    } catch (e) {
-      failure = e;
-    }
-    // Batches are acknowledged as their frames become durable: after a failed
-    // round (a full disk) too, for what fitted before the failure.
-    const acked = new Set<Writer>();
-    for (const run of this.runs.values()) {
-      for (const { w, seq, bytes } of run.log.takeDurable() as BatchMark[]) {
-        this.backpressure.durable(w, bytes);
-        if (seq > w.durableSeq) {
-          w.durableSeq = seq;
-          this.ack(w, seq);
-          acked.add(w);
-        }
-      }
-      if (run.finalNotDurable && run.log.waitingBytes === 0 && !run.log.closed) {
-        // Finalised while the disk was full: its final state is durable now.
-        try {
-          this.store.index.upsert(rowFromLive(run));
-          run.log.close();
-          this.runs.delete(run.id);
-          this.log(`writer: run ${run.id}: its last records and final state (${run.state}) are stored now`);
-        } catch {
-          /* the index is still full: next round */
-        }
-      }
-    }
-    this.backpressure.setDiskProblem(failure !== null);
-    this.backpressure.release();
-    try {
-      if (failure === null) {
-        if (this.storageError) {
-          this.log(`writer: storage works again; ${dirty.length} run(s) flushed`);
-          this.storageError = null;
-        }
-        return;
-      }
-      const msg = `cannot write to ${this.store.dataDir}: ${(failure as Error).message}; records are kept in memory and retried (free space or fix permissions)`;
-      // A client clears its problem on an ack, so a writer acked for the part
-      // that fitted is told again that the rest still waits.
-      const changed = this.storageError !== msg;
-      if (changed) this.log(`writer: ${msg}`);
-      for (const run of dirty) {
-        for (const w of run.writers.values()) if (changed || acked.has(w)) w.stream?.write({ control: { kind: 'storage', seq: 0, message: msg } });
-      }
-      this.storageError = msg;
-      this.retryTimer ??= setTimeout(() => {
-        this.retryTimer = null;
-        this.scheduleCommit();
-      }, 500);
-    } finally {
-      this.committing = false;
-      this.notify();
-      if (this.commitAgain) {
-        this.commitAgain = false;
-        this.scheduleCommit();
-      }
-    }
+    this.commits.schedule();
   }
 
   /** Resolves once every run's appended records are durable (or the deadline passes). */
-  async flushAll(deadlineMs: number): Promise<boolean> {
-    this.scheduleCommit();
-    return this.waitFor(() => !this.committing && [...this.runs.values()].every((r) => !r.log.dirty), deadlineMs);
+  flushAll(deadlineMs: number): Promise<boolean> {
+    return this.commits.flushAll(deadlineMs);
   }
 
   get storageProblem(): string | null {
-    return this.storageError;
+    return this.commits.storageProblem;
   }
 
-  // ---- waiting with deadlines ----
-
   notify(): void {
-    for (const w of [...this.waiters]) w();
+    this.commits.notify();
   }
 
   waitFor(pred: () => boolean, timeoutMs: number): Promise<boolean> {
-    if (pred()) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const check = () => {
-        if (pred()) done(true);
-      };
-      const timer = setTimeout(() => done(false), timeoutMs);
-      const poll = setInterval(check, 100);
-      const done = (v: boolean) => {
-        clearTimeout(timer);
-        clearInterval(poll);
-        this.waiters.delete(check);
-        resolve(v);
-      };
-      this.waiters.add(check);
-    });
+    return this.commits.waitFor(pred, timeoutMs);
   }
 
   /** A run became live here: it gets the node's system metrics. */
