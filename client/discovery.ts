@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { resolvePaths, clientTunables, type LogdPaths } from '../src/config.js';
 import { parseServiceAddress, formatServiceAddress, type ServiceAddress } from '../src/wire.js';
-import { readServiceFile, serviceAlive } from '../src/service-file.js';
+import { readServiceFile, serviceAlive, liveOwner } from '../src/service-file.js';
 import { privateRuntime } from '../src/runtime-dir.js';
 
 export class DaemonStartError extends Error {
@@ -85,12 +85,20 @@ export async function startSidecar(given: LogdPaths, timeoutMs: number): Promise
       const log = fs.readFileSync(paths.daemonLog, 'utf8').slice(logStart).trim() || tail(paths.daemonLog);
       throw new DaemonStartError(`the logd daemon exited with code ${exitCode} while starting:\n${log}\n(full log: ${paths.daemonLog})`);
     }
-    if (exitCode === EXIT_ALREADY_RUNNING && Date.now() - startedAt > 2000) {
-      // Lost the race long ago and still no service file here: the winner serves this data dir from another runtime dir.
-      const log = fs.readFileSync(paths.daemonLog, 'utf8').slice(logStart).trim();
-      throw new DaemonStartError(`${log || 'another logd daemon serves this data dir'}\n(full log: ${paths.daemonLog})`, true);
+    if (exitCode === EXIT_ALREADY_RUNNING) {
+      // Lost the start race. The winner named itself in the owner file as it took the lock: while it lives and
+      // serves from this runtime dir, it is starting (on a loaded node that takes seconds), so wait for it rather
+      // than start another. One that serves from another runtime dir, or none known after 2 s: say so.
+      const owner = liveOwner(paths.ownerFile);
+      const elsewhere = owner !== null && owner.runtimeDir !== paths.runtimeDir;
+      if (elsewhere || (owner === null && Date.now() - startedAt > 2000)) {
+        const log = fs.readFileSync(paths.daemonLog, 'utf8').slice(logStart).trim();
+        throw new DaemonStartError(`${log || 'another logd daemon serves this data dir'}${elsewhere ? ` (from the runtime dir ${owner.runtimeDir}; give this process LOGD_RUNTIME_DIR=${owner.runtimeDir})` : ''}\n(full log: ${paths.daemonLog})`, true);
+      }
     }
     await new Promise((r) => setTimeout(r, exitCode === EXIT_ALREADY_RUNNING ? 10 : 5));
   }
-  throw new DaemonStartError(`the logd daemon did not come up within ${timeoutMs} ms (raise LOGD_START_TIMEOUT_MS, or start it with \`logd serve\`); its log says:\n${tail(paths.daemonLog)}`);
+  // Transient when the winner of the start race still lives: it is slow to start, and a later look may find it.
+  const starting = exitCode === EXIT_ALREADY_RUNNING && liveOwner(paths.ownerFile) !== null;
+  throw new DaemonStartError(`the logd daemon did not come up within ${timeoutMs} ms (raise LOGD_START_TIMEOUT_MS, or start it with \`logd serve\`); its log says:\n${tail(paths.daemonLog)}`, starting);
 }

@@ -119,7 +119,6 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
     dataDir: paths.dataDir, sidecar: opts.sidecar, startedAt, procStart: procStartTime(process.pid) ?? undefined,
   };
   writeServiceFile(paths.serviceFile, service);
-  fs.writeFileSync(paths.ownerFile, JSON.stringify({ pid: process.pid, runtimeDir: paths.runtimeDir, serviceFile: paths.serviceFile }) + '\n');
   log(`server: logd ${LOGD_VERSION} pid ${process.pid} serving ${paths.dataDir} on ${addresses.join(' and ')}${opts.sidecar ? ' (sidecar)' : ''}`);
 
   async function shutdown(why: string): Promise<void> {

@@ -79,3 +79,32 @@ export function serviceAlive(s: ServiceFile): boolean {
   const now = procStartTime(s.pid);
   return now === null ? !fs.existsSync('/proc/self/stat') : now === s.procStart;
 }
+
+/**
+ * The data dir's owner file (daemon.json): which daemon holds the data dir's lock and where it serves from.
+ * Written as soon as the lock is taken, long before the service file, so that a sidecar that lost the start
+ * race can tell "the winner is still starting here" from "the winner serves from another runtime dir".
+ */
+export interface OwnerFile {
+  pid: number;
+  procStart?: number;
+  runtimeDir: string;
+  serviceFile: string;
+}
+
+export function writeOwnerFile(file: string, o: OwnerFile): void {
+  const tmp = `${file}.${process.pid}.tmp`;
+  fs.writeFileSync(tmp, JSON.stringify(o) + '\n', { mode: 0o600 });
+  fs.renameSync(tmp, file);
+}
+
+/** The owner file when its daemon still runs (pid and start time); null otherwise. */
+export function liveOwner(file: string): OwnerFile | null {
+  try {
+    const o = JSON.parse(fs.readFileSync(file, 'utf8')) as OwnerFile;
+    if (typeof o.pid !== 'number' || typeof o.runtimeDir !== 'string') return null;
+    return serviceAlive({ pid: o.pid, procStart: o.procStart } as ServiceFile) ? o : null;
+  } catch {
+    return null;
+  }
+}

@@ -27,6 +27,10 @@ describe('auto-start', () => {
     // The sidecars that lost the start race exit on their own; on a loaded machine that can take a moment.
     await waitUntil(() => daemonPids(t.runtimeDir).length === 1, 10_000, 'the losing sidecars to exit').catch(() => {});
     expect(daemonPids(t.runtimeDir)).toHaveLength(1);
+    // One start per rank at most: a rank whose sidecar lost the race waits for the winner (named in the data dir's
+    // owner file as it takes the lock) however long it takes to come up, rather than start another after 2 s.
+    const losers = fs.readFileSync(path.join(t.runtimeDir, 'daemon.log'), 'utf8').match(/not starting a second one/g) ?? [];
+    expect(losers.length).toBeLessThanOrEqual(7);
     const runs = await cliJson(t, ['runs', '--project', 'race']);
     expect(runs).toHaveLength(8);
     expect(runs.every((r: any) => r.group === 'g8' && r.state === 'finished' && r.historyRows === 100)).toBe(true);
@@ -48,5 +52,6 @@ describe('auto-start', () => {
     const q = await cli(other, ['runs'], { reject: false });
     expect(q.exitCode).not.toBe(0);
     expect(q.stderr).toMatch(/another logd daemon already serves/);
+    expect(q.stderr).toContain(`give this process LOGD_RUNTIME_DIR=${t.runtimeDir}`); // said at once, from the owner file
   });
 });

@@ -7,6 +7,8 @@ import fs from 'node:fs';
 import type { LogdPaths } from '../../src/config.js';
 import { DataDirLock } from './data-dir-lock.js';
 import { refuseNewerFormat, stampFormat } from './data-format.js';
+import { privateRuntime } from '../../src/runtime-dir.js';
+import { writeOwnerFile, procStartTime } from '../../src/service-file.js';
 
 export const EXIT_ALREADY_RUNNING = 3;
 
@@ -29,8 +31,23 @@ export function acquireLock(paths: LogdPaths): DataDirLock | null {
       lock.release();
       throw e;
     }
+    nameOwner(paths);
   }
   return lock;
+}
+
+/**
+ * Names this process in the data dir's owner file as soon as it holds the lock, before it loads the daemon:
+ * a sidecar that lost the start race reads it to wait for this one rather than start another
+ * (client/discovery.ts). A runtime dir that cannot be used is left for serve() to report.
+ */
+export function nameOwner(paths: LogdPaths): void {
+  try {
+    const rt = privateRuntime(paths, true);
+    writeOwnerFile(rt.ownerFile, { pid: process.pid, procStart: procStartTime(process.pid) ?? undefined, runtimeDir: rt.runtimeDir, serviceFile: rt.serviceFile });
+  } catch {
+    /* serve() meets the same problem and says what it is */
+  }
 }
 
 /** Another daemon holds the lock: say which, and exit with EXIT_ALREADY_RUNNING (clients read that code). */

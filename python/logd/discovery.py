@@ -191,11 +191,32 @@ def start_sidecar(paths: Paths, timeout_s: float) -> ServiceAddress:
             raise DaemonStartError(
                 "the logd daemon exited with code %d while starting:\n%s\n(full log: %s)" % (code, new_log() or _tail(paths.daemon_log), paths.daemon_log)
             )
-        if code == EXIT_ALREADY_RUNNING and time.monotonic() - started > 2:
-            # Lost the race long ago and still no service file here: the winner serves this data dir from another runtime dir.
-            raise DaemonStartError("%s\n(full log: %s)" % (new_log() or "another logd daemon serves this data dir", paths.daemon_log), transient=True)
+        if code == EXIT_ALREADY_RUNNING:
+            # Lost the start race. The winner named itself in the data dir's owner file as it took the lock: while it
+            # lives and serves from this runtime dir it is starting (seconds on a loaded node), so wait for it rather
+            # than start another. One that serves from another runtime dir, or none known after 2 s: say so.
+            owner = _live_owner(paths)
+            elsewhere = owner is not None and owner.get("runtimeDir") != paths.runtime_dir
+            if elsewhere or (owner is None and time.monotonic() - started > 2):
+                where = " (from the runtime dir %s; give this process LOGD_RUNTIME_DIR=%s)" % (owner["runtimeDir"], owner["runtimeDir"]) if elsewhere else ""
+                raise DaemonStartError("%s%s\n(full log: %s)" % (new_log() or "another logd daemon serves this data dir", where, paths.daemon_log), transient=True)
         time.sleep(0.01)
+    # Transient when the winner of the start race still lives: it is slow to start, and a later look may find it.
     raise DaemonStartError(
         "the logd daemon did not come up within %d ms (raise LOGD_START_TIMEOUT_MS, or start it with `logd serve`); its log says:\n%s"
-        % (timeout_s * 1000, _tail(paths.daemon_log))
+        % (timeout_s * 1000, _tail(paths.daemon_log)),
+        transient=child.poll() == EXIT_ALREADY_RUNNING and _live_owner(paths) is not None,
     )
+
+
+def _live_owner(paths: Paths) -> Optional[dict]:
+    """The data dir's owner file (daemon.json, written by the daemon as it takes the data dir's lock) when the daemon it
+    names still runs; None otherwise."""
+    try:
+        with open(os.path.join(paths.data_dir, "daemon.json"), encoding="utf-8") as f:
+            o = json.load(f)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(o, dict) or not isinstance(o.get("pid"), int) or not isinstance(o.get("runtimeDir"), str):
+        return None
+    return o if pid_alive(o["pid"]) and _same_process(o["pid"], o.get("procStart")) else None
