@@ -1,6 +1,7 @@
 // Test helpers: every test gets its own data dir and runtime dir (so its own
 // daemon), runs the compiled package as real processes, and cleans up.
 import fs from 'node:fs';
+import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -158,4 +159,28 @@ export async function startDaemon(t: TestEnv, args: string[] = []): Promise<{ pi
 export async function exportJsonl(t: TestEnv, runId: string, extra: string[] = []): Promise<Array<Record<string, unknown>>> {
   const r = await cli(t, ['export', runId, '--format', 'jsonl', ...extra]);
   return r.stdout.trim() === '' ? [] : r.stdout.trim().split('\n').map((l) => JSON.parse(l));
+}
+
+/**
+ * In place of a killed daemon: a listener of this user on its socket that takes every connection and never says
+ * a word, named by the service file with this process's own pid and start time (so discovery takes it as alive).
+ * `held`: the connections it took; close() lets go of them.
+ */
+export async function muteListener(t: TestEnv): Promise<{ held: net.Socket[]; close: () => void }> {
+  const file = path.join(t.runtimeDir, 'service.json');
+  const service = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const socketPath = service.socket.slice('unix:'.length);
+  fs.rmSync(socketPath, { force: true });
+  const held: net.Socket[] = [];
+  const mute = net.createServer((c) => held.push(c));
+  await new Promise<void>((r) => mute.listen(socketPath, r));
+  const stat = fs.readFileSync('/proc/self/stat', 'utf8');
+  fs.writeFileSync(file, JSON.stringify({ ...service, pid: process.pid, procStart: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) }));
+  return {
+    held,
+    close: () => {
+      for (const c of held) c.destroy();
+      mute.close();
+    },
+  };
 }

@@ -6,9 +6,8 @@
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import fs from 'node:fs';
-import net from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, script, runScript, spawnScript, startDaemon, serviceFile, waitUntil, alive, cli, cliJson, exportJsonl, CLI, type TestEnv } from './helpers.js';
+import { makeEnv, script, runScript, spawnScript, startDaemon, serviceFile, waitUntil, alive, cli, cliJson, exportJsonl, muteListener, CLI, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
 afterEach(async () => t && (await t.cleanup()));
@@ -157,20 +156,10 @@ describe('a daemon that takes the connection and never answers', () => {
     await waitUntil(() => writer.lines.includes('acked true'), 30_000, 'the writer\'s first rows to be acknowledged');
     process.kill(d1.pid, 'SIGKILL');
     await waitUntil(() => !alive(d1.pid), 10_000, 'the daemon to die');
-    // In its place: a process of this user that listens on the daemon's socket, takes every connection and never
-    // says a word, named by the service file (with this process's own pid and start time, so it passes as alive).
-    const file = path.join(t.runtimeDir, 'service.json');
-    const service = JSON.parse(fs.readFileSync(file, 'utf8'));
-    const socketPath = service.socket.slice('unix:'.length);
-    fs.rmSync(socketPath, { force: true });
-    const held: net.Socket[] = [];
-    const mute = net.createServer((c) => held.push(c));
-    await new Promise<void>((r) => mute.listen(socketPath, r));
-    const stat = fs.readFileSync('/proc/self/stat', 'utf8');
-    fs.writeFileSync(file, JSON.stringify({ ...service, pid: process.pid, procStart: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) }));
+    const mute = await muteListener(t); // in its place: a listener that takes every connection and never answers
     try {
       fs.writeFileSync(go, '');
-      await waitUntil(() => held.length > 0, 15_000, 'the writer to connect to the mute listener');
+      await waitUntil(() => mute.held.length > 0, 15_000, 'the writer to connect to the mute listener');
       await new Promise((r) => setTimeout(r, 1000));
       // The real daemon comes back (a new socket at the same path, a new service file); the mute one keeps what it took.
       await startDaemon(t);
@@ -181,7 +170,6 @@ describe('a daemon that takes the connection and never answers', () => {
       const rows = await exportJsonl(t, res.id);
       expect(rows.map((r) => r.v)).toEqual(Array.from({ length: 200 }, (_, i) => i));
     } finally {
-      for (const c of held) c.destroy();
       mute.close();
     }
   });

@@ -5,11 +5,10 @@
 // inherited LOGD_SERVICE passed over and reported once. Real daemons, real
 // Python processes.
 import fs from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { describe, it, expect, afterEach } from 'vitest';
 import { spawn } from 'node:child_process';
-import { makeEnv, startDaemon, serviceFile, waitUntil, alive, cliJson, exportJsonl, CLI, type TestEnv } from '../helpers.js';
+import { makeEnv, startDaemon, serviceFile, waitUntil, alive, cliJson, exportJsonl, muteListener, CLI, type TestEnv } from '../helpers.js';
 import { FIXTURES, pythonMissing, runPython, spawnPython, killSpawnedPython } from './py-helpers.js';
 
 const WORKER = path.join(FIXTURES, 'init_worker.py');
@@ -161,20 +160,10 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
     await waitUntil(() => p.lines.includes('acked True'), 60_000, 'the writer\'s first rows to be acknowledged');
     process.kill(d1.pid, 'SIGKILL');
     await waitUntil(() => !alive(d1.pid), 10_000, 'the daemon to die');
-    // In its place: a listener of this user on the daemon's socket that takes every connection and says nothing,
-    // named by the service file with this process's own pid and start time (so it passes as alive).
-    const file = path.join(t.runtimeDir, 'service.json');
-    const service = JSON.parse(fs.readFileSync(file, 'utf8'));
-    const socketPath = service.socket.slice('unix:'.length);
-    fs.rmSync(socketPath, { force: true });
-    const held: net.Socket[] = [];
-    const mute = net.createServer((c) => held.push(c));
-    await new Promise<void>((r) => mute.listen(socketPath, r));
-    const stat = fs.readFileSync('/proc/self/stat', 'utf8');
-    fs.writeFileSync(file, JSON.stringify({ ...service, pid: process.pid, procStart: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) }));
+    const mute = await muteListener(t); // in its place: a listener that takes every connection and never answers
     try {
       fs.writeFileSync(go, '');
-      await waitUntil(() => held.length > 0, 30_000, 'the writer to connect to the mute listener');
+      await waitUntil(() => mute.held.length > 0, 30_000, 'the writer to connect to the mute listener');
       await new Promise((r) => setTimeout(r, 1000));
       await startDaemon(t); // the real daemon comes back; the mute listener keeps what it took
       await waitUntil(() => p.lines.some((l) => l.startsWith('finished ')), 60_000, 'the writer to finish');
@@ -183,7 +172,6 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
       const rows = await exportJsonl(t, res.id);
       expect(rows.map((r) => r.v)).toEqual(Array.from({ length: 200 }, (_, i) => i));
     } finally {
-      for (const c of held) c.destroy();
       mute.close();
     }
   });
