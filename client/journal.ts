@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
 import { mapFile, unmap, reserve, addonUnavailable } from '../addon/index.js';
+import { procStartTime } from '../src/proc.js';
 import {
   JOURNAL_MAGIC, JOURNAL_VERSION, H, HEADER_BYTES, CHECK_SUM32, RecordType, SEAL_DROPPED, MAX_IDENTITY_BYTES,
   journalFileName, journalLayout, sum32Words, SUM32_SEED, pad8, type JournalIdentity,
@@ -26,15 +27,6 @@ const SOFT_WRAP_BYTES = 8 * 1024 * 1024;
 const RECHECK_BYTES = 1024 * 1024;
 
 const encoder = new TextEncoder();
-
-function startTime(pid: number): number {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) || 0;
-  } catch {
-    return 0;
-  }
-}
 
 export interface JournalOpen {
   journal: Journal | null;
@@ -101,7 +93,7 @@ export class Journal {
       reserve(fd, size);
       const buffer = mapFile(fd, size)!;
       const j = new Journal(buffer, file, size);
-      j.writeHeader({ ...id, pid: process.pid, host: os.hostname(), startTime: startTime(process.pid), client: 'ts' }, size);
+      j.writeHeader({ ...id, pid: process.pid, host: os.hostname(), startTime: procStartTime(process.pid) ?? 0, client: 'ts' }, size);
       return { journal: j, problem: null };
     } catch (e) {
       const why = (e as NodeJS.ErrnoException).code ?? (e as Error).message;

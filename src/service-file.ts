@@ -2,6 +2,7 @@
 // daemon of its data dir. Written to a temp name and renamed into place, so a
 // reader never sees half a file; private to the user (0600).
 import fs from 'node:fs';
+import { procStartTime } from './proc.js';
 
 export interface ServiceFile {
   pid: number;
@@ -58,17 +59,6 @@ export function pidAlive(pid: number): boolean {
   } catch (e) {
     // Gone since kill(pid, 0); or no /proc here, and kill(pid, 0) is all there is to go on.
     return (e as NodeJS.ErrnoException).code !== 'ENOENT' || !fs.existsSync('/proc/self/stat');
-  }
-}
-
-/** Field 22 of /proc/PID/stat (the start time in clock ticks); null when the process is gone or /proc has no entry. */
-export function procStartTime(pid: number): number | null {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const n = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]);
-    return Number.isFinite(n) ? n : null;
-  } catch {
-    return null;
   }
 }
 

@@ -8,7 +8,8 @@ import type { LogdPaths } from '../../src/config.js';
 import { DataDirLock } from './data-dir-lock.js';
 import { refuseNewerFormat, stampFormat } from './data-format.js';
 import { privateRuntime } from '../../src/runtime-dir.js';
-import { writeOwnerFile, procStartTime } from '../../src/service-file.js';
+import { writeOwnerFile } from '../../src/service-file.js';
+import { procStartTime } from '../../src/proc.js';
 
 export const EXIT_ALREADY_RUNNING = 3;
 

@@ -1,16 +1,11 @@
 // Is a local process still alive? Reads /proc/<pid>/stat: a zombie (exited but
 // not yet reaped) counts as dead, and the start time guards against pid reuse.
-import fs from 'node:fs';
+import { procStat } from '../../src/proc.js';
 
+/** The start time of a live process; null when it is gone or a zombie (exited, not yet reaped). */
 export function processStartTime(pid: number): number | null {
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (rest[0] === 'Z' || rest[0] === 'X') return null;
-    return Number(rest[19]); // field 22: starttime in clock ticks
-  } catch {
-    return null;
-  }
+  const s = procStat(pid);
+  return s === null || s.state === 'Z' || s.state === 'X' ? null : s.startTime;
 }
 
 export function isAlive(pid: number, startTime: number | null): boolean {

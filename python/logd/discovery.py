@@ -15,7 +15,7 @@ from typing import Optional
 
 from ._version import __version__
 from .connection import ServiceAddress
-from .paths import Paths, resolve_paths, tunables
+from .paths import Paths, resolve_paths, tunables, proc_start_time
 from .runtime_dir import private_runtime
 
 EXIT_ALREADY_RUNNING = 3
@@ -54,18 +54,12 @@ def pid_alive(pid: int) -> bool:
 
 
 def _same_process(pid: int, proc_start) -> bool:
-    """The service file's procStart (field 22 of /proc/PID/stat when the daemon started) still matches: a pid alone
-    can name another process once the daemon died and the pid came round again. True when the file has none."""
+    """The service file's procStart (the daemon's start time, paths.proc_start_time) still matches: a pid alone can
+    name another process once the daemon died and the pid came round again. True when the file has none."""
     if not isinstance(proc_start, int):
         return True
-    try:
-        with open("/proc/%d/stat" % pid, encoding="utf-8", errors="replace") as f:
-            st = f.read()
-        return int(st[st.rfind(")") + 2 :].split(" ")[19]) == proc_start
-    except FileNotFoundError:
-        return not os.path.exists("/proc/self/stat")
-    except (OSError, ValueError, IndexError):
-        return True
+    now = proc_start_time(pid)
+    return now == proc_start if now is not None else not os.path.exists("/proc/self/stat")
 
 
 def from_service_file(paths: Paths) -> Optional[ServiceAddress]:

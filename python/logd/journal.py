@@ -33,6 +33,8 @@ from array import array
 from collections import deque
 from typing import Optional
 
+from .paths import proc_start_time
+
 MAGIC = b"LOGDJRN1"
 VERSION = 1
 CHECK_CRC32 = 2
@@ -86,14 +88,8 @@ def journal_size(mb: float) -> int:
 
 
 def process_start_time() -> int:
-    """Field 22 of /proc/self/stat (clock ticks since boot): with the pid it tells this process from a later one
-    that got the same pid. 0 where there is no /proc."""
-    try:
-        with open("/proc/self/stat") as f:
-            stat = f.read()
-        return int(stat[stat.rindex(")") + 2 :].split()[19])
-    except (OSError, ValueError, IndexError):
-        return 0
+    """This process's start time (paths.proc_start_time); 0 where there is no /proc."""
+    return proc_start_time(os.getpid()) or 0
 
 
 class Journal:

@@ -129,3 +129,14 @@ def _journal_mb() -> float:
         raise ValueError("config: LOGD_JOURNAL_MB=%g is more than 1024 (the daemon reads journals of up to 1 GiB); "
                          "set at most 1024, or 0 for no crash journal" % mb)
     return mb
+
+
+def proc_start_time(pid: int) -> Optional[int]:
+    """Field 22 of /proc/PID/stat (clock ticks since boot): with the pid it tells a process from a later one that got
+    the same pid (pid_max is often 32768). None when the process is gone or there is no /proc."""
+    try:
+        with open("/proc/%d/stat" % pid, encoding="utf-8", errors="replace") as f:
+            stat = f.read()
+        return int(stat[stat.rindex(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
