@@ -2,10 +2,11 @@
 // alternates LOGD_JOURNAL_MB=0 (no journal) and the default (64) round by
 // round, and prints medians. Asserts nothing.
 //
-//   node dist/bench/journal.js [--rounds N] [--only ingest|footprint]
+//   node dist/bench/journal.js [--rounds N] [--only ingest|footprint] [--writers N]
 //
 // - client CPU per log() of 10 metrics (bench/core.ts's log-cost role: 300 k rows);
-// - durable ingest from 8 writer processes × 200 k rows (core.ts's ingest role);
+// - durable ingest from 8 writer processes × 200 k rows (core.ts's ingest role;
+//   `--writers N` for another count), with the writers' and the daemon's CPU;
 // - the journal's footprint per writer at steady state: a writer logging
 //   about 20 k rows/s for 10 s; the journal file's allocated bytes (reserved
 //   up front), its pages in the writer's memory (the mapping's Rss in
@@ -25,6 +26,10 @@ const rounds = roundsArg > 0 ? Number(process.argv[roundsArg + 1]) : 3;
 /** `--only ingest` / `--only footprint`: that figure alone. */
 const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1] : null;
 const onlyIngest = only === 'ingest';
+/** `--writers N`: the ingest figure's writer processes (8 unless given). */
+const writersArg = process.argv.indexOf('--writers');
+const writers = writersArg > 0 ? Number(process.argv[writersArg + 1]) : 8;
+if (!Number.isInteger(writers) || writers < 1 || writers > 64) throw new Error(`--writers takes a count from 1 to 64, not ${process.argv[writersArg + 1]}`);
 
 if (process.argv[2] === '--role' && process.argv[3] === 'log-cost-yield') {
   // log() cost as a training loop pays it: the event loop turns every 200 rows (acks come in, the journal's pages are reused)
@@ -142,27 +147,45 @@ async function ingest(base: string, journalMb: number, per: number): Promise<num
   const e = env(dir, journalMb);
   const go = path.join(dir, 'go');
   let ready = 0;
-  const ends = Array.from({ length: 8 }, (_, r) => run(core, ['--role', 'ingest', String(per)], { ...e, RANK: String(r), WORLD_SIZE: '8', BENCH_GO: go }, (l) => {
+  const ends = Array.from({ length: writers }, (_, r) => run(core, ['--role', 'ingest', String(per)], { ...e, RANK: String(r), WORLD_SIZE: String(writers), BENCH_GO: go }, (l) => {
     if (l === 'ready') ready++;
   }));
   const t = Date.now();
-  while (ready < 8 && Date.now() - t < 60_000) await new Promise((r) => setTimeout(r, 10));
+  while (ready < writers && Date.now() - t < 60_000) await new Promise((r) => setTimeout(r, 10));
+  const daemon = daemonPid(e);
+  const d0 = cpuSeconds(daemon);
   fs.writeFileSync(go, '');
   const spans = await Promise.all(ends);
+  daemonCpu[journalMb ? 'on' : 'off'].push(cpuSeconds(daemon) - d0);
   const secs = (Math.max(...spans.map((s) => s.end)) - Math.min(...spans.map((s) => s.start))) / 1000;
   writerCpu[journalMb ? 'on' : 'off'].push(spans.reduce((a, s) => a + s.cpuS, 0));
   await stopDaemon(e);
-  return (8 * per * 10) / secs / 1e6;
+  return (writers * per * 10) / secs / 1e6;
+}
+
+/** The pid of the daemon serving `e`'s runtime dir (0 when none). */
+function daemonPid(e: NodeJS.ProcessEnv): number {
+  try {
+    return JSON.parse(fs.readFileSync(path.join(e.LOGD_RUNTIME_DIR!, 'service.json'), 'utf8')).pid;
+  } catch {
+    return 0;
+  }
+}
+
+/** A process's CPU seconds so far, all its threads (those that exited included), from /proc; 0 when unknown. */
+function cpuSeconds(pid: number): number {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100; // utime + stime, in clock ticks (100 a second)
+  } catch {
+    return 0;
+  }
 }
 
 /** Stops the daemon of `e`'s data dir and waits (up to 60 s) until its process is gone. */
 async function stopDaemon(e: NodeJS.ProcessEnv): Promise<void> {
-  let pid = 0;
-  try {
-    pid = JSON.parse(fs.readFileSync(path.join(e.LOGD_RUNTIME_DIR!, 'service.json'), 'utf8')).pid;
-  } catch {
-    return; // none running
-  }
+  const pid = daemonPid(e);
+  if (!pid) return; // none running
   await new Promise((r) => spawn(process.execPath, [cli, 'stop'], { env: e, stdio: 'ignore' }).on('exit', r));
   const t = Date.now();
   for (;;) {
@@ -180,15 +203,16 @@ const base = fs.mkdtempSync(path.join(os.tmpdir(), 'ldjournal-'));
 const cost: Record<string, number[]> = { off: [], on: [] };
 const costYield: Record<string, number[]> = { off: [], on: [] };
 const rate: Record<string, number[]> = { off: [], on: [] };
-/** The 8 writers' CPU seconds together, per ingest round. */
+/** The writers' CPU seconds together, per ingest round, and the daemon's (all its threads). */
 const writerCpu: Record<string, number[]> = { off: [], on: [] };
+const daemonCpu: Record<string, number[]> = { off: [], on: [] };
 const warm: Record<string, Array<{ cpuUsPerLog: number; mainUsPerLog: number; coldCpuUsPerLog: number; coldMainUsPerLog: number }>> = { off: [], on: [] };
 console.log(`bench/journal: ${rounds} rounds, journal off (LOGD_JOURNAL_MB=0) and on (64) alternated; load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
 for (let r = 0; r < (only === 'footprint' ? 0 : rounds); r++) {
   for (const [name, mb] of (r % 2 ? [['on', 64], ['off', 0]] : [['off', 0], ['on', 64]]) as Array<[string, number]>) {
     if (onlyIngest) {
       rate[name].push(await ingest(base, mb, 200_000));
-      console.log(`  round ${r + 1}, journal ${name}: ingest ${rate[name][rate[name].length - 1].toFixed(2)} M points/s, writers' CPU ${writerCpu[name][writerCpu[name].length - 1].toFixed(2)} s`);
+      console.log(`  round ${r + 1}, journal ${name}: ingest ${rate[name][rate[name].length - 1].toFixed(2)} M points/s, writers' CPU ${writerCpu[name][writerCpu[name].length - 1].toFixed(2)} s, daemon's CPU ${daemonCpu[name][daemonCpu[name].length - 1].toFixed(2)} s`);
       continue;
     }
     const lc = await run(core, ['--role', 'log-cost', '300000'], env(base, mb));
@@ -201,7 +225,7 @@ for (let r = 0; r < (only === 'footprint' ? 0 : rounds); r++) {
   }
 }
 if (onlyIngest) {
-  console.log(`durable ingest, 8 writers x 200 k rows x 10 metrics: journal off ${median(rate.off).toFixed(2)}, on ${median(rate.on).toFixed(2)} M points/s (${((median(rate.on) / median(rate.off) - 1) * 100).toFixed(1)} %); load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
+  console.log(`durable ingest, ${writers} writer(s) x 200 k rows x 10 metrics: journal off ${median(rate.off).toFixed(2)}, on ${median(rate.on).toFixed(2)} M points/s (${((median(rate.on) / median(rate.off) - 1) * 100).toFixed(1)} %); load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
   fs.rmSync(base, { recursive: true, force: true });
   process.exit(0);
 }
@@ -213,7 +237,7 @@ if (only !== 'footprint') {
   const wm = (name: string, k: 'cpuUsPerLog' | 'mainUsPerLog' | 'coldCpuUsPerLog' | 'coldMainUsPerLog') => median(warm[name].map((x) => x[k])).toFixed(3);
   console.log(`log() of 10 metrics, warm (a third pass of 300 k rows that never yield, CPU inside log() only): process journal off ${wm('off', 'cpuUsPerLog')}, on ${wm('on', 'cpuUsPerLog')} µs; calling thread off ${wm('off', 'mainUsPerLog')}, on ${wm('on', 'mainUsPerLog')} µs`);
   console.log(`  the first pass through a fresh journal: process off ${wm('off', 'coldCpuUsPerLog')}, on ${wm('on', 'coldCpuUsPerLog')} µs; calling thread off ${wm('off', 'coldMainUsPerLog')}, on ${wm('on', 'coldMainUsPerLog')} µs`);
-  console.log(`durable ingest, 8 writers x 200 k rows x 10 metrics: journal off ${median(rate.off).toFixed(2)}, on ${median(rate.on).toFixed(2)} M points/s (${((median(rate.on) / median(rate.off) - 1) * 100).toFixed(1)} %)`);
+  console.log(`durable ingest, ${writers} writer(s) x 200 k rows x 10 metrics: journal off ${median(rate.off).toFixed(2)}, on ${median(rate.on).toFixed(2)} M points/s (${((median(rate.on) / median(rate.off) - 1) * 100).toFixed(1)} %)`);
 }
 console.log(`journal footprint at about 20 k rows/s (${fp.rows} rows in 10 s): disk ${Math.max(...steady.map((s: any) => s.blocksMb)).toFixed(2)} MiB (reserved up front); its pages in memory ${Math.max(...steady.map((s: any) => s.journalRssMb)).toFixed(2)} MiB at most; writer RSS ${median(steady.map((s: any) => s.rssMb)).toFixed(1)} MiB`);
 fs.rmSync(base, { recursive: true, force: true });
