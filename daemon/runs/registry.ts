@@ -1,16 +1,14 @@
-// Run registry: runs by id, their writers, and the path of a record batch from
-// the stream to the store (validate -> intern -> append); the group commit
-// that makes it durable and acknowledges it is runs/commit.ts.
+// Run registry: runs by id and their writers. A record batch's path from the
+// stream to the log (validate -> intern -> append) is runs/intake.ts; the
+// group commit that makes it durable and acknowledges it is runs/commit.ts.
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import type { Store } from '../store/store.js';
 import { RunExistsError } from '../store/store.js';
 import { StoreContinueRefused, type SharedRuns, type StoredRun } from '../store/from-store.js';
-import { FINAL_STATES, type RunMeta, type RankMeta, type MediaEntry } from '../store/format.js';
-import { writeImage } from '../store/media.js';
+import { FINAL_STATES, type RunMeta, type RankMeta } from '../store/format.js';
 import { LiveRun, type Writer, type WriteCall } from './run.js';
-import { checkBatch, checkConsole, checkMedia, type CheckedMedia } from './validate.js';
 import { invalid, notFound, denied, failedPrecondition, alreadyExists, unavailable } from '../../src/errors.js';
 import { reopenKilledRun, continueFinalRun, checkRewindOrFork, RewindRefused } from './resume.js';
 import { checkRunId, checkLabel, checkKey } from '../../src/names.js';
@@ -23,7 +21,8 @@ import { RunSummary } from '../store/summary.js';
 import { rowFromLive } from './index-rows.js';
 import type { SystemMetrics } from '../sampler/system-metrics.js';
 import { Backpressure } from './backpressure.js';
-import { GroupCommit, ack, type BatchMark } from './commit.js';
+import { GroupCommit } from './commit.js';
+import { takeBatch } from './intake.js';
 
 export interface CreateRunInput {
   client: ClientInfo | null; project: string; name: string; group: string; jobType: string;
@@ -331,94 +330,9 @@ export class Registry {
     return { run, writer: w };
   }
 
-  /** Handles one batch; returns an error text when the batch is refused. */
+  /** Handles one batch (runs/intake.ts); returns an error text when the batch is refused. */
   onBatch(run: LiveRun, w: Writer, b: RecordBatchMsg): string | null {
-    w.lastSeen = Date.now();
-    if (run.final) return `run ${run.id} is ${run.state}; the batch was not stored`;
-    // Checked before the resend test: a seq of 0 or past 2^53 is neither a
-    // resend nor a new batch, and must not move the writer's position.
-    if (!Number.isSafeInteger(b.seq) || b.seq < 1) return `seq ${b.seq} must be an integer from 1 to 2^53-1`;
-    if (b.seq <= w.appendedSeq) {
-      // A resend of something already appended: acknowledge it once durable.
-      if (b.seq <= w.durableSeq) ack(w, w.durableSeq);
-      return null;
-    }
-    const checked = checkBatch(b, w.keyMap.length, (id) => run.keys[w.keyMap[id]] ?? `#${id}`);
-    if (typeof checked === 'string') return this.refuse(w, b, checked);
-    const consoleEntries = checkConsole(b.consoleJson);
-    if (typeof consoleEntries === 'string') return this.refuse(w, b, consoleEntries);
-    const media = checkMedia(b.media);
-    if (typeof media === 'string') return this.refuse(w, b, media);
-    // Dictionary entries: repeats must match, the rest extend it.
-    for (let i = 0; i < b.newKeys.length; i++) {
-      const localId = b.newKeysFirst + i;
-      if (localId < w.keyMap.length) {
-        if (run.keys[w.keyMap[localId]] !== b.newKeys[i]) {
-          return this.refuse(w, b, `key id ${localId} is already ${JSON.stringify(run.keys[w.keyMap[localId]])}, not ${JSON.stringify(b.newKeys[i])}`);
-        }
-      }
-    }
-    const fresh = b.newKeys.slice(Math.max(0, w.keyMap.length - b.newKeysFirst));
-    if (fresh.length > 0) w.keyMap.push(...run.intern(fresh));
-    let summaryUpdates: string[];
-    let configUpdates: string[];
-    try {
-      summaryUpdates = b.summaryJson.map((s) => JSON.stringify(parseJsonObject(s, 'summary update')));
-      configUpdates = b.configJson.map((s) => JSON.stringify(parseJsonObject(s, 'config update')));
-    } catch (e) {
-      return this.refuse(w, b, (e as Error).message);
-    }
-    const bytes = run.appendBatch(w, b.seq, checked, summaryUpdates, configUpdates, !!b.stepsGiven, consoleEntries, this.storeMedia(run, media));
-    if ((b.droppedRows ?? 0) > (w.meta.droppedRows ?? 0)) run.recordDropped(w, b.droppedRows!);
-    run.log.mark({ w, seq: b.seq, bytes } satisfies BatchMark);
-    this.backpressure.appended(w, bytes);
-    this.recordsStored += checked.rows;
-    this.touch();
-    this.scheduleCommit();
-    return null;
-  }
-
-  /**
-   * A batch's media as the MEDIA frame keeps them: an image's bytes go to a
-   * file first (fsynced: the frame that names it is durable only after it).
-   * An image the disk refuses keeps its entry, with `lost` saying why, and
-   * nothing else of the batch is lost.
-   */
-  private storeMedia(run: LiveRun, media: CheckedMedia[]): MediaEntry[] {
-    const out: MediaEntry[] = [];
-    for (const m of media) {
-      if (m.kind !== 'image') {
-        out.push(m as MediaEntry);
-        continue;
-      }
-      const { data, ...entry } = m;
-      const e: MediaEntry = { ...entry, bytes: data!.byteLength };
-      try {
-        e.sha256 = writeImage(path.dirname(this.store.logPath(run.id)), data!, m.format!);
-      } catch (err) {
-        e.lost = `the image could not be stored: ${(err as Error).message}`;
-        this.log(`server: run ${run.id}: image ${JSON.stringify(m.key)} at step ${m.step} lost: ${(err as Error).message}`);
-      }
-      out.push(e);
-    }
-    return out;
-  }
-
-  /**
-   * A refused batch counts as handled (a resend must not retry it, and the
-   * writer's finish waits for its seq) only when it is the next one: a
-   * refused seq far ahead must not make the daemon take the writer's later,
-   * valid batches for resends, acknowledging them without storing them.
-   */
-  private refuse(w: Writer, b: RecordBatchMsg, why: string): string {
-    if (b.seq === w.appendedSeq + 1) {
-      // Nothing of it is stored, so when all before it is durable it is "durable"
-      // too: a finish whose last batch was refused must not wait for a commit
-      // round that nothing else would start.
-      if (w.durableSeq === w.appendedSeq) w.durableSeq = b.seq;
-      w.appendedSeq = b.seq;
-    }
-    return why;
+    return takeBatch(this, run, w, b);
   }
 
   // ---- the group commit (runs/commit.ts), as the rest of the daemon calls it ----
