@@ -1,31 +1,20 @@
-// The client side of one writer's stream. log() appends to the open batch
-// (client/open-batch.ts) and returns; batches are sealed (encoded once) and kept until the
-// daemon acknowledges them, re-sent after a reconnect (the daemon drops
-// duplicates by seq), and written to a spill file if the process ends first.
+// One writer's records on their way to the daemon. log() appends to the open
+// batch (client/open-batch.ts) and returns; batches are sealed (encoded once)
+// and kept (client/backlog.ts) until the daemon acknowledges them, re-sent
+// after a reconnect (the daemon drops duplicates by seq), and written to a
+// spill file if the process ends first. The stream itself (opening, sending,
+// reconnecting) is client/stream.ts; what its answers mean is decided here.
 import path from 'node:path';
 import os from 'node:os';
 import type { WriteResponseMsg, ServiceAddress, ClientInfo } from '../src/wire.js';
 import { writeSpillFile, SpillError } from './spill-file.js';
 import { spillFileName, deferredSpillFileName, type SpillHeader, type DeferredCreate } from '../src/spill.js';
 import { OpenBatch, type Unsealed } from './open-batch.js';
-import { connectionFor, dropConnection, type Connection, type Call, type CallStatusError } from './connection.js';
+import type { Connection } from './connection.js';
 import { Backlog } from './backlog.js';
-import { findDaemon } from './discovery.js';
+import { WriterStream, type StreamHost } from './stream.js';
 import { Journal } from './journal.js';
 import { registerStacks } from './stacks.js';
-
-/** A stream with nothing to send closes after this long, so it never keeps the process alive. */
-const STREAM_IDLE_MS = 1000;
-/**
- * A daemon answers OpenWriter at once (daemon/grpc/server.ts); a stream with no
- * answer after this long is stuck (a connection nobody serves), and is given
- * up and opened again after looking for the daemon anew.
- */
-const OPEN_ANSWER_MS = 10_000;
-/** How many stream events `streamHistory` keeps (they go into finish's message when it times out). */
-const HISTORY = 12;
-/** LOGD_TRACE_WRITER=1 prints every stream event to stderr as it happens. */
-const TRACE = process.env.LOGD_TRACE_WRITER === '1';
 
 export { SpillError };
 
@@ -61,22 +50,10 @@ export class BatchWriter {
   private seq = 0;
   /** Sealed and not yet acknowledged: in memory, then in the overflow file (client/backlog.ts). */
   private readonly backlog: Backlog;
-  private sentIdx = 0; // backlog.batches[0..sentIdx) went out on the current stream
-  private maxSentSeq = 0; // the highest seq any stream carried
   ackedSeq = 0;
-  // stream
-  private conn: Connection;
-  private call: Call | null = null;
-  private opened = false;
+  /** The stream to the daemon (client/stream.ts). */
+  private readonly stream: WriterStream;
   private flushTimer: NodeJS.Timeout | null = null;
-  private openTimer: NodeJS.Timeout | null = null;
-  private idleTimer: NodeJS.Timeout | null = null;
-  private reconnectTimer: NodeJS.Timeout | null = null;
-  private backoffMs = 50;
-  /** The last stream broke: look for the daemon again before reopening (it may have restarted). */
-  private needsRediscovery = false;
-  private connecting = false;
-  private authRetries = 0;
   private ackWaiters: Array<() => void> = [];
   closed = false;
   runFinal: string | null = null;
@@ -88,9 +65,6 @@ export class BatchWriter {
   dropNote: string | null = null;
   /** The "records wait on disk" warning went out; again only once the overflow drained. */
   private bufferWarned = false;
-  /** The last stream events (opened, broken and why, where the daemon was looked for), oldest first. */
-  private readonly history: string[] = [];
-  private readonly bornAt = Date.now();
 
   /** Every row not yet acknowledged, in a mapped file that outlives this process (client/journal.ts). */
   private journal: Journal | null;
@@ -99,13 +73,51 @@ export class BatchWriter {
 
   constructor(private o: WriterOptions) {
     // A deferred run has no daemon to connect to yet (undefer() makes the connection).
-    this.conn = o.deferred ? (null as unknown as Connection) : connectionFor(o.address);
+    this.stream = new WriterStream(this.streamHost(), o.deferred ? null : o.address);
     this.backlog = new Backlog(path.join(o.spoolDir, `${o.runId}--${o.writerId}.overflow`), o.maxBufferBytes);
     this.journal = null;
     if (!o.deferred) {
       this.openJournal();
       registerStacks(o.spoolDir); // the daemon may ask for this process's stacks when its group stalls
     }
+  }
+
+  /** What the stream asks of this writer, and what it tells it. */
+  private streamHost(): StreamHost {
+    const w = this; // for the accessors below, whose own `this` is the host object
+    return {
+      openRequest: () => ({ runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, client: this.o.client, keys: this.batch.sealedKeys() }),
+      get batches() {
+        return w.backlog.batches;
+      },
+      idle: () => this.backlog.empty && this.batch.rowCount === 0,
+      nothingToSend: () => this.backlog.batches.length === 0 && this.batch.rowCount === 0,
+      done: () => !!this.runFinal || (this.closed && this.backlog.batches.length === 0),
+      final: () => !!this.runFinal,
+      opened: (lastSeq) => {
+        this.lastProblem = null;
+        this.acked(lastSeq);
+      },
+      answer: (m) => this.onAnswer(m),
+      refused: (why) => {
+        this.runFinal = why;
+        this.o.warn(`logd: run ${this.o.runId}: ${why}`);
+        this.settleWaiters();
+      },
+      get problem() {
+        return w.lastProblem;
+      },
+      set problem(p: string | null) {
+        w.lastProblem = p;
+      },
+      warn: (msg) => this.o.warn(msg),
+      get runId() {
+        return w.o.runId;
+      },
+      get writerId() {
+        return w.o.writerId;
+      },
+    };
   }
 
   private openJournal(): void {
@@ -131,7 +143,7 @@ export class BatchWriter {
     this.o.runToken = runToken;
     this.o.writerId = writerId;
     this.o.spoolDir = spoolDir;
-    this.conn = connectionFor(address);
+    this.stream.use(address);
     this.openJournal();
     this.lastProblem = null;
     this.flush();
@@ -148,11 +160,11 @@ export class BatchWriter {
 
   /** The connection in use now (it changes when the daemon was restarted). */
   get connection(): Connection {
-    return this.conn;
+    return this.stream.connection as Connection;
   }
 
   get address(): ServiceAddress {
-    return this.conn ? this.conn.address : this.o.address;
+    return this.stream.connection?.address ?? this.o.address;
   }
 
   get lastSeq(): number {
@@ -259,74 +271,20 @@ export class BatchWriter {
     if (first) this.o.warn(`logd: run ${this.o.runId}: ${this.lastProblem}. Free disk space under ${path.dirname(this.backlog.overflowFile)}, or raise LOGD_MAX_BUFFER_MB; further drops are counted without more warnings`);
   }
 
-  // ---- the stream ----
+  // ---- the stream's answers ----
 
   private pump(): void {
     if (this.runFinal || this.o.deferred) return;
-    if (!this.call) {
-      if (this.backlog.batches.length === 0 || this.reconnectTimer || this.connecting) return;
-      if (this.needsRediscovery) {
-        void this.reconnect();
-        return;
-      }
-      this.open();
-    }
-    // Batches no stream has carried yet go out right behind OpenWriter, without
-    // waiting for its answer (a round trip, most of a small run's finish); the
-    // daemon handles a stream's messages in order. Batches an earlier stream
-    // carried wait for `opened`, which says which of them are durable already.
-    const batches = this.backlog.batches;
-    if (!this.opened && this.sentIdx < batches.length && batches[this.sentIdx].seq <= this.maxSentSeq) return;
-    while (this.sentIdx < batches.length) {
-      const s = batches[this.sentIdx++];
-      if (s.seq > this.maxSentSeq) this.maxSentSeq = s.seq;
-      this.call!.write(s.bytes);
-    }
-    this.armIdle();
+    this.stream.pump();
   }
 
-  private open(): void {
-    let call: Call;
-    try {
-      call = this.conn.write();
-    } catch (e) {
-      // No stream could start: a closed channel, or a new connection whose
-      // daemon is not this user's (UntrustedDaemonError; nothing was sent).
-      // Look for the daemon again later; the rows stay buffered or spilled.
-      const why = (e as Error).message;
-      if (this.lastProblem !== `reconnect: ${why}`) this.o.warn(`logd: run ${this.o.runId}: ${why}`);
-      this.note(`no stream could start: ${why}`);
-      this.needsRediscovery = true;
-      this.scheduleReconnect(why);
-      return;
-    }
-    this.call = call;
-    this.opened = false;
-    this.sentIdx = 0;
-    this.note(`stream to ${this.conn.address.target}: OpenWriter sent`);
-    this.armOpenDeadline(call);
-    call.on('data', (m: WriteResponseMsg) => this.onMessage(call, m));
-    call.on('error', (e: CallStatusError) => this.onBroken(call, e));
-    call.on('end', () => this.onBroken(call, null));
-    call.write({ open: { runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, client: this.o.client, keys: this.batch.sealedKeys() } });
-  }
-
-  private onMessage(call: Call, m: WriteResponseMsg): void {
-    if (call !== this.call) return;
-    if (m.opened) {
-      this.opened = true;
-      this.clearOpenDeadline();
-      this.note(`opened: the daemon has up to batch ${m.opened.lastSeq}; ${this.backlog.batches.length} batch(es) wait for it`);
-      this.backoffMs = 50;
-      this.authRetries = 0;
-      this.lastProblem = null;
-      this.acked(m.opened.lastSeq);
-      this.pump();
-    } else if (m.ack) {
+  /** An ack or a control message from the daemon. */
+  private onAnswer(m: WriteResponseMsg): void {
+    if (m.ack) {
       // An ack means the daemon stores again: a storage problem it reported is over.
       if (this.backlog.onDisk === 0) this.lastProblem = null;
       this.acked(m.ack.seq);
-      this.armIdle();
+      this.stream.touched();
     } else if (m.control) {
       const c = m.control;
       if (c.kind === 'rejected') {
@@ -348,7 +306,7 @@ export class BatchWriter {
     const n = this.backlog.acked(seq); // brings batches back from disk as memory frees
     this.journal?.acked(this.ackedSeq);
     if (n > 0) {
-      this.sentIdx = Math.max(0, this.sentIdx - n);
+      this.stream.shifted(n);
       if (fromDisk) this.pump();
       else if (this.backlog.bytes <= this.o.maxBufferBytes / 2) this.bufferWarned = false;
     }
@@ -356,79 +314,10 @@ export class BatchWriter {
   }
 
   private dropSeq(seq: number): void {
-    const i = this.backlog.remove(seq);
-    if (i >= 0 && i < this.sentIdx) this.sentIdx--;
+    this.stream.removedAt(this.backlog.remove(seq));
     if (seq > this.ackedSeq && this.backlog.allAfter(seq)) this.ackedSeq = seq;
     this.journal?.acked(this.ackedSeq);
     this.settleWaiters();
-  }
-
-  private armIdle(): void {
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    this.idleTimer = setTimeout(() => {
-      this.idleTimer = null;
-      if (this.call && this.backlog.empty && this.batch.rowCount === 0) this.closeStream();
-    }, STREAM_IDLE_MS);
-    this.idleTimer.unref();
-  }
-
-  private closeStream(): void {
-    const call = this.call;
-    this.call = null;
-    this.opened = false;
-    this.clearOpenDeadline();
-    if (call) {
-      call.removeAllListeners('data');
-      call.on('error', () => {});
-      call.end();
-    }
-  }
-
-  private onBroken(call: Call, e: CallStatusError | null): void {
-    if (call !== this.call) return;
-    this.call = null;
-    this.opened = false;
-    this.clearOpenDeadline();
-    this.note(`stream ended: ${e ? `${e.code} ${e.details || e.message}` : 'closed by the daemon'}`);
-    if (this.runFinal || (this.closed && this.backlog.batches.length === 0)) return;
-    if (e) this.needsRediscovery = true;
-    // UNAUTHENTICATED right after a daemon restart means a new token: look again, a few times.
-    const authFailed = e?.code === 16 && this.authRetries++ >= 3;
-    if (e && (e.code === 7 || authFailed || e.code === 5 || e.code === 9)) {
-      // PERMISSION_DENIED, UNAUTHENTICATED again, NOT_FOUND, FAILED_PRECONDITION: retrying cannot help.
-      this.runFinal = `the daemon refused the stream: ${e.details}`;
-      this.o.warn(`logd: run ${this.o.runId}: ${this.runFinal}`);
-      this.settleWaiters();
-      return;
-    }
-    if (this.backlog.batches.length === 0 && this.batch.rowCount === 0) return; // reopened on the next flush
-    this.scheduleReconnect(e ? e.details || e.message : 'stream closed');
-  }
-
-  private scheduleReconnect(why: string): void {
-    if (this.reconnectTimer) return;
-    const delay = this.backoffMs;
-    this.backoffMs = Math.min(this.backoffMs * 2, 1000);
-    if (this.lastProblem !== `reconnect: ${why}`) {
-      this.lastProblem = `reconnect: ${why}`;
-    }
-    this.note(`reconnect in ${delay} ms`);
-    this.reconnectTimer = setTimeout(() => {
-      this.reconnectTimer = null;
-      void this.reconnect();
-    }, delay);
-    this.reconnectTimer.unref();
-  }
-
-  private async reconnect(): Promise<void> {
-    if (this.connecting) return;
-    this.connecting = true;
-    try {
-      if (await this.rediscover()) this.needsRediscovery = false;
-    } finally {
-      this.connecting = false;
-    }
-    if (!this.call && !this.runFinal) this.open();
   }
 
   /**
@@ -436,47 +325,13 @@ export class BatchWriter {
    * or replaced by a sidecar, and uses it from now on. False when none was
    * found: the old address is kept and the caller tries again later.
    */
-  async rediscover(): Promise<boolean> {
-    if (!this.conn) return false; // deferred: retryCreate() brings the daemon
-    try {
-      const addr = await findDaemon({ ignoreEnv: true });
-      if (addr.target !== this.conn.address.target || addr.token !== this.conn.address.token) {
-        dropConnection(this.conn);
-        this.conn = connectionFor(addr);
-        this.note(`found a new daemon at ${addr.target}`);
-      } else this.note(`the daemon at ${addr.target} is the one in use`);
-      return true;
-    } catch (e) {
-      this.note(`no daemon found: ${(e as Error).message.split('\n')[0]}`);
-      return false;
-    }
-  }
-
-  /** No answer to OpenWriter in OPEN_ANSWER_MS: the stream is given up (onBroken looks for the daemon again). */
-  private armOpenDeadline(call: Call): void {
-    this.clearOpenDeadline();
-    this.openTimer = setTimeout(() => {
-      this.openTimer = null;
-      if (call === this.call && !this.opened) call.expire(OPEN_ANSWER_MS);
-    }, OPEN_ANSWER_MS);
-    this.openTimer.unref();
-  }
-
-  private clearOpenDeadline(): void {
-    if (this.openTimer) clearTimeout(this.openTimer);
-    this.openTimer = null;
-  }
-
-  private note(event: string): void {
-    const line = `+${((Date.now() - this.bornAt) / 1000).toFixed(3)}s ${event}`;
-    if (this.history.length === HISTORY) this.history.shift();
-    this.history.push(line);
-    if (TRACE) process.stderr.write(`logd-trace ${process.pid} ${this.o.runId}/${this.o.writerId} ${line}\n`);
+  rediscover(): Promise<boolean> {
+    return this.stream.rediscover();
   }
 
   /** The last stream events, oldest first, for a message that says why rows did not reach the daemon. */
   get streamHistory(): string {
-    return this.history.join('; ');
+    return this.stream.history;
   }
 
   // ---- waiting for acknowledgements, with a deadline ----
@@ -496,10 +351,7 @@ export class BatchWriter {
     while (this.ackedSeq < target && !this.runFinal) {
       const left = deadline - Date.now();
       if (left <= 0) return false;
-      if (!this.call && !this.reconnectTimer && !this.connecting) {
-        if (this.needsRediscovery) void this.reconnect();
-        else this.open();
-      }
+      this.stream.ensure();
       await new Promise<void>((resolve) => {
         const t = setTimeout(resolve, Math.min(left, 250));
         this.ackWaiters.push(() => {
@@ -517,9 +369,9 @@ export class BatchWriter {
     if (this.backlog.batches.length === 0) this.backlog.clearDisk();
     // Everything acknowledged: the journal goes. Otherwise it stays for the daemon, which reads it once this process is gone.
     if (delivered) this.journal?.close(true);
-    for (const t of [this.flushTimer, this.idleTimer, this.reconnectTimer, this.openTimer]) if (t) clearTimeout(t);
-    this.flushTimer = this.idleTimer = this.reconnectTimer = this.openTimer = null;
-    this.closeStream();
+    if (this.flushTimer) clearTimeout(this.flushTimer);
+    this.flushTimer = null;
+    this.stream.close();
   }
 
   /**
