@@ -2,7 +2,7 @@
 // daemon of its data dir. Written to a temp name and renamed into place, so a
 // reader never sees half a file; private to the user (0600).
 import fs from 'node:fs';
-import { procStartTime } from './proc.js';
+import { procStat } from './proc.js';
 
 export interface ServiceFile {
   pid: number;
@@ -64,10 +64,16 @@ export function pidAlive(pid: number): boolean {
 
 /** Does the daemon that wrote `s` still run: its pid alive and, where the file says, started when that daemon did. */
 export function serviceAlive(s: ServiceFile): boolean {
-  if (!pidAlive(s.pid)) return false;
-  if (typeof s.procStart !== 'number') return true; // written by an older logd: the pid is all there is
-  const now = procStartTime(s.pid);
-  return now === null ? !fs.existsSync('/proc/self/stat') : now === s.procStart;
+  if (typeof s.procStart !== 'number') return pidAlive(s.pid); // written by an older logd: the pid is all there is
+  try {
+    process.kill(s.pid, 0);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  // One read of /proc/PID/stat: the state (a zombie is gone) and the start time (a reused pid is another process).
+  const st = procStat(s.pid);
+  if (st === null) return !fs.existsSync('/proc/self/stat');
+  return st.state !== 'Z' && st.state !== 'X' && st.startTime === s.procStart;
 }
 
 /**
