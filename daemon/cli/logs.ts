@@ -4,9 +4,10 @@
 // (the uploader copies console output there).
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { openSource, RunNotFound, type ConsoleLine, type RunInfo } from '../query/index.js';
+import { attemptsOf, attemptAt, attemptHeading, type AttemptInfo } from './attempts.js';
 
 /** One printed line as `logd logs --json` writes it (documented in docs/cli.md). */
-export interface LogLine { t: number; stream: 'out' | 'err'; rank: number | null; writer: number; line: string; run?: string }
+export interface LogLine { t: number; stream: 'out' | 'err'; rank: number | null; writer: number; line: string; run?: string; attempt?: number }
 
 /** Stored pieces as lines: each piece's text split at its newlines (a piece cut at a bound ends a line too). */
 export function* linesOf(pieces: Iterable<ConsoleLine>): Generator<LogLine> {
@@ -96,16 +97,25 @@ export function registerLogsCommand(program: Command, fail: (msg: string) => nev
       }
       const readers = runs.map((r) => new RunReader(r.id, (id, after) => src.console!(id, after)));
       const rankOf = new Map(runs.map((r) => [r.id, rankFromInfo(r)]));
+      /** A continued run's attempts: each line is marked with the one that printed it (by time). */
+      const attemptsBy = new Map<string, AttemptInfo[]>(runs.map((r) => [r.id, attemptsOf(r)]));
       const wanted = (l: LogLine) => (o.rank === undefined || l.rank === o.rank) && (o.stream === undefined || l.stream === o.stream)
         && (re === null || re.test(l.line.replace(CSI, '')));
-      const writers = new Set<number>();
+      /** The writers seen, per attempt (a continued run's attempts are each another writer). */
+      const writers = new Map<number, Set<number>>();
       /** Every reader's new lines, merged by time (a stable sort: one run's lines keep their order). */
       const readAll = async (): Promise<LogLine[]> => {
         const lines: LogLine[] = [];
         for (const rd of readers) {
           const pieces = await rd.more().catch((e: Error) => fail(e.message));
-          for (const p of pieces) writers.add(p.w);
+          const attempts = attemptsBy.get(rd.id) ?? [];
+          for (const p of pieces) {
+            const a = attemptAt(attempts, p.t) ?? 0;
+            (writers.get(a) ?? writers.set(a, new Set()).get(a)!).add(p.w);
+          }
           for (const l of linesOf(pieces)) {
+            const a = attemptAt(attempts, l.t);
+            if (a !== null) l.attempt = a;
             if (group) {
               l.run = rd.id;
               if (l.rank === null) l.rank = rankOf.get(rd.id) ?? null;
@@ -116,10 +126,24 @@ export function registerLogsCommand(program: Command, fail: (msg: string) => nev
         if (readers.length > 1) lines.sort((a, b) => a.t - b.t);
         return lines;
       };
-      const prefix = () => group || writers.size > 1;
+      // Several processes wrote (in one attempt): each line says which.
+      const prefix = () => group || [...writers.values()].some((s) => s.size > 1);
+      // One run's output opens each attempt's part with a heading (a group's lines say their attempt in the prefix).
+      let shownAttempt: number | undefined;
+      const render = (ls: LogLine[]): string[] => {
+        const out: string[] = [];
+        for (const l of ls) {
+          if (!o.json && !group && l.attempt !== undefined && l.attempt !== shownAttempt) {
+            shownAttempt = l.attempt;
+            out.push(attemptHeading(attemptsBy.get(runs[0].id) ?? [], l.attempt) + '\n');
+          }
+          out.push(format(l, o.json, prefix()));
+        }
+        return out;
+      };
       let lines = await readAll();
       if (o.tail !== undefined) lines = o.tail === 0 ? [] : lines.slice(-o.tail);
-      write(lines.map((l) => format(l, o.json, prefix())));
+      write(render(lines));
       if (!o.follow) {
         await src.close();
         return;
@@ -134,15 +158,19 @@ export function registerLogsCommand(program: Command, fail: (msg: string) => nev
         if (group) {
           const now = (await src.listRuns({ group: target, limit: 10_000 }).catch(() => ({ runs: [] as RunInfo[] }))).runs;
           for (const r of now) {
+            attemptsBy.set(r.id, attemptsOf(r)); // a run continued while followed
             if (rankOf.has(r.id)) continue;
             runs.push(r);
             rankOf.set(r.id, rankFromInfo(r));
             readers.push(new RunReader(r.id, (id, after) => src.console!(id, after)));
             quietSince = Date.now();
           }
+        } else {
+          const now = await src.getRun(runs[0].id).catch(() => null);
+          if (now) attemptsBy.set(now.id, attemptsOf(now)); // continued while followed
         }
         const fresh = await readAll();
-        write(fresh.map((l) => format(l, o.json, prefix())));
+        write(render(fresh));
         if (fresh.length > 0) {
           quietSince = Date.now();
           continue;
@@ -172,7 +200,7 @@ function rankFromInfo(r: RunInfo): number | null {
 /** A line for people (prefixed with its rank when the run had several processes), or as JSON. */
 function format(l: LogLine, json: boolean | undefined, prefix: boolean): string {
   if (json) return JSON.stringify(l) + '\n';
-  const who = l.rank !== null ? `[rank ${l.rank}] ` : `[writer ${l.writer}] `;
+  const who = `[${l.rank !== null ? `rank ${l.rank}` : `writer ${l.writer}`}${l.run !== undefined && l.attempt !== undefined ? `, attempt ${l.attempt}` : ''}] `;
   return `${prefix ? who : ''}${process.stdout.isTTY ? forTerminal(l.line) : l.line}\n`;
 }
 

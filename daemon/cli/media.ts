@@ -8,6 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { Command, Option } from 'commander';
 import { openSource, type MediaItem } from '../query/index.js';
+import { attemptsOf, attemptAt, attemptHeading } from './attempts.js';
 
 interface MediaOptions { kind?: string; key?: string; json?: boolean; save?: string }
 
@@ -42,12 +43,15 @@ export function registerMediaCommand(program: Command, fail: (msg: string) => ne
     .argument('<run>', 'run id')
     .addOption(new Option('--kind <kind>', 'only this kind').choices(['histogram', 'image', 'text']))
     .option('--key <key>', 'only this key')
-    .option('--json', 'one JSON object per line: {w, rank, key, step, t, kind, ...} (histograms with counts and edges)')
+    .option('--json', 'one JSON object per line: {w, rank, key, step, t, kind, ...} (histograms with counts and edges; attempt, for a continued run)')
     .option('--save <dir>', 'write the images into this directory (made if missing), one file each')
     .action(async (id: string, o: MediaOptions) => {
       const src = await openSource().catch((e: Error) => fail(e.message));
       if (!src.media) fail(`${src.where} does not keep histograms, images or text; read them from the node's own store`);
       if (o.save) fs.mkdirSync(o.save, { recursive: true });
+      // A continued run's items are marked with the attempt that logged them (by time); a run with one attempt is not.
+      const attempts = attemptsOf(await src.getRun(id).catch(() => null));
+      let shownAttempt: number | null = null;
       let n = 0;
       let saved = 0;
       if (!o.json) process.stdout.write(`${'step'.padStart(8)}  rank  kind       key  value\n`);
@@ -56,7 +60,12 @@ export function registerMediaCommand(program: Command, fail: (msg: string) => ne
         const out: string[] = [];
         for (const m of page.entries) {
           n++;
-          out.push(o.json ? JSON.stringify(m) + '\n' : describe(m));
+          const attempt = attemptAt(attempts, m.t);
+          if (o.json) out.push(JSON.stringify(attempt === null ? m : { ...m, attempt }) + '\n');
+          else {
+            if (attempt !== null && attempt !== shownAttempt) out.push(attemptHeading(attempts, (shownAttempt = attempt)) + '\n');
+            out.push(describe(m));
+          }
           if (o.save && m.kind === 'image' && m.sha256) {
             const img = await src.image!(id, m.sha256).catch((e: Error) => fail(e.message));
             if (!img) continue;
