@@ -4,16 +4,10 @@
 // attempts come from the run's metadata (`attempts`, present once a run has
 // more than one); a run with one attempt is marked nowhere.
 import type { RunInfo } from '../query/index.js';
+import type { Attempt } from '../store/format.js';
 
-export interface AttemptInfo {
-  n: number;
-  /** Unix seconds. */
-  startedAt: number;
-  host: string;
-  pid: number;
-  fromStep: number;
-  resumedFromStep?: number;
-}
+/** An attempt as the run's metadata has it. */
+export type AttemptInfo = Pick<Attempt, 'n' | 'startedAt' | 'host' | 'pid' | 'fromStep' | 'resumedFromStep'>;
 
 /** The run's attempts, oldest first; empty when it has only one (or its metadata names none). */
 export function attemptsOf(r: RunInfo | null): AttemptInfo[] {
