@@ -42,38 +42,35 @@ export function removeServiceFile(file: string, pid: number): void {
 }
 
 /**
+ * kill(pid, 0), then one read of /proc/PID/stat: alive (a zombie is not) and its start time (null where /proc has
+ * no entry; then kill(pid, 0) is all there is to go on).
+ */
+function probe(pid: number): { alive: boolean; startTime: number | null } {
+  try {
+    process.kill(pid, 0);
+  } catch (e) {
+    if ((e as NodeJS.ErrnoException).code !== 'EPERM') return { alive: false, startTime: null };
+  }
+  const st = procStat(pid);
+  if (st) return { alive: st.state !== 'Z' && st.state !== 'X', startTime: st.startTime };
+  // Gone since kill(pid, 0); or no /proc here.
+  return { alive: !fs.existsSync('/proc/self/stat'), startTime: null };
+}
+
+/**
  * Is the daemon that wrote a service file still there? A zombie (dead, not
  * yet reaped by a parent that never waits, such as a Popen nobody waits on)
  * still answers kill(pid, 0), but its socket is gone: it counts as dead.
  */
 export function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
-  try {
-    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const state = stat[stat.lastIndexOf(')') + 2];
-    return state !== 'Z' && state !== 'X';
-  } catch (e) {
-    // Gone since kill(pid, 0); or no /proc here, and kill(pid, 0) is all there is to go on.
-    return (e as NodeJS.ErrnoException).code !== 'ENOENT' || !fs.existsSync('/proc/self/stat');
-  }
+  return probe(pid).alive;
 }
 
 /** Does the daemon that wrote `s` still run: its pid alive and, where the file says, started when that daemon did. */
 export function serviceAlive(s: ServiceFile): boolean {
-  if (typeof s.procStart !== 'number') return pidAlive(s.pid); // written by an older logd: the pid is all there is
-  try {
-    process.kill(s.pid, 0);
-  } catch (e) {
-    if ((e as NodeJS.ErrnoException).code !== 'EPERM') return false;
-  }
-  // One read of /proc/PID/stat: the state (a zombie is gone) and the start time (a reused pid is another process).
-  const st = procStat(s.pid);
-  if (st === null) return !fs.existsSync('/proc/self/stat');
-  return st.state !== 'Z' && st.state !== 'X' && st.startTime === s.procStart;
+  const p = probe(s.pid);
+  // A file written by an older logd has no procStart: the pid is all there is.
+  return p.alive && (typeof s.procStart !== 'number' || p.startTime === null || p.startTime === s.procStart);
 }
 
 /**
