@@ -28,7 +28,7 @@ export interface StreamHost {
   /** OpenWriter's request as of now (a deferred run gets its token and writer id later). */
   openRequest(): { runId: string; runToken: string; writerId: string; client: ClientInfo; keys: string[] };
   /** The batches not yet acknowledged, in memory, oldest first (client/backlog.ts). */
-  readonly batches: readonly Sealed[];
+  batches(): readonly Sealed[];
   /** Nothing sealed waits anywhere and no row is open: an idle stream may close. */
   idle(): boolean;
   /** No batch in memory and no row open: a broken stream need not reopen before the next flush. */
@@ -44,10 +44,11 @@ export interface StreamHost {
   /** The daemon refused the stream for good (retrying cannot help). */
   refused(why: string): void;
   /** What went wrong last (run.problem); the stream sets it while it reconnects. */
-  problem: string | null;
+  problem(): string | null;
+  setProblem(p: string): void;
   warn(msg: string): void;
-  readonly runId: string;
-  readonly writerId: string;
+  /** The run and writer, for messages. */
+  who(): { runId: string; writerId: string };
 }
 
 export class WriterStream {
@@ -88,7 +89,7 @@ export class WriterStream {
   /** Sends what no stream carried yet, opening a stream (or looking for the daemon first) when there is none. */
   pump(): void {
     if (!this.call) {
-      if (this.host.batches.length === 0 || this.reconnectTimer || this.connecting) return;
+      if (this.host.batches().length === 0 || this.reconnectTimer || this.connecting) return;
       if (this.needsRediscovery) {
         void this.reconnect();
         return;
@@ -99,7 +100,7 @@ export class WriterStream {
     // waiting for its answer (a round trip, most of a small run's finish); the
     // daemon handles a stream's messages in order. Batches an earlier stream
     // carried wait for `opened`, which says which of them are durable already.
-    const batches = this.host.batches;
+    const batches = this.host.batches();
     if (!this.opened && this.sentIdx < batches.length && batches[this.sentIdx].seq <= this.maxSentSeq) return;
     while (this.sentIdx < batches.length) {
       const s = batches[this.sentIdx++];
@@ -140,7 +141,7 @@ export class WriterStream {
       // daemon is not this user's (UntrustedDaemonError; nothing was sent).
       // Look for the daemon again later; the rows stay buffered or spilled.
       const why = (e as Error).message;
-      if (this.host.problem !== `reconnect: ${why}`) this.host.warn(`logd: run ${this.host.runId}: ${why}`);
+      if (this.host.problem() !== `reconnect: ${why}`) this.host.warn(`logd: run ${this.host.who().runId}: ${why}`);
       this.note(`no stream could start: ${why}`);
       this.needsRediscovery = true;
       this.scheduleReconnect(why);
@@ -162,7 +163,7 @@ export class WriterStream {
     if (m.opened) {
       this.opened = true;
       this.clearOpenDeadline();
-      this.note(`opened: the daemon has up to batch ${m.opened.lastSeq}; ${this.host.batches.length} batch(es) wait for it`);
+      this.note(`opened: the daemon has up to batch ${m.opened.lastSeq}; ${this.host.batches().length} batch(es) wait for it`);
       this.backoffMs = 50;
       this.authRetries = 0;
       this.host.opened(m.opened.lastSeq);
@@ -222,7 +223,7 @@ export class WriterStream {
     if (this.reconnectTimer) return;
     const delay = this.backoffMs;
     this.backoffMs = Math.min(this.backoffMs * 2, 1000);
-    this.host.problem = `reconnect: ${why}`;
+    this.host.setProblem(`reconnect: ${why}`);
     this.note(`reconnect in ${delay} ms`);
     this.reconnectTimer = setTimeout(() => {
       this.reconnectTimer = null;
@@ -282,7 +283,10 @@ export class WriterStream {
     const line = `+${((Date.now() - this.bornAt) / 1000).toFixed(3)}s ${event}`;
     if (this.events.length === HISTORY) this.events.shift();
     this.events.push(line);
-    if (TRACE) process.stderr.write(`logd-trace ${process.pid} ${this.host.runId}/${this.host.writerId} ${line}\n`);
+    if (TRACE) {
+      const { runId, writerId } = this.host.who();
+      process.stderr.write(`logd-trace ${process.pid} ${runId}/${writerId} ${line}\n`);
+    }
   }
 
   /** The last stream events, oldest first, for a message that says why rows did not reach the daemon. */

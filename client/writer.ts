@@ -84,12 +84,9 @@ export class BatchWriter {
 
   /** What the stream asks of this writer, and what it tells it. */
   private streamHost(): StreamHost {
-    const w = this; // for the accessors below, whose own `this` is the host object
     return {
       openRequest: () => ({ runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, client: this.o.client, keys: this.batch.sealedKeys() }),
-      get batches() {
-        return w.backlog.batches;
-      },
+      batches: () => this.backlog.batches,
       idle: () => this.backlog.empty && this.batch.rowCount === 0,
       nothingToSend: () => this.backlog.batches.length === 0 && this.batch.rowCount === 0,
       done: () => !!this.runFinal || (this.closed && this.backlog.batches.length === 0),
@@ -104,19 +101,10 @@ export class BatchWriter {
         this.o.warn(`logd: run ${this.o.runId}: ${why}`);
         this.settleWaiters();
       },
-      get problem() {
-        return w.lastProblem;
-      },
-      set problem(p: string | null) {
-        w.lastProblem = p;
-      },
+      problem: () => this.lastProblem,
+      setProblem: (p) => (this.lastProblem = p),
       warn: (msg) => this.o.warn(msg),
-      get runId() {
-        return w.o.runId;
-      },
-      get writerId() {
-        return w.o.writerId;
-      },
+      who: () => ({ runId: this.o.runId, writerId: this.o.writerId }),
     };
   }
 
