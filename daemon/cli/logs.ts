@@ -110,17 +110,17 @@ export function registerLogsCommand(program: Command, fail: (msg: string) => nev
           const pieces = await rd.more().catch((e: Error) => fail(e.message));
           const attempts = attemptsBy.get(rd.id) ?? [];
           for (const p of pieces) {
-            const a = attemptAt(attempts, p.t) ?? 0;
-            (writers.get(a) ?? writers.set(a, new Set()).get(a)!).add(p.w);
-          }
-          for (const l of linesOf(pieces)) {
-            const a = attemptAt(attempts, l.t);
-            if (a !== null) l.attempt = a;
-            if (group) {
-              l.run = rd.id;
-              if (l.rank === null) l.rank = rankOf.get(rd.id) ?? null;
+            const a = attemptAt(attempts, p.t);
+            const seen = writers.get(a ?? 0) ?? new Set<number>();
+            writers.set(a ?? 0, seen.add(p.w));
+            for (const l of linesOf([p])) {
+              if (a !== null) l.attempt = a;
+              if (group) {
+                l.run = rd.id;
+                if (l.rank === null) l.rank = rankOf.get(rd.id) ?? null;
+              }
+              if (wanted(l)) lines.push(l);
             }
-            if (wanted(l)) lines.push(l);
           }
         }
         if (readers.length > 1) lines.sort((a, b) => a.t - b.t);
@@ -132,12 +132,13 @@ export function registerLogsCommand(program: Command, fail: (msg: string) => nev
       let shownAttempt: number | undefined;
       const render = (ls: LogLine[]): string[] => {
         const out: string[] = [];
+        const who = prefix();
         for (const l of ls) {
           if (!o.json && !group && l.attempt !== undefined && l.attempt !== shownAttempt) {
             shownAttempt = l.attempt;
             out.push(attemptHeading(attemptsBy.get(runs[0].id) ?? [], l.attempt) + '\n');
           }
-          out.push(format(l, o.json, prefix()));
+          out.push(format(l, o.json, who));
         }
         return out;
       };
