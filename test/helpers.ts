@@ -7,6 +7,7 @@ import path from 'node:path';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { execa } from 'execa';
+import { procStartTime } from '../src/proc.js';
 
 export const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 export const CLI = path.join(ROOT, 'dist', 'daemon', 'cli.js');
@@ -162,11 +163,15 @@ export async function exportJsonl(t: TestEnv, runId: string, extra: string[] = [
 }
 
 /**
- * In place of a killed daemon: a listener of this user on its socket that takes every connection and never says
- * a word, named by the service file with this process's own pid and start time (so discovery takes it as alive).
- * `held`: the connections it took; close() lets go of them.
+ * The reach tests' silent daemon. Daemon `pid` (the writer's first rows already acknowledged) is SIGKILLed, and in
+ * its place a listener of this user on its socket takes every connection and never says a word, named by the service
+ * file with this process's own pid and start time (so discovery takes it as alive). The writer goes on (the `go`
+ * file); once it has connected there (within `connectMs`), the real daemon comes back at the same socket path and
+ * the silent one keeps what it took. Resolves with the writer's `finished {...}` line (`lines`: its stdout), parsed.
  */
-export async function muteListener(t: TestEnv): Promise<{ held: net.Socket[]; close: () => void }> {
+export async function throughMuteListener(t: TestEnv, pid: number, lines: string[], go: string, connectMs: number): Promise<{ state: string; message: string; ms: number; id: string }> {
+  process.kill(pid, 'SIGKILL');
+  await waitUntil(() => !alive(pid), 10_000, 'the daemon to die');
   const file = path.join(t.runtimeDir, 'service.json');
   const service = JSON.parse(fs.readFileSync(file, 'utf8'));
   const socketPath = service.socket.slice('unix:'.length);
@@ -174,13 +179,18 @@ export async function muteListener(t: TestEnv): Promise<{ held: net.Socket[]; cl
   const held: net.Socket[] = [];
   const mute = net.createServer((c) => held.push(c));
   await new Promise<void>((r) => mute.listen(socketPath, r));
-  const stat = fs.readFileSync('/proc/self/stat', 'utf8');
-  fs.writeFileSync(file, JSON.stringify({ ...service, pid: process.pid, procStart: Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]) }));
-  return {
-    held,
-    close: () => {
-      for (const c of held) c.destroy();
-      mute.close();
-    },
-  };
+  fs.writeFileSync(file, JSON.stringify({ ...service, pid: process.pid, procStart: procStartTime(process.pid) }));
+  try {
+    fs.writeFileSync(go, '');
+    await waitUntil(() => held.length > 0, connectMs, 'the writer to connect to the mute listener');
+    await new Promise((r) => setTimeout(r, 1000));
+    // It takes no more connections (closing it removes its socket file), and keeps the ones it took.
+    mute.close();
+    await startDaemon(t);
+    await waitUntil(() => lines.some((l) => l.startsWith('finished ')), 60_000, 'the writer to finish');
+    return JSON.parse(lines.find((l) => l.startsWith('finished '))!.slice(9));
+  } finally {
+    for (const c of held) c.destroy();
+    if (mute.listening) mute.close();
+  }
 }

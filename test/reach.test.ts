@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import path from 'node:path';
 import fs from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, script, runScript, spawnScript, startDaemon, serviceFile, waitUntil, alive, cli, cliJson, exportJsonl, muteListener, CLI, type TestEnv } from './helpers.js';
+import { makeEnv, script, runScript, spawnScript, startDaemon, serviceFile, waitUntil, alive, cli, cliJson, exportJsonl, throughMuteListener, CLI, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
 afterEach(async () => t && (await t.cleanup()));
@@ -154,24 +154,12 @@ describe('a daemon that takes the connection and never answers', () => {
     const go = path.join(t.dir, 'go');
     const writer = spawnScript(t, w, [go], { LOGD_NO_AUTOSTART: '1' });
     await waitUntil(() => writer.lines.includes('acked true'), 30_000, 'the writer\'s first rows to be acknowledged');
-    process.kill(d1.pid, 'SIGKILL');
-    await waitUntil(() => !alive(d1.pid), 10_000, 'the daemon to die');
-    const mute = await muteListener(t); // in its place: a listener that takes every connection and never answers
-    try {
-      fs.writeFileSync(go, '');
-      await waitUntil(() => mute.held.length > 0, 15_000, 'the writer to connect to the mute listener');
-      await new Promise((r) => setTimeout(r, 1000));
-      // The real daemon comes back (a new socket at the same path, a new service file); the mute one keeps what it took.
-      await startDaemon(t);
-      await waitUntil(() => writer.lines.some((l) => l.startsWith('finished ')), 60_000, 'the writer to finish');
-      const res = JSON.parse(writer.lines.find((l) => l.startsWith('finished '))!.slice(9));
-      expect(res.state, res.message).toBe('finished');
-      expect(res.ms).toBeLessThan(40_000); // the stream's deadline is 10 s: far from finish's own 45 s
-      const rows = await exportJsonl(t, res.id);
-      expect(rows.map((r) => r.v)).toEqual(Array.from({ length: 200 }, (_, i) => i));
-    } finally {
-      mute.close();
-    }
+    // The daemon is killed, a listener that takes every connection and never answers takes its place, then the real one comes back.
+    const res = await throughMuteListener(t, d1.pid, writer.lines, go, 15_000);
+    expect(res.state, res.message).toBe('finished');
+    expect(res.ms).toBeLessThan(40_000); // the stream's deadline is 10 s: far from finish's own 45 s
+    const rows = await exportJsonl(t, res.id);
+    expect(rows.map((r) => r.v)).toEqual(Array.from({ length: 200 }, (_, i) => i));
   });
 });
 

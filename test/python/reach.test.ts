@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it, expect, afterEach } from 'vitest';
 import { spawn } from 'node:child_process';
-import { makeEnv, startDaemon, serviceFile, waitUntil, alive, cliJson, exportJsonl, muteListener, CLI, type TestEnv } from '../helpers.js';
+import { makeEnv, startDaemon, serviceFile, waitUntil, alive, cliJson, exportJsonl, throughMuteListener, CLI, type TestEnv } from '../helpers.js';
 import { FIXTURES, pythonMissing, runPython, spawnPython, killSpawnedPython } from './py-helpers.js';
 
 const WORKER = path.join(FIXTURES, 'init_worker.py');
@@ -158,22 +158,11 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
     const go = path.join(t.dir, 'go');
     const p = spawnPython(t, [path.join(FIXTURES, 'mute_writer.py'), go], { LOGD_NO_AUTOSTART: '1' });
     await waitUntil(() => p.lines.includes('acked True'), 60_000, 'the writer\'s first rows to be acknowledged');
-    process.kill(d1.pid, 'SIGKILL');
-    await waitUntil(() => !alive(d1.pid), 10_000, 'the daemon to die');
-    const mute = await muteListener(t); // in its place: a listener that takes every connection and never answers
-    try {
-      fs.writeFileSync(go, '');
-      await waitUntil(() => mute.held.length > 0, 30_000, 'the writer to connect to the mute listener');
-      await new Promise((r) => setTimeout(r, 1000));
-      await startDaemon(t); // the real daemon comes back; the mute listener keeps what it took
-      await waitUntil(() => p.lines.some((l) => l.startsWith('finished ')), 60_000, 'the writer to finish');
-      const res = JSON.parse(p.lines.find((l) => l.startsWith('finished '))!.slice(9));
-      expect(res.state, `${res.message}\n${p.err()}`).toBe('finished');
-      const rows = await exportJsonl(t, res.id);
-      expect(rows.map((r) => r.v)).toEqual(Array.from({ length: 200 }, (_, i) => i));
-    } finally {
-      mute.close();
-    }
+    // The daemon is killed, a listener that takes every connection and never answers takes its place, then the real one comes back.
+    const res = await throughMuteListener(t, d1.pid, p.lines, go, 30_000);
+    expect(res.state, `${res.message}\n${p.err()}`).toBe('finished');
+    const rows = await exportJsonl(t, res.id);
+    expect(rows.map((r) => r.v)).toEqual(Array.from({ length: 200 }, (_, i) => i));
   });
 
   it('a dead daemon whose pid another process took (pid reuse) counts as dead: init() starts a new one', async () => {
