@@ -216,7 +216,9 @@ export class Run {
    * the one it went to is gone (UNAVAILABLE: killed or restarting; the
    * records it acknowledged are in its log, which the next daemon recovers).
    * A daemon killed after it finalised the run refuses the retry with
-   * FAILED_PRECONDITION; the run's final state is then read back.
+   * FAILED_PRECONDITION; the run's final state is then read back. A retry
+   * that reaches the restarted daemon with the old token (UNAUTHENTICATED:
+   * it was not up yet when it was looked for) looks for it again.
    */
   private async finishCall(exitCode: number, deadline: number): Promise<{ run: RunInfo; message: string; timedOut: boolean }> {
     let retried = false;
@@ -234,7 +236,10 @@ export class Run {
           const run = await this.writer.connection.unary<unknown, RunInfo>('getRun', { runId: this.id }, Math.max(1, deadline - Date.now()));
           if (run.state !== 'running' && run.state !== 'finishing') return { run, message: '', timedOut: false };
         }
-        if (e.code !== 14 /* UNAVAILABLE */ || deadline - Date.now() < 500) throw e;
+        // UNAUTHENTICATED after a retry: the daemon was restarted under the call (a new token at the same socket)
+        // and was not found anew yet (its service file not written): look again while time is left.
+        const restarted = retried && e.code === 16;
+        if ((e.code !== 14 /* UNAVAILABLE */ && !restarted) || deadline - Date.now() < 500) throw e;
         retried = true;
         await new Promise((r) => setTimeout(r, 200));
         await this.writer.rediscover();

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, spawnScript, startDaemon, serviceFile, waitUntil, alive, cliJson, script, exportJsonl, type TestEnv } from './helpers.js';
+import { makeEnv, spawnScript, startDaemon, serviceFile, waitUntil, alive, cliJson, script, exportJsonl, restartUnderFinish, type TestEnv } from './helpers.js';
 import { SOAK, TEST_MS, chaosWorker, runIdOf, lastAcked, expectExactlyOnce } from './chaos-helpers.js';
 
 let t: TestEnv;
@@ -146,6 +146,30 @@ describe('kill -9 of the daemon while a finish is in flight', () => {
     expect(info).toMatchObject({ state: 'finished', exitCode: 0, historyRows: 2000 });
     const rows = await exportJsonl(t, id);
     expect(rows.map((r) => r.v)).toEqual(Array.from({ length: 2000 }, (_, i) => i));
+  });
+
+  it('a retry that reaches the restarted daemon before its service file names it (the old token): finish looks again and ends finished', async () => {
+    t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
+    const d = await startDaemon(t);
+    const w = script(t, 'finisher.mjs', `
+      import fs from 'node:fs';
+      const run = await logd.init({ project: 'finish-kill' });
+      for (let s = 0; s < 500; s++) run.log({ v: s }, { step: s });
+      await run.flush();
+      console.log('run ' + run.id);
+      while (!fs.existsSync(process.argv[2])) await new Promise((r) => setTimeout(r, 10));
+      const res = await run.finish({ timeoutMs: 30000 });
+      console.log('finished ' + JSON.stringify(res));
+    `);
+    const go = path.join(t.dir, 'go');
+    const worker = spawnScript(t, w, [go], { LOGD_NO_AUTOSTART: '1' });
+    await waitUntil(() => !!runIdOf(worker.lines), 30_000, 'the worker to flush');
+    const id = runIdOf(worker.lines)!;
+    await restartUnderFinish(t, d.pid, go);
+    await waitUntil(() => worker.lines.some((l) => l.startsWith('finished ')), 40_000, 'the worker to finish');
+    const res = JSON.parse(worker.lines.find((l) => l.startsWith('finished '))!.slice(9));
+    expect(res, res.message).toMatchObject({ state: 'finished', timedOut: false });
+    expect(await cliJson(t, ['show', id])).toMatchObject({ state: 'finished', historyRows: 500 });
   });
 });
 

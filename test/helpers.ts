@@ -194,3 +194,21 @@ export async function throughMuteListener(t: TestEnv, pid: number, lines: string
     if (mute.listening) mute.close();
   }
 }
+
+/**
+ * A daemon restarted under a finish, its new service file late. Daemon `pid` is stopped (SIGSTOP) before the writer
+ * finishes (the `go` file), so FinishRun waits on it; then it is SIGKILLed, a new daemon serves the same socket with a
+ * new token, and for 1.5 s no service file names it: the writer's retries reach it with the old token.
+ */
+export async function restartUnderFinish(t: TestEnv, pid: number, go: string): Promise<void> {
+  process.kill(pid, 'SIGSTOP');
+  fs.writeFileSync(go, '');
+  await new Promise((r) => setTimeout(r, 700));
+  process.kill(pid, 'SIGKILL');
+  await waitUntil(() => !alive(pid), 10_000, `daemon ${pid} to die`);
+  await startDaemon(t);
+  const file = path.join(t.runtimeDir, 'service.json');
+  fs.renameSync(file, `${file}.hidden`);
+  await new Promise((r) => setTimeout(r, 1500));
+  fs.renameSync(`${file}.hidden`, file);
+}

@@ -394,7 +394,8 @@ class Run:
     def _finish_call(self, w: Writer, exit_code: int, deadline: float):
         """FinishRun; sent again to the daemon found anew while time is left when the one
         it went to is gone (UNAVAILABLE). A daemon killed after it finalised the run
-        refuses the retry with FAILED_PRECONDITION; the final state is then read back."""
+        refuses the retry with FAILED_PRECONDITION; the final state is then read back. A retry that reaches the
+        restarted daemon with the old token (UNAUTHENTICATED) looks for it again."""
         import grpc
 
         from ._pb import logd_pb2 as pb
@@ -411,7 +412,10 @@ class Run:
                     run = w.conn.unary("GetRun", pb.GetRunRequest(run_id=self.id), max(0.001, deadline - time.monotonic()))
                     if run.state not in ("running", "finishing"):
                         return pb.FinishRunResponse(run=run)
-                if e.code != grpc.StatusCode.UNAVAILABLE or deadline - time.monotonic() < 0.5:
+                # UNAUTHENTICATED after a retry: the daemon was restarted under the call (a new token at the same
+                # socket) and its service file did not name it yet: look again while time is left.
+                restarted = retried and e.code == grpc.StatusCode.UNAUTHENTICATED
+                if (e.code != grpc.StatusCode.UNAVAILABLE and not restarted) or deadline - time.monotonic() < 0.5:
                     raise
                 retried = True
                 time.sleep(0.2)

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { describe, it, expect, afterEach } from 'vitest';
 import { spawn } from 'node:child_process';
-import { makeEnv, startDaemon, serviceFile, waitUntil, alive, cliJson, exportJsonl, throughMuteListener, CLI, type TestEnv } from '../helpers.js';
+import { makeEnv, startDaemon, serviceFile, waitUntil, alive, cliJson, exportJsonl, throughMuteListener, restartUnderFinish, CLI, type TestEnv } from '../helpers.js';
 import { FIXTURES, pythonMissing, runPython, spawnPython, killSpawnedPython } from './py-helpers.js';
 
 const WORKER = path.join(FIXTURES, 'init_worker.py');
@@ -163,6 +163,20 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
     expect(res.state, `${res.message}\n${p.err()}`).toBe('finished');
     const rows = await exportJsonl(t, res.id);
     expect(rows.map((r) => r.v)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+  });
+
+  it('a finish whose retry reaches the restarted daemon before its service file names it (the old token) looks again and ends finished', async () => {
+    t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
+    const d = await startDaemon(t);
+    const go = path.join(t.dir, 'go');
+    const p = spawnPython(t, [path.join(FIXTURES, 'finish_restart.py'), go], { LOGD_NO_AUTOSTART: '1' });
+    await waitUntil(() => p.lines.some((l) => l.startsWith('run ')), 60_000, 'the writer to flush');
+    const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
+    await restartUnderFinish(t, d.pid, go);
+    await waitUntil(() => p.lines.some((l) => l.startsWith('finished ')), 40_000, 'the writer to finish');
+    const res = JSON.parse(p.lines.find((l) => l.startsWith('finished '))!.slice(9));
+    expect(res, `${res.message}\n${p.err()}`).toMatchObject({ state: 'finished', timed_out: false });
+    expect(await cliJson(t, ['show', id])).toMatchObject({ state: 'finished', historyRows: 500 });
   });
 
   it('a dead daemon whose pid another process took (pid reuse) counts as dead: init() starts a new one', async () => {
