@@ -113,23 +113,27 @@ describe('kill -9 of the daemon in the middle of writes, again and again', () =>
   }, TEST_MS);
 });
 
+/** A writer that logs argv[3] rows and flushes them (prints `run ID`), waits for the file argv[2], finishes; prints `finished JSON` (with ms). */
+function finisher(t: TestEnv): string {
+  return script(t, 'finisher.mjs', `
+    import fs from 'node:fs';
+    const run = await logd.init({ project: 'finish-kill' });
+    for (let s = 0; s < Number(process.argv[3]); s++) run.log({ v: s }, { step: s });
+    await run.flush();
+    console.log('run ' + run.id);
+    while (!fs.existsSync(process.argv[2])) await new Promise((r) => setTimeout(r, 10));
+    const t0 = Date.now();
+    const res = await run.finish({ timeoutMs: 30000 });
+    console.log('finished ' + JSON.stringify({ ...res, ms: Date.now() - t0 }));
+  `);
+}
+
 describe('kill -9 of the daemon while a finish is in flight', () => {
   it('finish is sent again to the restarted daemon and the run ends finished, within its deadline', async () => {
     t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
     let d = await startDaemon(t);
-    const w = script(t, 'finisher.mjs', `
-      import fs from 'node:fs';
-      const run = await logd.init({ project: 'finish-kill' });
-      for (let s = 0; s < 2000; s++) run.log({ v: s }, { step: s });
-      await run.flush();
-      console.log('run ' + run.id);
-      while (!fs.existsSync(process.argv[2])) await new Promise((r) => setTimeout(r, 10));
-      const t0 = Date.now();
-      const res = await run.finish({ timeoutMs: 30000 });
-      console.log('finished ' + JSON.stringify({ ...res, ms: Date.now() - t0 }));
-    `);
     const go = path.join(t.dir, 'go');
-    const worker = spawnScript(t, w, [go], { LOGD_NO_AUTOSTART: '1' });
+    const worker = spawnScript(t, finisher(t), [go, '2000'], { LOGD_NO_AUTOSTART: '1' });
     await waitUntil(() => !!runIdOf(worker.lines), 30_000, 'the worker to flush');
     const id = runIdOf(worker.lines)!;
     process.kill(d.pid, 'SIGSTOP'); // the FinishRun call will wait on a daemon that cannot answer...
@@ -151,18 +155,8 @@ describe('kill -9 of the daemon while a finish is in flight', () => {
   it('a retry that reaches the restarted daemon before its service file names it (the old token): finish looks again and ends finished', async () => {
     t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
     const d = await startDaemon(t);
-    const w = script(t, 'finisher.mjs', `
-      import fs from 'node:fs';
-      const run = await logd.init({ project: 'finish-kill' });
-      for (let s = 0; s < 500; s++) run.log({ v: s }, { step: s });
-      await run.flush();
-      console.log('run ' + run.id);
-      while (!fs.existsSync(process.argv[2])) await new Promise((r) => setTimeout(r, 10));
-      const res = await run.finish({ timeoutMs: 30000 });
-      console.log('finished ' + JSON.stringify(res));
-    `);
     const go = path.join(t.dir, 'go');
-    const worker = spawnScript(t, w, [go], { LOGD_NO_AUTOSTART: '1' });
+    const worker = spawnScript(t, finisher(t), [go, '500'], { LOGD_NO_AUTOSTART: '1' });
     await waitUntil(() => !!runIdOf(worker.lines), 30_000, 'the worker to flush');
     const id = runIdOf(worker.lines)!;
     await restartUnderFinish(t, d.pid, go);
