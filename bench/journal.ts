@@ -154,9 +154,11 @@ async function ingest(base: string, journalMb: number, per: number): Promise<num
   while (ready < writers && Date.now() - t < 60_000) await new Promise((r) => setTimeout(r, 10));
   const daemon = daemonPid(e);
   const d0 = cpuSeconds(daemon);
+  const s0 = cpuSeconds(daemon, 'system');
   fs.writeFileSync(go, '');
   const spans = await Promise.all(ends);
   daemonCpu[journalMb ? 'on' : 'off'].push(cpuSeconds(daemon) - d0);
+  daemonSys[journalMb ? 'on' : 'off'].push(cpuSeconds(daemon, 'system') - s0);
   const secs = (Math.max(...spans.map((s) => s.end)) - Math.min(...spans.map((s) => s.start))) / 1000;
   writerCpu[journalMb ? 'on' : 'off'].push(spans.reduce((a, s) => a + s.cpuS, 0));
   await stopDaemon(e);
@@ -173,10 +175,11 @@ function daemonPid(e: NodeJS.ProcessEnv): number {
 }
 
 /** A process's CPU seconds so far, all its threads (those that exited included), from /proc; 0 when unknown. */
-function cpuSeconds(pid: number): number {
+function cpuSeconds(pid: number, which: 'all' | 'system' = 'all'): number {
   try {
     const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-    return (Number(f[11]) + Number(f[12])) / 100; // utime + stime, in clock ticks (100 a second)
+    // utime + stime, in clock ticks (100 a second)
+    return ((which === 'all' ? Number(f[11]) : 0) + Number(f[12])) / 100;
   } catch {
     return 0;
   }
@@ -206,13 +209,14 @@ const rate: Record<string, number[]> = { off: [], on: [] };
 /** The writers' CPU seconds together, per ingest round, and the daemon's (all its threads). */
 const writerCpu: Record<string, number[]> = { off: [], on: [] };
 const daemonCpu: Record<string, number[]> = { off: [], on: [] };
+const daemonSys: Record<string, number[]> = { off: [], on: [] };
 const warm: Record<string, Array<{ cpuUsPerLog: number; mainUsPerLog: number; coldCpuUsPerLog: number; coldMainUsPerLog: number }>> = { off: [], on: [] };
 console.log(`bench/journal: ${rounds} rounds, journal off (LOGD_JOURNAL_MB=0) and on (64) alternated; load average ${os.loadavg().map((x) => x.toFixed(1)).join(' ')}`);
 for (let r = 0; r < (only === 'footprint' ? 0 : rounds); r++) {
   for (const [name, mb] of (r % 2 ? [['on', 64], ['off', 0]] : [['off', 0], ['on', 64]]) as Array<[string, number]>) {
     if (onlyIngest) {
       rate[name].push(await ingest(base, mb, 200_000));
-      console.log(`  round ${r + 1}, journal ${name}: ingest ${rate[name][rate[name].length - 1].toFixed(2)} M points/s, writers' CPU ${writerCpu[name][writerCpu[name].length - 1].toFixed(2)} s, daemon's CPU ${daemonCpu[name][daemonCpu[name].length - 1].toFixed(2)} s`);
+      console.log(`  round ${r + 1}, journal ${name}: ingest ${rate[name][rate[name].length - 1].toFixed(2)} M points/s, writers' CPU ${writerCpu[name][writerCpu[name].length - 1].toFixed(2)} s, daemon's CPU ${daemonCpu[name][daemonCpu[name].length - 1].toFixed(2)} s (${daemonSys[name][daemonSys[name].length - 1].toFixed(2)} s of it in the kernel)`);
       continue;
     }
     const lc = await run(core, ['--role', 'log-cost', '300000'], env(base, mb));
