@@ -4,6 +4,7 @@
 // puts a field for the token at the top of the page.
 import { h } from './dom.js';
 import type { HealthEvent, RankProgress, StepRatePoint } from '../src/health.js';
+import type { AttemptLike } from '../src/attempts.js';
 export interface Run {
   id: string; project: string; name: string; group: string; jobType: string; tags: string[]; notes: string; mode: string;
   state: string; stateReason: string; exitCode: number; createdAt: string; finishedAt: string | null;
@@ -43,11 +44,14 @@ export type MediaIndex = Record<string, { kind: string; count: number; lastStep:
 export interface MediaAnswer { run: string; state: string; keys: MediaIndex; kept: boolean; why?: string; entries: MediaItem[]; truncated: boolean; stride: number; total?: number }
 
 /** One printed line (GET …/console); `run` on a group's answer. */
-export interface LogLine { t: number; stream: 'out' | 'err'; rank: number | null; writer: number; line: string; run?: string }
+/** `attempt`: the attempt of a continued run that printed the line (src/attempts.ts); absent for a run of one. */
+export interface LogLine { t: number; stream: 'out' | 'err'; rank: number | null; writer: number; line: string; run?: string; attempt?: number }
 export interface ConsoleAnswer {
   kept: boolean; why?: string; lines: LogLine[]; next: string; more: boolean; skipped: number; ranks: number[];
   /** A run's answer: its state. A group's: each run's. */
   state?: string; runs?: Record<string, string>;
+  /** A continued run's answer: its attempts. A group's: those of its continued runs, by run. */
+  attempts?: AttemptLike[] | Record<string, AttemptLike[]>;
 }
 export interface ConsoleQuery { rank?: number | null; stream?: string; grep?: string; regex?: boolean; after?: string; tail?: number }
 

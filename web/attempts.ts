@@ -7,13 +7,13 @@
 import { h, link } from './dom.js';
 import type { Attempt, Run } from './api.js';
 import type { Marker } from './chart.js';
+import { attemptsIn } from '../src/attempts.js';
 
 /** At most this many attempts open the table at first; more start folded. */
 const OPEN_UP_TO = 5;
 
 export function attemptsOf(r: Run): Attempt[] {
-  const a = (r.metadata as { attempts?: Attempt[] }).attempts;
-  return Array.isArray(a) ? a : [];
+  return attemptsIn<Attempt>(r.metadata);
 }
 
 /** Rows of earlier attempts above the step a later attempt resumed from (metadata.supersededRows). */

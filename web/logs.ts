@@ -4,9 +4,15 @@
 // on the last lines and, while a run is running, asks every second for what
 // came after its cursor. ANSI colours (ansi.ts) become spans; every line is
 // text (textContent), so a printed `<script>` shows as written.
+//
+// A continued run's output opens each attempt's part with a heading (attempt
+// N of M, when and where it started, the step it went on from), as `logd
+// logs` does; in a group, where lines of several runs interleave, a line's
+// label says its attempt beside its rank instead.
 import { h, clear, debounce } from './dom.js';
 import { api, ApiError, type ConsoleAnswer, type ConsoleQuery, type LogLine } from './api.js';
 import { sgrSegments } from './ansi.js';
+import { attemptTitle, type AttemptLike } from '../src/attempts.js';
 
 const TAIL_LINES = 5000;
 /** Lines kept on the page; the oldest go first. */
@@ -28,7 +34,7 @@ function lineEl(l: LogLine, who: string | null): HTMLElement {
     if (s.fg === null && !s.bold) text.append(s.text);
     else text.append(h('span', { class: [s.fg !== null ? `ansi-fg-${s.fg}` : '', s.bold ? 'ansi-bold' : ''].filter(Boolean).join(' ') }, s.text));
   }
-  return h('div', { class: `log-line stream-${l.stream}`, 'data-stream': l.stream, 'data-rank': l.rank === null ? '' : String(l.rank) },
+  return h('div', { class: `log-line stream-${l.stream}`, 'data-stream': l.stream, 'data-rank': l.rank === null ? '' : String(l.rank), 'data-attempt': l.attempt === undefined ? '' : String(l.attempt) },
     h('time', { class: 'log-time', datetime: new Date(l.t * 1000).toISOString(), title: new Date(l.t * 1000).toISOString() }, clock(l.t)),
     who === null ? null : h('span', { class: 'log-who' }, who),
     text);
@@ -69,9 +75,14 @@ export function logsView(container: HTMLElement, of: LogsOf): () => void {
   const query = (): ConsoleQuery => ({ rank: rankSel.value === '' ? null : Number(rankSel.value), stream: streamSel.value, grep: search.value, regex: regex.checked });
   const ask = (q: ConsoleQuery) => ('group' in of ? api.groupConsole(of.group, q) : api.console(of.run, q));
   const who = (l: LogLine): string | null => {
-    if (isGroup) return l.rank !== null ? `rank ${l.rank}` : (of as { names?: Map<string, string> }).names?.get(l.run ?? '') ?? l.run ?? '';
+    const attempt = l.attempt !== undefined ? ` · attempt ${l.attempt}` : '';
+    if (isGroup) return (l.rank !== null ? `rank ${l.rank}` : (of as { names?: Map<string, string> }).names?.get(l.run ?? '') ?? l.run ?? '') + attempt;
     return ranks.size > 1 ? (l.rank !== null ? `rank ${l.rank}` : `writer ${l.writer}`) : null;
   };
+  /** A run's attempts (from its latest answer: one continued while shown is seen), and the attempt of the last line shown. */
+  let attempts: AttemptLike[] = [];
+  let shownAttempt: number | null = null;
+  const heading = (n: number) => h('div', { class: 'log-attempt', 'data-attempt': String(n), role: 'separator' }, attemptTitle(attempts, n));
   const live = (a: ConsoleAnswer) => (a.runs ? Object.values(a.runs).some((s) => s === 'running') : a.state === 'running');
   const showStatus = (a: ConsoleAnswer | null, error = '') => {
     status.className = error ? 'error' : 'muted';
@@ -83,16 +94,26 @@ export function logsView(container: HTMLElement, of: LogsOf): () => void {
 
   const render = (a: ConsoleAnswer) => {
     showRanks(a.ranks);
+    if (!isGroup && Array.isArray(a.attempts)) attempts = a.attempts;
     if (a.lines.length === 0) return;
     const frag = document.createDocumentFragment();
-    for (const l of a.lines) frag.append(lineEl(l, who(l)));
+    for (const l of a.lines) {
+      // A run's output: a heading before the first line of each attempt's part (the first part shown included).
+      if (!isGroup && l.attempt !== undefined && l.attempt !== shownAttempt) frag.append(heading((shownAttempt = l.attempt)));
+      frag.append(lineEl(l, who(l)));
+    }
     list.append(frag);
     shown += a.lines.length;
     while (shown > MAX_DOM_LINES && list.firstChild) {
-      list.firstChild.remove();
+      const first = list.firstChild as HTMLElement;
+      first.remove();
+      if (first.classList?.contains('log-attempt')) continue; // a heading is not a line
       shown--;
       dropped++;
     }
+    // The oldest lines went with their attempt's heading: the first line left gets it back.
+    const top = list.firstElementChild as HTMLElement | null;
+    if (!isGroup && top?.classList.contains('log-line') && top.dataset.attempt) list.prepend(heading(Number(top.dataset.attempt)));
     if (follow.checked) list.scrollTop = list.scrollHeight;
   };
 
@@ -127,6 +148,7 @@ export function logsView(container: HTMLElement, of: LogsOf): () => void {
     delete list.dataset.loaded;
     cursor = '';
     shown = dropped = skipped = 0;
+    shownAttempt = null;
     const u = new URLSearchParams(location.search);
     for (const [k, v] of [['rank', rankSel.value], ['stream', streamSel.value], ['grep', search.value], ['regex', regex.checked && search.value ? '1' : '']]) {
       if (v) u.set(k, v);

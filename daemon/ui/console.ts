@@ -7,11 +7,34 @@
 // offset a page started at and how many of its pieces were already taken
 // (`OFFSET:SKIP`): asked again, that page starts at the same frame and holds
 // the same pieces first (the log only grows), then anything new.
+//
+// A continued run's lines carry the attempt that printed them (by time,
+// src/attempts.ts), and the answer lists its attempts, so that the page can
+// open each attempt's part with a heading as `logd logs` does.
 import { RunNotFound, type QuerySource, type ConsoleLine, type RunInfo } from '../query/index.js';
+import { attemptAt, attemptsToMark, type AttemptLike } from '../../src/attempts.js';
 import { HttpError, intParam } from './params.js';
 
-/** One printed line: `logd logs --json`'s shape, plus the run on a group's answer. */
-export interface LogLine { t: number; stream: 'out' | 'err'; rank: number | null; writer: number; line: string; run?: string }
+/** One printed line: `logd logs --json`'s shape (attempt: a continued run's), plus the run on a group's answer. */
+export interface LogLine { t: number; stream: 'out' | 'err'; rank: number | null; writer: number; line: string; run?: string; attempt?: number }
+
+/** What an answer says of an attempt: enough for its heading (daemon/store/format.ts Attempt, less its end). */
+type AttemptOut = AttemptLike;
+
+/** A continued run's attempts as an answer gives them; empty for a run of one (its lines are not marked). */
+function attemptsOfRun(run: RunInfo): AttemptOut[] {
+  let meta: unknown;
+  try {
+    meta = JSON.parse(run.metadataJson || '{}');
+  } catch {
+    return [];
+  }
+  const num = (x: unknown) => (typeof x === 'number' ? x : undefined);
+  return attemptsToMark<AttemptLike>(meta).map((a) => ({
+    n: a.n, startedAt: a.startedAt, host: typeof a.host === 'string' ? a.host : undefined, pid: num(a.pid),
+    fromStep: num(a.fromStep), resumedFromStep: num(a.resumedFromStep),
+  }));
+}
 
 interface Cursor { offset: number; skip: number }
 
@@ -92,7 +115,7 @@ async function* piecesFrom(source: QuerySource, id: string, from: Cursor): Async
  * (`more`: stopped there), or with `tail` every piece and only the last
  * `tail` lines kept (`skipped`: matching lines before them).
  */
-async function readRun(source: QuerySource, run: RunInfo, runRank: number | null, from: Cursor, f: LineFilter, o: { limit: number; tail: number | null; tagRun: boolean }): Promise<RunRead> {
+async function readRun(source: QuerySource, run: RunInfo, runRank: number | null, from: Cursor, f: LineFilter, o: { limit: number; tail: number | null; tagRun: boolean; attempts: AttemptOut[] }): Promise<RunRead> {
   const out: RunRead = { pieces: [], end: from, more: false, skipped: 0, ranks: new Set() };
   let kept = 0;
   const it = piecesFrom(source, run.id, from);
@@ -108,9 +131,13 @@ async function readRun(source: QuerySource, run: RunInfo, runRank: number | null
     if (rank !== null) out.ranks.add(rank);
     const lines: LogLine[] = [];
     if ((f.rank === null || rank === f.rank) && (f.stream === null || p.s === f.stream)) {
+      const attempt = attemptAt(o.attempts, p.t);
       for (const text of linesOfText(p.l)) {
         if (f.match && !f.match(text.replace(CSI, ''))) continue;
-        lines.push({ t: p.t, stream: p.s, rank, writer: p.w, line: text, ...(o.tagRun ? { run: run.id } : {}) });
+        const l: LogLine = { t: p.t, stream: p.s, rank, writer: p.w, line: text };
+        if (o.tagRun) l.run = run.id;
+        if (attempt !== null) l.attempt = attempt;
+        lines.push(l);
       }
     }
     if (lines.length === 0) continue;
@@ -156,9 +183,10 @@ export async function runConsole(source: QuerySource, run: RunInfo, runRank: num
   const f = lineFilter(q);
   const from = parseCursor(q.get('after'));
   const o = readOptions(q);
-  const base = { run: run.id, state: run.state };
+  const attempts = attemptsOfRun(run);
+  const base = { run: run.id, state: run.state, ...(attempts.length ? { attempts } : {}) };
   if (!source.console) return { ...base, kept: false, why: notKept(source), lines: [], next: cursorText(from), more: false, skipped: 0, ranks: [] };
-  const r = await readRun(source, run, runRank, from, f, { ...o, tagRun: false }).catch(notFound);
+  const r = await readRun(source, run, runRank, from, f, { ...o, tagRun: false, attempts }).catch(notFound);
   return {
     ...base, kept: true, lines: r.pieces.flatMap((p) => p.lines), next: cursorText(r.end), more: r.more, skipped: r.skipped,
     ranks: [...r.ranks].sort((a, b) => a - b),
@@ -188,13 +216,16 @@ export async function groupConsole(source: QuerySource, group: string, runs: Arr
   const o = readOptions(q);
   const startCursor = () => runs.map((r) => `${r.info.id}=${cursorText(from.get(r.info.id) ?? { offset: 0, skip: 0 })}`).join(',');
   const runStates = Object.fromEntries(runs.map((r) => [r.info.id, r.info.state]));
-  if (!source.console) return { group, kept: false, why: notKept(source), lines: [], next: startCursor(), more: false, skipped: 0, ranks: [], runs: runStates };
+  const attemptsBy = new Map(runs.map((r) => [r.info.id, attemptsOfRun(r.info)]));
+  /** The continued runs' attempts, by run: a group's lines say their attempt beside their rank. */
+  const continued = Object.fromEntries([...attemptsBy].filter(([, a]) => a.length > 0));
+  if (!source.console) return { group, kept: false, why: notKept(source), lines: [], next: startCursor(), more: false, skipped: 0, ranks: [], runs: runStates, attempts: continued };
   // Runs filtered out by rank are not read at all.
   const wanted = runs.filter((r) => f.rank === null || r.rank === null || r.rank === f.rank);
   const reads = new Map<string, RunRead>();
   for (let i = 0; i < wanted.length; i += GROUP_READS) {
     await Promise.all(wanted.slice(i, i + GROUP_READS).map(async (r) => {
-      reads.set(r.info.id, await readRun(source, r.info, r.rank, from.get(r.info.id) ?? { offset: 0, skip: 0 }, f, { ...o, tagRun: true }).catch((e: unknown) => {
+      reads.set(r.info.id, await readRun(source, r.info, r.rank, from.get(r.info.id) ?? { offset: 0, skip: 0 }, f, { ...o, tagRun: true, attempts: attemptsBy.get(r.info.id) ?? [] }).catch((e: unknown) => {
         if (e instanceof RunNotFound) return null; // gone since the listing
         throw e;
       }) ?? { pieces: [], end: { offset: 0, skip: 0 }, more: false, skipped: 0, ranks: new Set() });
@@ -258,6 +289,6 @@ export async function groupConsole(source: QuerySource, group: string, runs: Arr
     group, kept: true, lines: out.flatMap((x) => x.p.lines),
     next: [...next].map(([id, c]) => `${id}=${cursorText(c)}`).join(','),
     more: wanted.some((r) => (sent.get(r.info.id) ?? 0) < pieces(r.info.id).length || reads.get(r.info.id)?.more === true),
-    skipped, ranks: [...ranks].sort((a, b) => a - b), runs: runStates,
+    skipped, ranks: [...ranks].sort((a, b) => a - b), runs: runStates, attempts: continued,
   };
 }

@@ -5,8 +5,9 @@
 // serves them and a real Chromium shows them: the Attempts table, a dashed
 // "attempt 2" marker at step 40 on every chart (at the right pixel, and at
 // the attempt's start on the wall-time axis), "show superseded rows" drawing
-// the 10 superseded points of each metric and hiding them again, and the
-// fork's link to its source. A screenshot of the run page goes to
+// the 10 superseded points of each metric and hiding them again, the
+// fork's link to its source, and the Logs tab opening each attempt's part of
+// the output with a heading (a group's lines saying their attempt instead). A screenshot of the run page goes to
 // LOGD_SCREENSHOTS when it is set, else a temp dir.
 import fs from 'node:fs';
 import path from 'node:path';
@@ -68,11 +69,15 @@ describe.skipIf(missing !== null)(`attempts, rewinds and forks on the dashboard$
     // `from`: `-`, `resume:S` (rewind run `id` to step S) or `fork:RUN:S`; logs loss = step + offset and eval/acc every step.
     const trainer = script(t, 'trainer.mjs', `
       const [id, from, first, last, offset, how] = process.argv.slice(2);
-      const opts = { project: 'attempts', name: 'r ' + id, id, onError: 'raise' };
+      const opts = { project: 'attempts', name: 'r ' + id, id, onError: 'raise', console: true };
+      if (id === 'job') opts.group = 'gjob';
       if (from.startsWith('resume:')) opts.resumeFrom = { runId: id, step: Number(from.slice(7)) };
       if (from.startsWith('fork:')) { const [, runId, step] = from.split(':'); opts.forkFrom = { runId, step: Number(step) }; }
       const run = await logd.init(opts);
-      for (let s = Number(first); s <= Number(last); s++) run.log({ loss: s + Number(offset), 'eval/acc': (s + Number(offset)) / 2000 }, { step: s });
+      for (let s = Number(first); s <= Number(last); s++) {
+        run.log({ loss: s + Number(offset), 'eval/acc': (s + Number(offset)) / 2000 }, { step: s });
+        console.log(id + ' printed step ' + s);
+      }
       if (how === 'kill') { await run.flush(10000); process.kill(process.pid, 'SIGKILL'); }
       console.log('done ' + (await run.finish()).state);
     `);
@@ -206,6 +211,58 @@ describe.skipIf(missing !== null)(`attempts, rewinds and forks on the dashboard$
     await page.waitForURL(/\/runs\/job$/);
     await page.locator('#run-attempts tr.attempt').first().waitFor({ timeout: 30_000 });
     await page.close();
+  });
+
+  it('the console API marks each line of a continued run with its attempt and lists the attempts; a run of one is not marked', async () => {
+    const a = (await getJson(ui, '/api/runs/job/console?tail=5000')).body;
+    expect(a.lines.map((l: { attempt: number; line: string }) => [l.attempt, l.line])).toEqual([
+      ...range(0, 50).map((s) => [1, `job printed step ${s}`]),
+      ...range(41, 60).map((s) => [2, `job printed step ${s}`]),
+    ]);
+    expect(a.attempts.map((x: { n: number; resumedFromStep?: number; fromStep: number }) => [x.n, x.fromStep, x.resumedFromStep])).toEqual([[1, 0, undefined], [2, 41, 40]]);
+    // The group's answer: the attempts by run, each line with its own.
+    const g = (await getJson(ui, '/api/groups/gjob/console?tail=5000')).body;
+    expect(Object.keys(g.attempts)).toEqual(['job']);
+    expect(g.lines.filter((l: { attempt: number }) => l.attempt === 2)).toHaveLength(20);
+    const fk = (await getJson(ui, '/api/runs/fk/console?tail=5000')).body;
+    expect(fk.lines).toHaveLength(5);
+    expect(fk.attempts).toBeUndefined();
+    expect(fk.lines.every((l: object) => !('attempt' in l))).toBe(true);
+  });
+
+  it("the Logs tab opens each attempt's part with a heading; the group's Logs say the attempt beside each line's name", async () => {
+    const page = await openPage('/runs/job?tab=logs');
+    await page.locator('#log-lines[data-loaded]').waitFor({ timeout: 30_000 });
+    const headings = page.locator('#log-lines .log-attempt');
+    expect(await headings.count()).toBe(2);
+    expect(await headings.nth(0).textContent()).toMatch(/^attempt 1 of 2: started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC on .+ \(pid \d+\), from step 0$/);
+    expect(await headings.nth(1).textContent()).toMatch(/^attempt 2 of 2: started .* UTC on .+ \(pid \d+\), resumed from step 40$/);
+    expect(await page.locator('#log-lines').getAttribute('data-lines')).toBe('71'); // headings are not lines
+    // Each heading stands right before its attempt's first line.
+    const order = await page.locator('#log-lines > *').evaluateAll((els) => els.map((e) => (e.classList.contains('log-attempt') ? `H${(e as HTMLElement).dataset.attempt}` : (e.querySelector('.log-text')?.textContent ?? ''))));
+    expect(order[0]).toBe('H1');
+    expect(order[1]).toBe('job printed step 0');
+    expect(order.indexOf('H2')).toBe(52);
+    expect(order[53]).toBe('job printed step 41');
+    expect(await page.locator('#log-lines .log-line[data-attempt="2"]').count()).toBe(20);
+    await page.screenshot({ path: path.join(shots(), 'run-logs-attempts.png'), fullPage: true });
+    await page.close();
+
+    const group = await openPage(`/groups/gjob?tab=logs`);
+    await group.locator('#log-lines[data-loaded]').waitFor({ timeout: 30_000 });
+    expect(await group.locator('#log-lines .log-attempt').count()).toBe(0);
+    const who = await group.locator('#log-lines .log-who').allTextContents();
+    expect(who).toHaveLength(71);
+    expect(who[0]).toMatch(/ · attempt 1$/);
+    expect(who[70]).toMatch(/ · attempt 2$/);
+    await group.close();
+
+    // A run of one attempt: no heading, no mark.
+    const fk = await openPage('/runs/fk?tab=logs');
+    await fk.locator('#log-lines[data-loaded]').waitFor({ timeout: 30_000 });
+    expect(await fk.locator('#log-lines .log-line').count()).toBe(5);
+    expect(await fk.locator('#log-lines .log-attempt, #log-lines .log-who').count()).toBe(0);
+    await fk.close();
   });
 
   it('a run never resumed shows none of it', async () => {
