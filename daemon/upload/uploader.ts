@@ -3,6 +3,12 @@
 // else in the daemon (it only reads the logs). While the store is unreachable
 // or refuses us it backs off (500 ms doubling, capped at backoffMaxMs) and
 // tries again, forever: nothing is dropped, the logs keep everything.
+//
+// A run open on this daemon that logs nothing for a while (an evaluation, a
+// checkpoint, a hang) still says it lives: its row is sent again every
+// heartbeat (a quarter of the takeover lease, at most 15 s), so the store's
+// `uploaded_at` of a live run never ages past the lease and no other node
+// takes it over (continue.ts). A node that is gone sends nothing.
 import type { RunRow } from '../store/index-db.js';
 import { PgSink, RunOfAnotherNode, type Cursor } from './pg-sink.js';
 import { SliceEncoder } from './encoder.js';
@@ -15,6 +21,8 @@ import { StoreRefused } from './schema.js';
 import { lacksPassword, NO_PASSWORD } from './pgpass.js';
 
 const FINAL = ['finished', 'crashed', 'killed'];
+/** The longest an open run's row goes unsent while it lives (a shorter lease sends it every quarter lease). */
+const HEARTBEAT_MAX_MS = 15_000;
 
 export interface UploaderOptions {
   url: StoreUrl;
@@ -62,6 +70,9 @@ export class Uploader {
   private status: UploadStatus;
   private lastStatusWrite = 0;
   private failingSince = 0;
+  /** When each run was last sent to the store (a slice, or its row): an open run quiet for a heartbeat is sent again. */
+  private sentAt = new Map<string, number>();
+  private readonly heartbeatMs: number;
 
   constructor(private o: UploaderOptions) {
     this.sink = new PgSink(o.url, o.node, { migrate: o.migrate ?? true });
@@ -70,6 +81,7 @@ export class Uploader {
       pid: process.pid, node: o.node, target: o.url.shown, state: 'connecting', backlog: { runs: 0, rows: 0, bytes: 0 }, lagMs: 0,
       lastError: null, lastErrorAt: null, retryAt: null, uploadedRows: 0, uploadedPoints: 0, updatedAt: new Date().toISOString(),
     };
+    this.heartbeatMs = Math.max(250, Math.min(HEARTBEAT_MAX_MS, (o.claim?.takeoverAfterMs ?? 3600_000) / 4));
   }
 
   start(): void {
@@ -164,6 +176,7 @@ export class Uploader {
       this.pending.delete(id);
       const row = this.o.runs.row(id);
       if (row && !FINAL.includes(row.state) && (await this.sendHealth(id, row))) worked = true;
+      else if (row && !FINAL.includes(row.state)) await this.heartbeat(id, row);
       if (row && FINAL.includes(row.state)) {
         // The whole log is in: the final state shows, and the system metrics of the run's lifetime follow.
         try {
@@ -175,6 +188,7 @@ export class Uploader {
         cur.systemDone = true;
         cur.done = true;
         cursors.set(id, cur);
+        this.sentAt.delete(id);
         worked = true;
       }
     }
@@ -212,7 +226,25 @@ export class Uploader {
       throw e;
     }
     this.healthSent.set(id, sig);
+    this.sentAt.set(id, Date.now());
     return true;
+  }
+
+  /**
+   * A run open on this daemon (its owner lives, or may still come back) whose
+   * log is all in and that was not sent for a heartbeat: its row goes again,
+   * which moves the store's `uploaded_at`. Not `logd sync`'s: it holds no run.
+   */
+  private async heartbeat(id: string, row: RunRow): Promise<void> {
+    const now = Date.now();
+    if (now - (this.sentAt.get(id) ?? 0) < this.heartbeatMs || !(this.o.runs.isOpen?.(id) ?? false)) return;
+    try {
+      await this.sink.uploadRow(row);
+    } catch (e) {
+      if (this.refuseRun(id, e)) return;
+      throw e;
+    }
+    this.sentAt.set(id, now);
   }
 
   /** Runs this uploader is meant to upload that are not done, with the cursor known for each and their durable end. */
@@ -280,6 +312,7 @@ export class Uploader {
     }
     cur.offset = res.offset;
     this.cursors.set(id, cur);
+    this.sentAt.set(id, Date.now());
     if (cur.offset >= end) this.pending.delete(id);
     return true;
   }

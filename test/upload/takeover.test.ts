@@ -8,13 +8,15 @@
 // the run's row locked (its node uploading it) is told to try again, so
 // resume='allow' continues the run instead of creating a second copy here;
 // one that runs out of time after writing its continuation log removes it.
+// And a node that lives keeps its run: a trainer quiet for twice the lease is
+// not taken over, its daemon's heartbeat keeping the store's row young.
 // Real daemons, one real PostgreSQL.
 import fs from 'node:fs';
 import path from 'node:path';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
-import { alive, cliJson, daemonPids, script, spawnScript, startDaemon, killDaemon, waitUntil, type TestEnv } from '../helpers.js';
+import { alive, cliJson, daemonPids, runScript, script, spawnScript, startDaemon, killDaemon, waitUntil, type TestEnv } from '../helpers.js';
 import { exited, GENEROUS, nodeEnv, rawRows, storeJson, waitUploaded } from './helpers.js';
 
 const why = pgUnavailable();
@@ -173,6 +175,49 @@ describe.skipIf(why !== null)(`a run whose node is gone${why ? ` (skipped: ${why
     }
   }, 600_000);
 
+  it("A's trainer alive but quiet for twice the lease: its daemon's heartbeat keeps the store's uploaded_at young, and B is refused the run", async () => {
+    const lease = { LOGD_TAKEOVER_AFTER_S: String(LEASE_S) };
+    const { t: a } = await node('node-a', lease);
+    const { t: b } = await node('node-b', lease);
+    // 20 rows, then nothing for as long as it lives (a long evaluation, a checkpoint, a hang).
+    const holder = spawnScript(a, script(a, 'quiet.mjs', `
+      const run = await logd.init({ project: 'xn', id: process.argv[2] });
+      for (let i = 0; i < 20; i++) run.log({ loss: i });
+      await run.flush(30000);
+      console.log('QUIET');
+      setInterval(() => {}, 1 << 30);
+    `), ['qt1']);
+    try {
+      await waitUntil(async () => {
+        const s = await storeJson<any>(a, pgc.url, ['show', 'qt1', '--rows', '0']).catch(() => null);
+        return s?.state === 'running' && s.historyRows === 20;
+      }, 180_000, 'run qt1 running in the store with its 20 rows');
+      expect(holder.lines).toContain('QUIET');
+      // Twice the lease with nothing logged: the row's age, sampled, stays under the lease.
+      let oldest = 0;
+      const until = Date.now() + 2 * LEASE_S * 1000;
+      while (Date.now() < until) {
+        oldest = Math.max(oldest, Number(q("SELECT extract(epoch FROM now() - uploaded_at) FROM logd_runs WHERE id = 'qt1'")));
+        await new Promise((r) => setTimeout(r, 250));
+      }
+      expect(oldest).toBeLessThan(LEASE_S);
+      expect(q("SELECT history_rows FROM logd_runs WHERE id = 'qt1'")).toBe('20'); // a heartbeat adds no rows
+      // B asks for the run: still held by A's live trainer.
+      const once = await runScript(b, script(b, 'once.mjs', `
+        try {
+          const run = await logd.init({ project: 'xn', id: 'qt1', resume: 'must' });
+          console.log('TOOK');
+          await run.finish();
+        } catch (e) {
+          console.log('REFUSED ' + e.message);
+        }
+      `), [], {}, 120_000);
+      expect(once.stdout, once.stderr).toMatch(new RegExp(`^REFUSED .*run qt1 is still running, held by pid ${holder.pid} on .*\\(node "node-a"\\), its last upload \\d+ s ago`));
+      expect(q("SELECT node, state FROM logd_runs WHERE id = 'qt1'")).toBe('node-a|running');
+    } finally {
+      holder.kill('SIGKILL');
+    }
+  }, 600_000);
 });
 
 /** init({ id, resume }), N rows, finish; prints RESULT <state> or ERROR <message>. */
