@@ -53,3 +53,38 @@ export function attemptTitle(attempts: readonly AttemptLike[], n: number): strin
   const host = String(a.host || '?').replace(/[\x00-\x1f\x7f]/g, '?'); // written by a client: never a terminal escape
   return `attempt ${n} of ${attempts.length}: started ${when} on ${host} (pid ${a.pid ?? '?'}), ${from}`;
 }
+
+/**
+ * Per attempt n, the step above which what it logged is superseded by a later
+ * attempt's rewind (init(resume_from=(run, S)) records S as resumedFromStep);
+ * Infinity, or no entry, when nothing later rewound below it.
+ */
+export function rewindCutoffs(attempts: readonly Pick<AttemptLike, 'n' | 'resumedFromStep'>[]): number[] {
+  const cutoff: number[] = [];
+  let min = Infinity;
+  for (const a of [...attempts].sort((x, y) => y.n - x.n)) {
+    cutoff[a.n] = min; // what the attempts after this one rewound to
+    if (typeof a.resumedFromStep === 'number') min = Math.min(min, a.resumedFromStep);
+  }
+  return cutoff;
+}
+
+/**
+ * attemptsToMark from a run's metadata as stored (JSON text), each attempt
+ * with only the fields marking uses, each of the right type: what an answer
+ * or a heading may show. Empty for a run of one attempt, or metadata that
+ * does not parse.
+ */
+export function attemptsToMarkJson(metadataJson: string): AttemptLike[] {
+  let meta: unknown;
+  try {
+    meta = JSON.parse(metadataJson || '{}');
+  } catch {
+    return [];
+  }
+  const num = (x: unknown) => (typeof x === 'number' && Number.isFinite(x) ? x : undefined);
+  return attemptsToMark<AttemptLike>(meta).map((a) => ({
+    n: a.n, startedAt: a.startedAt, host: typeof a.host === 'string' ? a.host : undefined, pid: num(a.pid),
+    fromStep: num(a.fromStep), resumedFromStep: num(a.resumedFromStep),
+  }));
+}

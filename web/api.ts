@@ -38,10 +38,12 @@ export interface MediaItem {
   counts?: number[]; edges?: number[]; nonfinite?: number;
   sha256?: string; format?: 'png' | 'jpeg'; width?: number; height?: number; bytes?: number; caption?: string; lost?: string;
   text?: string;
+  /** A continued run's: the attempt that logged it (by time, src/attempts.ts). */
+  attempt?: number;
 }
 /** metadata.media: per key its kind, how many were stored, the last step. */
 export type MediaIndex = Record<string, { kind: string; count: number; lastStep: number }>;
-export interface MediaAnswer { run: string; state: string; keys: MediaIndex; kept: boolean; why?: string; entries: MediaItem[]; truncated: boolean; stride: number; total?: number }
+export interface MediaAnswer { run: string; state: string; keys: MediaIndex; kept: boolean; why?: string; entries: MediaItem[]; truncated: boolean; stride: number; total?: number; attempts?: AttemptLike[] }
 
 /** One printed line (GET …/console); `run` on a group's answer. */
 /** `attempt`: the attempt of a continued run that printed the line (src/attempts.ts); absent for a run of one. */

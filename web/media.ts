@@ -4,9 +4,16 @@
 // picks, and a scrolling list per text key. A panel reads its key's entries
 // when it first scrolls into view; while the run runs, the keys whose count
 // grew are read again. Captions and text are text nodes, never HTML.
+//
+// A continued run's entries say which attempt logged them. After a rewind
+// (init(resume_from=...)) an earlier attempt's entries above the step a later
+// one resumed from are superseded: the distribution charts leave them out (as
+// the metric charts show the latest timeline), images and text keep them,
+// marked "superseded", beside the later attempt's at the same step.
 import { h, clear } from './dom.js';
 import { api, type Run, type MediaItem, type MediaIndex, type MediaAnswer } from './api.js';
 import { DistributionChart } from './distribution.js';
+import { rewindCutoffs } from '../src/attempts.js';
 
 const POLL_MS = 3000;
 const KINDS = [
@@ -35,6 +42,16 @@ function byRank(entries: MediaItem[]): Array<[number | null, MediaItem[]]> {
   return [...m].sort((a, b) => (a[0] ?? -1) - (b[0] ?? -1));
 }
 
+/** Per entry of a continued run, what to say of its attempt (`attempt 1, superseded`); null for a run of one. */
+function attemptOf(a: MediaAnswer): (e: MediaItem) => { label: string; superseded: boolean } | null {
+  const cut = rewindCutoffs(a.attempts ?? []);
+  return (e) => {
+    if (e.attempt === undefined) return null;
+    const superseded = e.step > (cut[e.attempt] ?? Infinity);
+    return { label: `attempt ${e.attempt}${superseded ? ', superseded' : ''}`, superseded };
+  };
+}
+
 /** What the answer leaves out, as a line under the panel (or nothing). */
 function answerNote(a: MediaAnswer): string {
   if (!a.kept) return a.why ?? 'not kept by this store';
@@ -50,8 +67,12 @@ function histogramPanel(run: Run, key: string): Panel {
     el,
     async load() {
       const a = await api.media(run.id, 'histogram', key);
-      note.textContent = answerNote(a);
-      const parts = byRank(a.entries.filter((e) => e.counts && e.edges));
+      const att = attemptOf(a);
+      const current = a.entries.filter((e) => e.counts && e.edges && !att(e)?.superseded);
+      const superseded = a.entries.filter((e) => e.counts && e.edges).length - current.length;
+      note.textContent = [answerNote(a), superseded ? `${superseded} histogram(s) of earlier attempts above the step a later attempt resumed from are superseded, left out` : ''].filter(Boolean).join('; ');
+      el.dataset.superseded = String(superseded);
+      const parts = byRank(current);
       for (const [rank, list] of parts) {
         let c = charts.get(rank);
         if (!c) {
@@ -76,6 +97,7 @@ function imagePanel(run: Run, key: string): Panel {
     h('div', { class: 'chart-title' }, key), h('div', { class: 'slider-row' }, slider, stepLabel), figures, note);
   let steps: number[] = [];
   let atStep = new Map<number, MediaItem[]>();
+  let att: ReturnType<typeof attemptOf> = () => null;
   const show = () => {
     const i = Number(slider.value);
     const step = steps[i];
@@ -83,15 +105,16 @@ function imagePanel(run: Run, key: string): Panel {
     el.dataset.step = String(step ?? '');
     clear(figures);
     for (const m of atStep.get(step) ?? []) {
-      const facts = [rankName(m.rank), m.width && m.height ? `${m.width}×${m.height}` : '', m.format ?? ''].filter(Boolean).join(' · ');
+      const mark = m.attempt === undefined ? {} : { 'data-attempt': String(m.attempt) };
+      const facts = [rankName(m.rank), att(m)?.label ?? '', m.width && m.height ? `${m.width}×${m.height}` : '', m.format ?? ''].filter(Boolean).join(' · ');
       if (m.lost || !m.sha256) {
-        figures.append(h('figure', { class: 'media-figure lost' }, h('p', { class: 'error' }, `image not kept: ${m.lost ?? 'no bytes'}`), h('figcaption', { class: 'caption' }, m.caption ?? '')));
+        figures.append(h('figure', { class: 'media-figure lost', ...mark }, h('p', { class: 'error' }, `image not kept: ${m.lost ?? 'no bytes'}`), h('figcaption', { class: 'caption' }, m.caption ?? '')));
         continue;
       }
       const img = h('img', { class: 'media-image', src: api.imageUrl(run.id, m.sha256), alt: m.caption || `${key} at step ${m.step}`, decoding: 'async' });
       // Small images are scaled up by a whole factor, their pixels kept sharp.
       if (m.width && m.width < 256) img.style.width = `${m.width * Math.min(8, Math.floor(256 / m.width))}px`;
-      figures.append(h('figure', { class: 'media-figure' }, img, h('figcaption', { class: 'caption' }, m.caption ?? ''), h('div', { class: 'muted image-facts' }, facts)));
+      figures.append(h('figure', { class: `media-figure${att(m)?.superseded ? ' superseded' : ''}`, ...mark }, img, h('figcaption', { class: 'caption' }, m.caption ?? ''), h('div', { class: 'muted image-facts' }, facts)));
     }
   };
   slider.addEventListener('input', show);
@@ -100,6 +123,7 @@ function imagePanel(run: Run, key: string): Panel {
     async load() {
       const a = await api.media(run.id, 'image', key);
       note.textContent = answerNote(a);
+      att = attemptOf(a);
       const atEnd = steps.length === 0 || Number(slider.value) === steps.length - 1;
       atStep = new Map();
       for (const e of a.entries) {
@@ -107,7 +131,7 @@ function imagePanel(run: Run, key: string): Panel {
         if (list) list.push(e);
         else atStep.set(e.step, [e]);
       }
-      for (const list of atStep.values()) list.sort((x, y) => (x.rank ?? -1) - (y.rank ?? -1));
+      for (const list of atStep.values()) list.sort((x, y) => (x.rank ?? -1) - (y.rank ?? -1) || (x.attempt ?? 0) - (y.attempt ?? 0));
       const was = steps[Number(slider.value)];
       steps = [...atStep.keys()].sort((x, y) => x - y);
       slider.max = String(Math.max(0, steps.length - 1));
@@ -130,12 +154,16 @@ function textPanel(run: Run, key: string): Panel {
     async load() {
       const a = await api.media(run.id, 'text', key);
       note.textContent = answerNote(a);
-      const entries = [...a.entries].sort((x, y) => x.step - y.step || (x.rank ?? -1) - (y.rank ?? -1));
+      const att = attemptOf(a);
+      const entries = [...a.entries].sort((x, y) => x.step - y.step || (x.attempt ?? 0) - (y.attempt ?? 0) || (x.rank ?? -1) - (y.rank ?? -1));
       const follow = list.scrollTop + list.clientHeight >= list.scrollHeight - 4;
       clear(list);
-      list.append(...entries.map((e) => h('li', { class: 'text-entry', 'data-step': String(e.step) },
-        h('div', { class: 'muted text-step' }, [`step ${e.step}`, rankName(e.rank)].filter(Boolean).join(' · ')),
-        h('pre', { class: 'text-value' }, e.text ?? ''))));
+      list.append(...entries.map((e) => {
+        const at = att(e);
+        return h('li', { class: `text-entry${at?.superseded ? ' superseded' : ''}`, 'data-step': String(e.step), 'data-attempt': e.attempt === undefined ? '' : String(e.attempt) },
+          h('div', { class: 'muted text-step' }, [`step ${e.step}`, rankName(e.rank), at?.label ?? ''].filter(Boolean).join(' · ')),
+          h('pre', { class: 'text-value' }, e.text ?? ''));
+      }));
       if (follow) list.scrollTop = list.scrollHeight;
       if (entries.length === 0 && a.kept) note.textContent = 'no text stored under this key';
     },

@@ -9,6 +9,7 @@
 // (its spill file, its crash journal) still count as its own attempt's.
 // Ingest is untouched: the decision is made when the log is read.
 import { FrameType, parseFrameJson, type HistoryBatch, type WriterMeta } from './format.js';
+import { rewindCutoffs } from '../../src/attempts.js';
 
 /** What an attempt says about rewinding: its number, and the step it resumed from (absent: it rewound nothing). */
 export interface AttemptRewind { n: number; resumedFromStep?: number }
@@ -22,17 +23,12 @@ export interface WriterPlacement { writerAttempt: Array<number | null>; attemptN
 
 export class Timeline {
   /** cutoff[n]: rows of attempt n with a step above it are superseded (Infinity: none). */
-  private readonly cutoff: number[] = [];
+  private readonly cutoff: number[];
   private readonly writerAttempt: number[] = [];
   private attemptNow = 1;
 
   private constructor(attempts: readonly AttemptRewind[]) {
-    let min = Infinity;
-    const sorted = [...attempts].sort((a, b) => b.n - a.n);
-    for (const a of sorted) {
-      this.cutoff[a.n] = min; // what the attempts after this one rewound to
-      if (typeof a.resumedFromStep === 'number') min = Math.min(min, a.resumedFromStep);
-    }
+    this.cutoff = rewindCutoffs(attempts);
   }
 
   /**

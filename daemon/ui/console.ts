@@ -12,29 +12,11 @@
 // src/attempts.ts), and the answer lists its attempts, so that the page can
 // open each attempt's part with a heading as `logd logs` does.
 import { RunNotFound, type QuerySource, type ConsoleLine, type RunInfo } from '../query/index.js';
-import { attemptAt, attemptsToMark, type AttemptLike } from '../../src/attempts.js';
+import { attemptAt, attemptsToMarkJson, type AttemptLike } from '../../src/attempts.js';
 import { HttpError, intParam } from './params.js';
 
 /** One printed line: `logd logs --json`'s shape (attempt: a continued run's), plus the run on a group's answer. */
 export interface LogLine { t: number; stream: 'out' | 'err'; rank: number | null; writer: number; line: string; run?: string; attempt?: number }
-
-/** What an answer says of an attempt: enough for its heading (daemon/store/format.ts Attempt, less its end). */
-type AttemptOut = AttemptLike;
-
-/** A continued run's attempts as an answer gives them; empty for a run of one (its lines are not marked). */
-function attemptsOfRun(run: RunInfo): AttemptOut[] {
-  let meta: unknown;
-  try {
-    meta = JSON.parse(run.metadataJson || '{}');
-  } catch {
-    return [];
-  }
-  const num = (x: unknown) => (typeof x === 'number' ? x : undefined);
-  return attemptsToMark<AttemptLike>(meta).map((a) => ({
-    n: a.n, startedAt: a.startedAt, host: typeof a.host === 'string' ? a.host : undefined, pid: num(a.pid),
-    fromStep: num(a.fromStep), resumedFromStep: num(a.resumedFromStep),
-  }));
-}
 
 interface Cursor { offset: number; skip: number }
 
@@ -115,7 +97,7 @@ async function* piecesFrom(source: QuerySource, id: string, from: Cursor): Async
  * (`more`: stopped there), or with `tail` every piece and only the last
  * `tail` lines kept (`skipped`: matching lines before them).
  */
-async function readRun(source: QuerySource, run: RunInfo, runRank: number | null, from: Cursor, f: LineFilter, o: { limit: number; tail: number | null; tagRun: boolean; attempts: AttemptOut[] }): Promise<RunRead> {
+async function readRun(source: QuerySource, run: RunInfo, runRank: number | null, from: Cursor, f: LineFilter, o: { limit: number; tail: number | null; tagRun: boolean; attempts: AttemptLike[] }): Promise<RunRead> {
   const out: RunRead = { pieces: [], end: from, more: false, skipped: 0, ranks: new Set() };
   let kept = 0;
   const it = piecesFrom(source, run.id, from);
@@ -183,7 +165,7 @@ export async function runConsole(source: QuerySource, run: RunInfo, runRank: num
   const f = lineFilter(q);
   const from = parseCursor(q.get('after'));
   const o = readOptions(q);
-  const attempts = attemptsOfRun(run);
+  const attempts = attemptsToMarkJson(run.metadataJson);
   const base = { run: run.id, state: run.state, ...(attempts.length ? { attempts } : {}) };
   if (!source.console) return { ...base, kept: false, why: notKept(source), lines: [], next: cursorText(from), more: false, skipped: 0, ranks: [] };
   const r = await readRun(source, run, runRank, from, f, { ...o, tagRun: false, attempts }).catch(notFound);
@@ -216,7 +198,7 @@ export async function groupConsole(source: QuerySource, group: string, runs: Arr
   const o = readOptions(q);
   const startCursor = () => runs.map((r) => `${r.info.id}=${cursorText(from.get(r.info.id) ?? { offset: 0, skip: 0 })}`).join(',');
   const runStates = Object.fromEntries(runs.map((r) => [r.info.id, r.info.state]));
-  const attemptsBy = new Map(runs.map((r) => [r.info.id, attemptsOfRun(r.info)]));
+  const attemptsBy = new Map(runs.map((r) => [r.info.id, attemptsToMarkJson(r.info.metadataJson)]));
   /** The continued runs' attempts, by run: a group's lines say their attempt beside their rank. */
   const continued = Object.fromEntries([...attemptsBy].filter(([, a]) => a.length > 0));
   if (!source.console) return { group, kept: false, why: notKept(source), lines: [], next: startCursor(), more: false, skipped: 0, ranks: [], runs: runStates, attempts: continued };

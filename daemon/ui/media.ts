@@ -3,6 +3,7 @@
 // an image's bytes by their sha256.
 import { RunNotFound, type QuerySource, type MediaItem, type RunInfo } from '../query/index.js';
 import { MEDIA_KINDS, sniffImage } from '../../src/media.js';
+import { attemptAt, attemptsToMarkJson } from '../../src/attempts.js';
 import { HttpError } from './params.js';
 
 /** Entries one answer holds at most; past it every other one is dropped, and again, so they stay spread over the run. */
@@ -20,7 +21,8 @@ const notKept = (source: QuerySource) => `histograms, images and text are not ke
 
 /**
  * GET /api/runs/{id}/media?kind=&key=: `{entries, truncated, stride}` in the
- * order they were stored. Past MAX_ENTRIES (or MAX_BYTES) only every
+ * order they were stored (a continued run's: each with its `attempt`, and the
+ * run's `attempts`). Past MAX_ENTRIES (or MAX_BYTES) only every
  * `stride`-th entry is kept: a distribution over 100 000 steps still spans
  * them all.
  */
@@ -29,9 +31,11 @@ export async function runMedia(source: QuerySource, run: RunInfo, q: URLSearchPa
   if (kind && !(MEDIA_KINDS as readonly string[]).includes(kind)) throw new HttpError(400, `kind must be one of ${MEDIA_KINDS.join(', ')}, not ${JSON.stringify(kind.slice(0, 40))}`);
   const key = q.get('key') ?? '';
   const index = (JSON.parse(run.metadataJson || '{}') as { media?: Record<string, { kind: string; count: number; lastStep: number }> }).media ?? {};
-  const base = { run: run.id, state: run.state, keys: index };
+  // A continued run's entries carry the attempt that logged them (by time), and the answer lists its attempts.
+  const attempts = attemptsToMarkJson(run.metadataJson);
+  const base = { run: run.id, state: run.state, keys: index, ...(attempts.length ? { attempts } : {}) };
   if (!source.media) return { ...base, kept: false, why: notKept(source), entries: [], truncated: false, stride: 1 };
-  let kept: MediaItem[] = [];
+  let kept: Array<MediaItem & { attempt?: number }> = [];
   let bytes = 0, stride = 1, seen = 0;
   for (let after = 0; ;) {
     const page = await source.media(run.id, after, { kind: kind || undefined, key: key || undefined }).catch((e: unknown) => {
@@ -40,7 +44,8 @@ export async function runMedia(source: QuerySource, run: RunInfo, q: URLSearchPa
     });
     for (const m of page.entries) {
       if (seen++ % stride !== 0) continue;
-      kept.push(m);
+      const attempt = attemptAt(attempts, m.t);
+      kept.push(attempt === null ? m : { ...m, attempt });
       bytes += sizeOf(m);
       if (kept.length > MAX_ENTRIES || bytes > MAX_BYTES) {
         kept = kept.filter((_, i) => i % 2 === 0);

@@ -75,7 +75,10 @@ describe.skipIf(missing !== null)(`attempts, rewinds and forks on the dashboard$
       if (from.startsWith('fork:')) { const [, runId, step] = from.split(':'); opts.forkFrom = { runId, step: Number(step) }; }
       const run = await logd.init(opts);
       for (let s = Number(first); s <= Number(last); s++) {
-        run.log({ loss: s + Number(offset), 'eval/acc': (s + Number(offset)) / 2000 }, { step: s });
+        const row = { loss: s + Number(offset), 'eval/acc': (s + Number(offset)) / 2000, note: new logd.Text(id + ' text ' + s + ' +' + offset) };
+        if (s % 10 === 0) row.hist = new logd.Histogram([s, s + 1, s + 2, Number(offset)]);
+        if (s === 45) row.pic = logd.Image.fromPixels(new Uint8Array(4 * 4 * 3).fill(Number(offset) ? 200 : 50), { width: 4, height: 4, caption: 'pic +' + offset });
+        run.log(row, { step: s });
         console.log(id + ' printed step ' + s);
       }
       if (how === 'kill') { await run.flush(10000); process.kill(process.pid, 'SIGKILL'); }
@@ -262,6 +265,51 @@ describe.skipIf(missing !== null)(`attempts, rewinds and forks on the dashboard$
     await fk.locator('#log-lines[data-loaded]').waitFor({ timeout: 30_000 });
     expect(await fk.locator('#log-lines .log-line').count()).toBe(5);
     expect(await fk.locator('#log-lines .log-attempt, #log-lines .log-who').count()).toBe(0);
+    await fk.close();
+  });
+
+  it("the Media tab says which attempt logged each text and image; a rewind's superseded histograms are left out of the distribution", async () => {
+    // The API: each entry with its attempt (by time), the run's attempts listed.
+    const text = (await getJson(ui, '/api/runs/job/media?kind=text&key=note')).body;
+    expect(text.attempts.map((a: { n: number }) => a.n)).toEqual([1, 2]);
+    expect(text.entries.map((e: { attempt: number; step: number; text: string }) => [e.attempt, e.step, e.text])).toEqual([
+      ...range(0, 50).map((s) => [1, s, `job text ${s} +0`]),
+      ...range(41, 60).map((s) => [2, s, `job text ${s} +1000`]),
+    ]);
+    expect((await getJson(ui, '/api/runs/fk/media?kind=text&key=note')).body.entries.every((e: object) => !('attempt' in e))).toBe(true);
+
+    const page = await openPage('/runs/job?tab=media');
+    // Text: step 45 twice, attempt 1's superseded by attempt 2's rewind to 40, listed first.
+    const at45 = page.locator('.text-panel[data-key="note"] li.text-entry[data-step="45"]');
+    await at45.first().waitFor({ timeout: 30_000 });
+    expect(await at45.count()).toBe(2);
+    expect(await at45.nth(0).locator('.text-step').textContent()).toBe('step 45 · attempt 1, superseded');
+    expect(await at45.nth(0).getAttribute('class')).toContain('superseded');
+    expect(await at45.nth(0).locator('.text-value').textContent()).toBe('job text 45 +0');
+    expect(await at45.nth(1).locator('.text-step').textContent()).toBe('step 45 · attempt 2');
+    expect(await page.locator('.text-panel li.text-entry.superseded').count()).toBe(10);
+    expect(await page.locator('.text-panel li.text-entry[data-step="40"]').count()).toBe(1); // at the step resumed from: kept
+    // The distribution: steps 0..60 every 10, attempt 1's step 50 left out for attempt 2's.
+    const dist = page.locator('.dist-panel[data-key="hist"]');
+    await dist.locator('.dist-chart[data-drawn]').waitFor({ timeout: 30_000 });
+    expect(await dist.locator('.dist-chart').getAttribute('data-steps')).toBe('7');
+    expect(await dist.getAttribute('data-superseded')).toBe('1');
+    expect(await dist.locator('.media-note').textContent()).toMatch(/^1 histogram\(s\) of earlier attempts .* superseded, left out$/);
+    // Images: both attempts' at step 45, the superseded one first.
+    const figs = page.locator('.image-panel[data-key="pic"] figure.media-figure');
+    await figs.nth(1).waitFor({ timeout: 30_000 });
+    expect(await figs.locator('.caption').allTextContents()).toEqual(['pic +0', 'pic +1000']);
+    expect(await figs.nth(0).locator('.image-facts').textContent()).toMatch(/^attempt 1, superseded · 4×4/);
+    expect(await figs.nth(0).getAttribute('class')).toContain('superseded');
+    expect(await figs.nth(1).locator('.image-facts').textContent()).toMatch(/^attempt 2 · 4×4/);
+    await page.screenshot({ path: path.join(shots(), 'run-media-attempts.png'), fullPage: true });
+    await page.close();
+
+    // A run of one attempt: nothing said of attempts.
+    const fk = await openPage('/runs/fk?tab=media');
+    await fk.locator('.text-panel li.text-entry').first().waitFor({ timeout: 30_000 });
+    expect(await fk.locator('.text-panel .text-step').allTextContents()).not.toContain(expect.stringContaining('attempt'));
+    expect((await fk.locator('.text-panel .text-step').allTextContents()).some((t) => t.includes('attempt'))).toBe(false);
     await fk.close();
   });
 
