@@ -9,6 +9,7 @@ import path from 'node:path';
 import { Command, Option } from 'commander';
 import { openSource, type MediaItem } from '../query/index.js';
 import { attemptsOf, attemptAt, attemptHeading } from './attempts.js';
+import { rewindCutoffs } from '../../src/attempts.js';
 
 interface MediaOptions { kind?: string; key?: string; json?: boolean; save?: string }
 
@@ -43,7 +44,7 @@ export function registerMediaCommand(program: Command, fail: (msg: string) => ne
     .argument('<run>', 'run id')
     .addOption(new Option('--kind <kind>', 'only this kind').choices(['histogram', 'image', 'text']))
     .option('--key <key>', 'only this key')
-    .option('--json', 'one JSON object per line: {w, rank, key, step, t, kind, ...} (histograms with counts and edges; attempt, for a continued run)')
+    .option('--json', 'one JSON object per line: {w, rank, key, step, t, kind, ...} (histograms with counts and edges; attempt, for a continued run, and superseded: true for an item a later attempt\'s rewind superseded)')
     .option('--save <dir>', 'write the images into this directory (made if missing), one file each')
     .action(async (id: string, o: MediaOptions) => {
       const src = await openSource().catch((e: Error) => fail(e.message));
@@ -51,6 +52,8 @@ export function registerMediaCommand(program: Command, fail: (msg: string) => ne
       if (o.save) fs.mkdirSync(o.save, { recursive: true });
       // A continued run's items are marked with the attempt that logged them (by time); a run with one attempt is not.
       const attempts = attemptsOf(await src.getRun(id).catch(() => null));
+      // After a rewind (init(resume_from=...)), an earlier attempt's items above the step resumed from are superseded.
+      const cut = rewindCutoffs(attempts);
       let shownAttempt: number | null = null;
       let n = 0;
       let saved = 0;
@@ -61,10 +64,12 @@ export function registerMediaCommand(program: Command, fail: (msg: string) => ne
         for (const m of page.entries) {
           n++;
           const attempt = attemptAt(attempts, m.t);
-          if (o.json) out.push(JSON.stringify(attempt === null ? m : { ...m, attempt }) + '\n');
+          const superseded = attempt !== null && m.step > (cut[attempt] ?? Infinity);
+          if (o.json) out.push(JSON.stringify(attempt === null ? m : { ...m, attempt, ...(superseded ? { superseded } : {}) }) + '\n');
           else {
             if (attempt !== null && attempt !== shownAttempt) out.push(attemptHeading(attempts, (shownAttempt = attempt)) + '\n');
-            out.push(describe(m));
+            const line = describe(m);
+            out.push(superseded ? line.replace(/\n$/, "  (superseded: a later attempt resumed from an earlier step)\n") : line);
           }
           if (o.save && m.kind === 'image' && m.sha256) {
             const img = await src.image!(id, m.sha256).catch((e: Error) => fail(e.message));

@@ -69,4 +69,28 @@ describe('attempts in logd logs and logd media', () => {
     expect((await cli(t, ['logs', 'single'])).stdout).not.toContain('--- attempt');
     expect((await cli(t, ['media', 'single', '--json'])).stdout).not.toContain('"attempt"');
   });
+
+  it("a rewound run: logd media marks the earlier attempt's items above the step resumed from as superseded", async () => {
+    await startDaemon(t);
+    const file = script(t, 'rewind.mjs', `
+      const [first, last, from] = process.argv.slice(2).map(Number);
+      const run = await logd.init({ project: 'attempts', id: 'rw', ...(from >= 0 ? { resumeFrom: { runId: 'rw', step: from } } : {}) });
+      for (let step = first; step <= last; step++) run.log({ loss: step, note: new logd.Text('s' + step + (from >= 0 ? ' again' : '')) }, { step });
+      console.log((await run.finish()).state);
+    `);
+    const r1 = await runScript(t, file, ['0', '5', '-1']);
+    expect(r1.stdout.trim(), r1.stderr).toBe('finished');
+    await new Promise((res) => setTimeout(res, 20)); // attempts are told apart by time
+    const r2 = await runScript(t, file, ['3', '6', '2']);
+    expect(r2.stdout.trim(), r2.stderr).toBe('finished');
+    const json = (await cli(t, ['media', 'rw', '--json'])).stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(json.map((m) => [m.attempt, m.step, m.superseded ?? false])).toEqual([
+      [1, 0, false], [1, 1, false], [1, 2, false], [1, 3, true], [1, 4, true], [1, 5, true],
+      [2, 3, false], [2, 4, false], [2, 5, false], [2, 6, false],
+    ]);
+    const text = (await cli(t, ['media', 'rw'])).stdout.split('\n');
+    expect(text.filter((l) => l.endsWith('(superseded: a later attempt resumed from an earlier step)'))).toHaveLength(3);
+    expect(text.find((l) => l.includes('"s3"'))).toMatch(/\(superseded: /);
+    expect(text.find((l) => l.includes('"s3 again"'))).not.toMatch(/superseded/);
+  });
 });
