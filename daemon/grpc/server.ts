@@ -77,27 +77,35 @@ function toStatus(e: unknown): grpc.ServiceError {
   return Object.assign(new Error(msg), { code: grpc.status.INTERNAL, details: msg, metadata: new grpc.Metadata() });
 }
 
+/** Why a call is refused before its handler runs: a missing or wrong token, or a wire version this daemon does not speak; null when it may go on. */
+function refusal(ctx: ServerContext, md: grpc.Metadata): grpc.ServiceError | null {
+  if (!tokenOk(md, ctx.token)) return UNAUTH as grpc.ServiceError;
+  return refusedWire(md);
+}
+
 /** A unary handler with authentication and error mapping. */
 function unary<Req, Res>(ctx: ServerContext, fn: (req: Req, call: grpc.ServerUnaryCall<Req, Res>) => Res | Promise<Res>): Handler {
   return ((call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
-    if (!tokenOk(call.metadata, ctx.token)) {
-      cb(UNAUTH as grpc.ServiceError);
-      return;
-    }
-    const refused = refusedWire(call.metadata);
-    if (refused) {
-      cb(refused);
-      return;
-    }
+    const refused = refusal(ctx, call.metadata);
+    if (refused) return void cb(refused);
     // Any call counts as activity: a sidecar must not leave under a reader's feet.
     ctx.registry.touch();
-    if (call.request instanceof Undecodable) {
-      cb(toStatus(invalid(call.request.reason)));
-      return;
-    }
+    if (call.request instanceof Undecodable) return void cb(toStatus(invalid(call.request.reason)));
     Promise.resolve()
       .then(() => fn(call.request, call))
       .then((res) => cb(null, res), (e) => cb(toStatus(e)));
+  }) as Handler;
+}
+
+/** A server-streaming read with authentication and error mapping; `touch`: it counts as activity, as a unary call does. */
+function reading<Req, Res>(ctx: ServerContext, touch: boolean, fn: (call: grpc.ServerWritableStream<Req, Res>) => Promise<void>): Handler {
+  return ((call: grpc.ServerWritableStream<Req, Res>) => {
+    const refused = refusal(ctx, call.metadata);
+    if (refused) return void call.emit('error', refused);
+    if (touch) ctx.registry.touch();
+    const req = call.request as unknown;
+    if (req instanceof Undecodable) return void call.emit('error', toStatus(invalid(req.reason)));
+    void fn(call).catch((e) => call.emit('error', toStatus(e)));
   }) as Handler;
 }
 
@@ -250,51 +258,13 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return { runsKilled: n };
     }),
 
-    readHistory: ((call: grpc.ServerWritableStream<HistoryRequest, HistoryChunkMsg>) => {
-      if (!tokenOk(call.metadata, ctx.token)) {
-        call.emit('error', UNAUTH);
-        return;
-      }
-      const refused = refusedWire(call.metadata);
-      if (refused) {
-        call.emit('error', refused);
-        return;
-      }
-      reg.touch();
-      if ((call.request as unknown) instanceof Undecodable) {
-        call.emit('error', toStatus(invalid((call.request as unknown as Undecodable).reason)));
-        return;
-      }
-      void streamHistory(reg, call).catch((e) => call.emit('error', toStatus(e)));
-    }) as Handler,
+    readHistory: reading<HistoryRequest, HistoryChunkMsg>(ctx, true, (call) => streamHistory(reg, call)),
 
-    readSummary: ((call: grpc.ServerWritableStream<{ runId: string }, { summaryJson: string; statsJson: string }>) => {
-      if (!tokenOk(call.metadata, ctx.token)) {
-        call.emit('error', UNAUTH);
-        return;
-      }
-      const refused = refusedWire(call.metadata);
-      if (refused) {
-        call.emit('error', refused);
-        return;
-      }
-      if ((call.request as unknown) instanceof Undecodable) {
-        call.emit('error', toStatus(invalid((call.request as unknown as Undecodable).reason)));
-        return;
-      }
-      void streamSummary(reg, call).catch((e) => call.emit('error', toStatus(e)));
-    }) as Handler,
+    readSummary: reading<{ runId: string }, { summaryJson: string; statsJson: string }>(ctx, false, (call) => streamSummary(reg, call)),
 
     write: ((call: WriteCall) => {
-      if (!tokenOk(call.metadata, ctx.token)) {
-        call.emit('error', UNAUTH);
-        return;
-      }
-      const refused = refusedWire(call.metadata);
-      if (refused) {
-        call.emit('error', refused);
-        return;
-      }
+      const refused = refusal(ctx, call.metadata);
+      if (refused) return void call.emit('error', refused);
       handleWrite(ctx, call);
     }) as Handler,
   };
