@@ -73,16 +73,26 @@ static void finalize_mapping(napi_env env, void *data, void *hint) {
   free(m);
 }
 
-static napi_value MapFile(napi_env env, napi_callback_info info) {
+/* The (fd, length) arguments of mapFile and reserve; 0, with a TypeError thrown, unless they are a file descriptor and a positive byte count. */
+static int fd_and_length(napi_env env, napi_callback_info info, const char *name, int32_t *fd, int64_t *length) {
   size_t argc = 2;
   napi_value argv[2];
   napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  int32_t fd = -1;
-  int64_t length = 0;
-  if (argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || napi_get_value_int64(env, argv[1], &length) != napi_ok || fd < 0 || length <= 0) {
-    napi_throw_type_error(env, NULL, "mapFile(fd, length): fd must be an open file descriptor and length a positive byte count");
-    return NULL;
+  *fd = -1;
+  *length = 0;
+  if (argc < 2 || napi_get_value_int32(env, argv[0], fd) != napi_ok || napi_get_value_int64(env, argv[1], length) != napi_ok || *fd < 0 || *length <= 0) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s(fd, length): fd must be an open file descriptor and length a positive byte count", name);
+    napi_throw_type_error(env, NULL, msg);
+    return 0;
   }
+  return 1;
+}
+
+static napi_value MapFile(napi_env env, napi_callback_info info) {
+  int32_t fd;
+  int64_t length;
+  if (!fd_and_length(env, info, "mapFile", &fd, &length)) return NULL;
   void *addr = mmap(NULL, (size_t)length, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   if (addr == MAP_FAILED) {
     char msg[160];
@@ -113,15 +123,9 @@ static napi_value MapFile(napi_env env, napi_callback_info info) {
 }
 
 static napi_value Reserve(napi_env env, napi_callback_info info) {
-  size_t argc = 2;
-  napi_value argv[2];
-  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  int32_t fd = -1;
-  int64_t length = 0;
-  if (argc < 2 || napi_get_value_int32(env, argv[0], &fd) != napi_ok || napi_get_value_int64(env, argv[1], &length) != napi_ok || fd < 0 || length <= 0) {
-    napi_throw_type_error(env, NULL, "reserve(fd, length): fd must be an open file descriptor and length a positive byte count");
-    return NULL;
-  }
+  int32_t fd;
+  int64_t length;
+  if (!fd_and_length(env, info, "reserve", &fd, &length)) return NULL;
   int err = posix_fallocate(fd, 0, (off_t)length);
   if (err != 0) {
     char msg[160];
