@@ -216,12 +216,15 @@ export class Run {
    * the one it went to is gone (UNAVAILABLE: killed or restarting; the
    * records it acknowledged are in its log, which the next daemon recovers).
    * A daemon killed after it finalised the run refuses the retry with
-   * FAILED_PRECONDITION; the run's final state is then read back. A retry
-   * that reaches the restarted daemon with the old token (UNAUTHENTICATED:
-   * it was not up yet when it was looked for) looks for it again.
+   * FAILED_PRECONDITION; the run's final state is then read back. A call
+   * that reaches a restarted daemon with the old token (UNAUTHENTICATED: it
+   * was restarted while this writer was idle, or was not up yet when it was
+   * looked for) looks for it again.
    */
   private async finishCall(exitCode: number, deadline: number): Promise<{ run: RunInfo; message: string; timedOut: boolean }> {
     let retried = false;
+    /** Answers of UNAUTHENTICATED so far: the daemon at the address is not the one this writer found. */
+    let unauthenticated = 0;
     for (;;) {
       const left = Math.max(1, deadline - Date.now());
       try {
@@ -236,9 +239,10 @@ export class Run {
           const run = await this.writer.connection.unary<unknown, RunInfo>('getRun', { runId: this.id }, Math.max(1, deadline - Date.now()));
           if (run.state !== 'running' && run.state !== 'finishing') return { run, message: '', timedOut: false };
         }
-        // UNAUTHENTICATED after a retry: the daemon was restarted under the call (a new token at the same socket)
-        // and was not found anew yet (its service file not written): look again while time is left.
-        const restarted = retried && e.code === 16;
+        // UNAUTHENTICATED: the daemon was restarted since this writer found it (a new token at the same socket),
+        // under the call or while the writer was idle, and its service file may lag its socket by a moment: look
+        // for it again. A token still refused after about 5 s of that is wrong for good.
+        const restarted = e.code === 16 /* UNAUTHENTICATED */ && ++unauthenticated <= 25;
         if ((e.code !== 14 /* UNAVAILABLE */ && !restarted) || deadline - Date.now() < 500) throw e;
         retried = true;
         await new Promise((r) => setTimeout(r, 200));

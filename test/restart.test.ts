@@ -46,4 +46,41 @@ describe('daemon restart', () => {
     expect(rows).toHaveLength(6000);
     rows.forEach((r, i) => expect(r).toMatchObject({ _step: i, v: i }));
   });
+
+  it('a batch of summary and config updates alone, stored and acknowledged before a kill -9: the restarted daemon knows it (a SEQ frame), and the finish, the daemon's token changed under the idle writer, does not wait', async () => {
+    t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '15000' });
+    const first = await startDaemon(t);
+    const w = script(t, 'w.mjs', `
+      import fs from 'node:fs';
+      const run = await logd.init({ project: 'restart' });
+      console.log('run ' + run.id);
+      for (let s = 0; s < 10; s++) run.log({ v: s }, { step: s });
+      await run.flush();
+      run.summary.update({ best: 1 });
+      run.config.update({ lr: 0.5 });
+      await run.flush();
+      console.log('acked');
+      while (!fs.existsSync(process.argv[2])) await new Promise((r) => setTimeout(r, 20));
+      const t0 = Date.now();
+      const res = await run.finish({ timeoutMs: 20000 });
+      console.log('finished ' + res.state + ' in ' + (Date.now() - t0) + ' ms ' + res.message);
+    `);
+    const go = path.join(t.dir, 'go');
+    const worker = spawnScript(t, w, [go]);
+    await waitUntil(() => worker.lines.includes('acked'), 15_000, 'the updates to be acknowledged');
+    const id = worker.lines.find((l) => l.startsWith('run '))!.slice(4);
+    first.proc.kill('SIGKILL');
+    await new Promise((r) => first.proc.once('exit', r));
+    await startDaemon(t);
+    fs.writeFileSync(go, '');
+    await waitUntil(() => worker.lines.some((l) => l.startsWith('finished')), 30_000, 'the worker to finish');
+    const line = worker.lines.find((l) => l.startsWith('finished'))!;
+    expect(line).toMatch(/^finished finished in \d+ ms/);
+    expect(Number(/in (\d+) ms/.exec(line)![1]), line).toBeLessThan(5000);
+    const info = await cliJson(t, ['show', id]);
+    expect(info.state).toBe('finished');
+    expect(info.summary.best).toBe(1);
+    expect(info.config.lr).toBe(0.5);
+    expect(await exportJsonl(t, id)).toHaveLength(10);
+  });
 });

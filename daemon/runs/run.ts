@@ -184,6 +184,13 @@ export class LiveRun {
       indexMedia(this.media, media);
       bytes += frame.reduce((n, p) => n + p.byteLength, 0);
     }
+    if (b.rows === 0 && consoleEntries.length === 0 && media.length === 0) {
+      // Nothing above carries the batch's seq (summary or config updates alone): a SEQ frame does, or a daemon
+      // restarted after acknowledging it would wait for it again at the finish.
+      const frame = jsonFrame({ writerIdx: w.meta.idx, seq });
+      this.log.append(FrameType.SEQ, frame);
+      bytes += frame.reduce((n, p) => n + p.byteLength, 0);
+    }
     w.appendedSeq = seq;
     return bytes;
   }

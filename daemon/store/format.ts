@@ -29,10 +29,13 @@
 // CHECKPOINT_AT  24 bytes (checkpoint.ts): the offset of the latest
 //                CHECKPOINT; the last frame of a log its daemon closed, so a
 //                replay finds the checkpoint by reading the log's last bytes
+// SEQ      JSON {writerIdx, seq}: a batch that stored no HISTORY, CONSOLE or
+//          MEDIA frame (summary or config updates alone, or nothing): its
+//          seq, so that a restarted daemon knows it was stored (replay)
 
 import { toJson } from '../../src/json.js';
 
-export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9, MEDIA: 10, BASE: 11, CHECKPOINT: 12, CHECKPOINT_AT: 13 } as const;
+export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9, MEDIA: 10, BASE: 11, CHECKPOINT: 12, CHECKPOINT_AT: 13, SEQ: 14 } as const;
 
 /**
  * One attempt of a run: the first is the run's creation; each continue

@@ -165,6 +165,12 @@ export class ReplayState {
         if (typeof f.seq === 'number') this.maxSeq[f.writerIdx] = Math.max(this.maxSeq[f.writerIdx] ?? 0, f.seq);
         break;
       }
+      case FrameType.SEQ: {
+        // A batch that stored nothing else carrying its seq (summary or config updates alone).
+        const f = parseFrameJson<{ writerIdx: number; seq: number }>(p);
+        if (Number.isInteger(f.writerIdx) && typeof f.seq === 'number') this.maxSeq[f.writerIdx] = Math.max(this.maxSeq[f.writerIdx] ?? 0, f.seq);
+        break;
+      }
       case FrameType.BASE: {
         const b = parseFrameJson<BaseFrame>(p);
         this.summary.restoreBase(b);

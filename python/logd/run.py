@@ -394,13 +394,15 @@ class Run:
     def _finish_call(self, w: Writer, exit_code: int, deadline: float):
         """FinishRun; sent again to the daemon found anew while time is left when the one
         it went to is gone (UNAVAILABLE). A daemon killed after it finalised the run
-        refuses the retry with FAILED_PRECONDITION; the final state is then read back. A retry that reaches the
-        restarted daemon with the old token (UNAUTHENTICATED) looks for it again."""
+        refuses the retry with FAILED_PRECONDITION; the final state is then read back. A call that reaches a
+        restarted daemon with the old token (UNAUTHENTICATED: restarted while this writer was idle, or not named
+        by its service file yet) looks for it again, for about 5 s at most."""
         import grpc
 
         from ._pb import logd_pb2 as pb
 
         retried = False
+        unauthenticated = 0  # answers of UNAUTHENTICATED so far: the daemon at the address is not the one found
         while True:
             left = max(0.001, deadline - time.monotonic())
             req = pb.FinishRunRequest(run_id=self.id, run_token=self._token, writer_id=w.writer_id, exit_code=exit_code,
@@ -412,9 +414,12 @@ class Run:
                     run = w.conn.unary("GetRun", pb.GetRunRequest(run_id=self.id), max(0.001, deadline - time.monotonic()))
                     if run.state not in ("running", "finishing"):
                         return pb.FinishRunResponse(run=run)
-                # UNAUTHENTICATED after a retry: the daemon was restarted under the call (a new token at the same
-                # socket) and its service file did not name it yet: look again while time is left.
-                restarted = retried and e.code == grpc.StatusCode.UNAUTHENTICATED
+                # UNAUTHENTICATED: the daemon was restarted since this writer found it (a new token at the same
+                # socket), under the call or while the writer was idle, and its service file may lag its socket by
+                # a moment: look for it again. A token still refused after about 5 s of that is wrong for good.
+                if e.code == grpc.StatusCode.UNAUTHENTICATED:
+                    unauthenticated += 1
+                restarted = e.code == grpc.StatusCode.UNAUTHENTICATED and unauthenticated <= 25
                 if (e.code != grpc.StatusCode.UNAVAILABLE and not restarted) or deadline - time.monotonic() < 0.5:
                     raise
                 retried = True

@@ -179,6 +179,24 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
     expect(await cliJson(t, ['show', id])).toMatchObject({ state: 'finished', historyRows: 500 });
   });
 
+  it('the daemon killed and restarted while the writer is idle, its last batch summary and config updates alone: the finish finds the new daemon at once and ends finished', async () => {
+    t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
+    const d = await startDaemon(t);
+    const go = path.join(t.dir, 'go');
+    const p = spawnPython(t, [path.join(FIXTURES, 'finish_idle_restart.py'), go], { LOGD_NO_AUTOSTART: '1' });
+    await waitUntil(() => p.lines.some((l) => l.startsWith('run ')), 60_000, 'the writer to flush');
+    const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
+    process.kill(d.pid, 'SIGKILL');
+    await waitUntil(() => !alive(d.pid), 10_000, 'the daemon to die');
+    await startDaemon(t);
+    fs.writeFileSync(go, '');
+    await waitUntil(() => p.lines.some((l) => l.startsWith('finished ')), 40_000, 'the writer to finish');
+    const res = JSON.parse(p.lines.find((l) => l.startsWith('finished '))!.slice(9));
+    expect(res, `${res.message}\n${p.err()}`).toMatchObject({ state: 'finished', timed_out: false });
+    expect(res.ms, res.message).toBeLessThan(5000);
+    expect(await cliJson(t, ['show', id])).toMatchObject({ state: 'finished', historyRows: 10, summary: { best: 1 }, config: { lr: 0.5 } });
+  });
+
   it('a dead daemon whose pid another process took (pid reuse) counts as dead: init() starts a new one', async () => {
     t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '120000' });
     const d = await startDaemon(t);
