@@ -168,7 +168,8 @@ export class ReplayState {
       case FrameType.SEQ: {
         // A batch that stored nothing else carrying its seq (summary or config updates alone).
         const f = parseFrameJson<{ writerIdx: number; seq: number }>(p);
-        if (Number.isInteger(f.writerIdx) && typeof f.seq === 'number') this.maxSeq[f.writerIdx] = Math.max(this.maxSeq[f.writerIdx] ?? 0, f.seq);
+        const ok = Number.isInteger(f.writerIdx) && f.writerIdx >= 0 && f.writerIdx < this.writers.length && Number.isSafeInteger(f.seq);
+        if (ok) this.maxSeq[f.writerIdx] = Math.max(this.maxSeq[f.writerIdx] ?? 0, f.seq);
         break;
       }
       case FrameType.BASE: {
