@@ -47,7 +47,7 @@ describe('daemon restart', () => {
     rows.forEach((r, i) => expect(r).toMatchObject({ _step: i, v: i }));
   });
 
-  it('a batch of summary and config updates alone, stored and acknowledged before a kill -9: the restarted daemon knows it (a SEQ frame), and the finish, the daemon's token changed under the idle writer, does not wait', async () => {
+  it("a batch of summary and config updates alone, stored and acknowledged before a kill -9: the restarted daemon knows it (a SEQ frame), and the finish, the daemon's token changed under the idle writer, does not wait", async () => {
     t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '15000' });
     const first = await startDaemon(t);
     const w = script(t, 'w.mjs', `
