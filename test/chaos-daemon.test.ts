@@ -113,9 +113,15 @@ describe('kill -9 of the daemon in the middle of writes, again and again', () =>
   }, TEST_MS);
 });
 
-/** A writer that logs argv[3] rows and flushes them (prints `run ID`), waits for the file argv[2], finishes; prints `finished JSON` (with ms). */
-function finisher(t: TestEnv): string {
-  return script(t, 'finisher.mjs', `
+/**
+ * A daemon, and a writer that has logged `rows` rows and flushed them (it printed `run ID`) and waits for the file
+ * `go` to finish; `finished()` waits for its `finished JSON` line (with ms) and parses it.
+ */
+async function finisherOnDaemon(rows: number) {
+  t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
+  const d = await startDaemon(t);
+  const go = path.join(t.dir, 'go');
+  const worker = spawnScript(t, script(t, 'finisher.mjs', `
     import fs from 'node:fs';
     const run = await logd.init({ project: 'finish-kill' });
     for (let s = 0; s < Number(process.argv[3]); s++) run.log({ v: s }, { step: s });
@@ -125,25 +131,26 @@ function finisher(t: TestEnv): string {
     const t0 = Date.now();
     const res = await run.finish({ timeoutMs: 30000 });
     console.log('finished ' + JSON.stringify({ ...res, ms: Date.now() - t0 }));
-  `);
+  `), [go, String(rows)], { LOGD_NO_AUTOSTART: '1' });
+  await waitUntil(() => !!runIdOf(worker.lines), 30_000, 'the worker to flush');
+  const id = runIdOf(worker.lines)!;
+  const finished = async () => {
+    await waitUntil(() => worker.lines.some((l) => l.startsWith('finished ')), 40_000, 'the worker to finish');
+    return JSON.parse(worker.lines.find((l) => l.startsWith('finished '))!.slice(9));
+  };
+  return { d, go, id, finished };
 }
 
 describe('kill -9 of the daemon while a finish is in flight', () => {
   it('finish is sent again to the restarted daemon and the run ends finished, within its deadline', async () => {
-    t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
-    let d = await startDaemon(t);
-    const go = path.join(t.dir, 'go');
-    const worker = spawnScript(t, finisher(t), [go, '2000'], { LOGD_NO_AUTOSTART: '1' });
-    await waitUntil(() => !!runIdOf(worker.lines), 30_000, 'the worker to flush');
-    const id = runIdOf(worker.lines)!;
+    const { d, go, id, finished } = await finisherOnDaemon(2000);
     process.kill(d.pid, 'SIGSTOP'); // the FinishRun call will wait on a daemon that cannot answer...
     fs.writeFileSync(go, '');
     await new Promise((r) => setTimeout(r, 700));
     await killNine(d.pid); // ...and then dies under it
     await new Promise((r) => setTimeout(r, 1000));
-    d = await startDaemon(t);
-    await waitUntil(() => worker.lines.some((l) => l.startsWith('finished ')), 40_000, 'the worker to finish');
-    const res = JSON.parse(worker.lines.find((l) => l.startsWith('finished '))!.slice(9));
+    await startDaemon(t);
+    const res = await finished();
     expect(res).toMatchObject({ state: 'finished', timedOut: false });
     expect(res.ms).toBeLessThan(30_000);
     const info = await cliJson(t, ['show', id]);
@@ -153,15 +160,9 @@ describe('kill -9 of the daemon while a finish is in flight', () => {
   });
 
   it('a retry that reaches the restarted daemon before its service file names it (the old token): finish looks again and ends finished', async () => {
-    t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
-    const d = await startDaemon(t);
-    const go = path.join(t.dir, 'go');
-    const worker = spawnScript(t, finisher(t), [go, '500'], { LOGD_NO_AUTOSTART: '1' });
-    await waitUntil(() => !!runIdOf(worker.lines), 30_000, 'the worker to flush');
-    const id = runIdOf(worker.lines)!;
+    const { d, go, id, finished } = await finisherOnDaemon(500);
     await restartUnderFinish(t, d.pid, go);
-    await waitUntil(() => worker.lines.some((l) => l.startsWith('finished ')), 40_000, 'the worker to finish');
-    const res = JSON.parse(worker.lines.find((l) => l.startsWith('finished '))!.slice(9));
+    const res = await finished();
     expect(res, res.message).toMatchObject({ state: 'finished', timedOut: false });
     expect(await cliJson(t, ['show', id])).toMatchObject({ state: 'finished', historyRows: 500 });
   });

@@ -19,6 +19,24 @@ afterEach(async () => {
   if (t) await t.cleanup();
 });
 
+/**
+ * A daemon, and a Python writer (a fixture of FIXTURES) that has logged and flushed (it printed `run ID`) and waits
+ * for the file `go` to finish; `finished()` waits for its `finished JSON` line and parses it.
+ */
+async function finisherOnDaemon(fixture: string) {
+  t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
+  const d = await startDaemon(t);
+  const go = path.join(t.dir, 'go');
+  const p = spawnPython(t, [path.join(FIXTURES, fixture), go], { LOGD_NO_AUTOSTART: '1' });
+  await waitUntil(() => p.lines.some((l) => l.startsWith('run ')), 60_000, 'the writer to flush');
+  const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
+  const finished = async () => {
+    await waitUntil(() => p.lines.some((l) => l.startsWith('finished ')), 40_000, 'the writer to finish');
+    return JSON.parse(p.lines.find((l) => l.startsWith('finished '))!.slice(9));
+  };
+  return { d, go, p, id, finished };
+}
+
 describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pythonMissing ? ` (skipped: ${pythonMissing})` : ''}`, () => {
   it('issue 9 case 9: 6 processes calling init() during a kill -9 all get their run once the daemon is restarted', async () => {
     t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000', LOGD_IDLE_TIMEOUT_MS: '120000' });
@@ -166,32 +184,20 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
   });
 
   it('a finish whose retry reaches the restarted daemon before its service file names it (the old token) looks again and ends finished', async () => {
-    t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
-    const d = await startDaemon(t);
-    const go = path.join(t.dir, 'go');
-    const p = spawnPython(t, [path.join(FIXTURES, 'finish_restart.py'), go], { LOGD_NO_AUTOSTART: '1' });
-    await waitUntil(() => p.lines.some((l) => l.startsWith('run ')), 60_000, 'the writer to flush');
-    const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
+    const { d, go, p, id, finished } = await finisherOnDaemon('finish_restart.py');
     await restartUnderFinish(t, d.pid, go);
-    await waitUntil(() => p.lines.some((l) => l.startsWith('finished ')), 40_000, 'the writer to finish');
-    const res = JSON.parse(p.lines.find((l) => l.startsWith('finished '))!.slice(9));
+    const res = await finished();
     expect(res, `${res.message}\n${p.err()}`).toMatchObject({ state: 'finished', timed_out: false });
     expect(await cliJson(t, ['show', id])).toMatchObject({ state: 'finished', historyRows: 500 });
   });
 
   it('the daemon killed and restarted while the writer is idle, its last batch summary and config updates alone: the finish finds the new daemon at once and ends finished', async () => {
-    t = makeEnv({ LOGD_RECOVERY_GRACE_MS: '30000' });
-    const d = await startDaemon(t);
-    const go = path.join(t.dir, 'go');
-    const p = spawnPython(t, [path.join(FIXTURES, 'finish_idle_restart.py'), go], { LOGD_NO_AUTOSTART: '1' });
-    await waitUntil(() => p.lines.some((l) => l.startsWith('run ')), 60_000, 'the writer to flush');
-    const id = p.lines.find((l) => l.startsWith('run '))!.slice(4);
+    const { d, go, p, id, finished } = await finisherOnDaemon('finish_idle_restart.py');
     process.kill(d.pid, 'SIGKILL');
     await waitUntil(() => !alive(d.pid), 10_000, 'the daemon to die');
     await startDaemon(t);
     fs.writeFileSync(go, '');
-    await waitUntil(() => p.lines.some((l) => l.startsWith('finished ')), 40_000, 'the writer to finish');
-    const res = JSON.parse(p.lines.find((l) => l.startsWith('finished '))!.slice(9));
+    const res = await finished();
     expect(res, `${res.message}\n${p.err()}`).toMatchObject({ state: 'finished', timed_out: false });
     expect(res.ms, res.message).toBeLessThan(5000);
     expect(await cliJson(t, ['show', id])).toMatchObject({ state: 'finished', historyRows: 10, summary: { best: 1 }, config: { lr: 0.5 } });
