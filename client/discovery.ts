@@ -9,6 +9,7 @@ import { resolvePaths, clientTunables, type LogdPaths } from '../src/config.js';
 import { parseServiceAddress, formatServiceAddress, type ServiceAddress } from '../src/wire.js';
 import { readServiceFile, serviceAlive, liveOwner } from '../src/service-file.js';
 import { privateRuntime } from '../src/runtime-dir.js';
+import { untrustedDirReason } from '../src/private-dir.js';
 
 export class DaemonStartError extends Error {
   override name = 'DaemonStartError';
@@ -22,14 +23,37 @@ const EXIT_ALREADY_RUNNING = 3;
 const cliPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'daemon', 'cli.js');
 
 /**
- * The daemon named by this data dir's service file, in the runtime dir
- * privateRuntime() picks (the fallback when another user took the default);
- * throws UntrustedDirError when no runtime dir is private to the user.
+ * The daemon that serves this data dir: the one named by the service file in the runtime dir privateRuntime()
+ * picks (the fallback when another user took the default), else the one the data dir's owner file names,
+ * wherever it serves from. A daemon started while another user squatted the default runtime dir, or by a
+ * process with another XDG_RUNTIME_DIR or LOGD_RUNTIME_DIR, still holds the data dir: every process of the
+ * user must find it, or it would try to start a second one and be refused. Throws UntrustedDirError when no
+ * runtime dir is private to the user.
  */
 export function fromServiceFile(paths: LogdPaths): ServiceAddress | null {
-  const s = readServiceFile(privateRuntime(paths, false).serviceFile);
-  if (!s || !serviceAlive(s)) return null;
+  const rt = privateRuntime(paths, false);
+  const s = readServiceFile(rt.serviceFile);
+  if (s && serviceAlive(s)) return { target: s.socket, token: s.token };
+  return fromOwnerFile(paths, rt.runtimeDir);
+}
+
+/**
+ * The daemon that holds the data dir's lock, from the owner file it wrote as it took it, when it serves from a
+ * runtime dir other than `looked` (already looked at). Only a runtime dir private to this user is read (the
+ * same trust a default one needs), and only a service file of the very daemon that owns the lock, for this data dir.
+ */
+function fromOwnerFile(paths: LogdPaths, looked: string): ServiceAddress | null {
+  const owner = liveOwner(paths.ownerFile);
+  if (!owner || path.resolve(owner.runtimeDir) === path.resolve(looked)) return null;
+  if (!fs.existsSync(owner.runtimeDir) || untrustedDirReason(owner.runtimeDir) !== null) return null;
+  const s = readServiceFile(path.join(owner.runtimeDir, 'service.json'));
+  if (!s || s.pid !== owner.pid || path.resolve(s.dataDir) !== path.resolve(paths.dataDir) || !serviceAlive(s)) return null;
   return { target: s.socket, token: s.token };
+}
+
+/** A Unix socket's file exists (the daemon listens); a TCP address is taken as it is. */
+function socketReady(addr: ServiceAddress): boolean {
+  return !addr.target.startsWith('unix:') || fs.existsSync(addr.target.slice('unix:'.length));
 }
 
 /**
@@ -80,17 +104,18 @@ export async function startSidecar(given: LogdPaths, timeoutMs: number): Promise
   const deadline = startedAt + timeoutMs;
   while (Date.now() < deadline) {
     const addr = fromServiceFile(paths);
-    if (addr && fs.existsSync(paths.socketPath)) return addr;
+    if (addr && socketReady(addr)) return addr;
     if (exitCode !== null && exitCode !== EXIT_ALREADY_RUNNING) {
       const log = fs.readFileSync(paths.daemonLog, 'utf8').slice(logStart).trim() || tail(paths.daemonLog);
       throw new DaemonStartError(`the logd daemon exited with code ${exitCode} while starting:\n${log}\n(full log: ${paths.daemonLog})`);
     }
     if (exitCode === EXIT_ALREADY_RUNNING) {
-      // Lost the start race. The winner named itself in the owner file as it took the lock: while it lives and
-      // serves from this runtime dir, it is starting (on a loaded node that takes seconds), so wait for it rather
-      // than start another. One that serves from another runtime dir, or none known after 2 s: say so.
+      // Lost the start race. The winner named itself in the owner file as it took the lock: while it lives, it is
+      // starting (on a loaded node that takes seconds), here or in another private runtime dir (fromServiceFile
+      // finds it there), so wait for it rather than start another. One whose runtime dir this user cannot trust,
+      // or none known after 2 s: say so.
       const owner = liveOwner(paths.ownerFile);
-      const elsewhere = owner !== null && owner.runtimeDir !== paths.runtimeDir;
+      const elsewhere = owner !== null && owner.runtimeDir !== paths.runtimeDir && untrustedDirReason(owner.runtimeDir) !== null;
       if (elsewhere || (owner === null && Date.now() - startedAt > 2000)) {
         const log = fs.readFileSync(paths.daemonLog, 'utf8').slice(logStart).trim();
         throw new DaemonStartError(`${log || 'another logd daemon serves this data dir'}${elsewhere ? ` (from the runtime dir ${owner.runtimeDir}; give this process LOGD_RUNTIME_DIR=${owner.runtimeDir})` : ''}\n(full log: ${paths.daemonLog})`, true);

@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
-import { makeEnv, script, runScript, cliJson, cli, daemonPids, startDaemon, waitUntil, type TestEnv } from './helpers.js';
+import { makeEnv, script, runScript, cliJson, cli, daemonPids, startDaemon, waitUntil, alive, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
 afterEach(async () => t && (await t.cleanup()));
@@ -38,7 +38,7 @@ describe('auto-start', () => {
     expect(runs.every((r: any) => r.metadata.rank.worldSize === 8)).toBe(true);
   });
 
-  it('a second daemon for the same data dir refuses to start, even from another runtime dir, and says where the first is', async () => {
+  it('a second daemon for the same data dir refuses to start, even from another runtime dir, and says where the first is; a client with another runtime dir finds the first (issue 41)', async () => {
     t = makeEnv();
     const parent = path.join(t.dir, 'parent');
     fs.mkdirSync(parent, { mode: 0o755 });
@@ -49,9 +49,17 @@ describe('auto-start', () => {
     const r = await cli(other, ['serve'], { reject: false });
     expect(r.exitCode).toBe(3);
     expect(r.stderr).toContain(`pid ${first.pid}`);
-    const q = await cli(other, ['runs'], { reject: false });
-    expect(q.exitCode).not.toBe(0);
-    expect(q.stderr).toMatch(/another logd daemon already serves/);
-    expect(q.stderr).toContain(`give this process LOGD_RUNTIME_DIR=${t.runtimeDir}`); // said at once, from the owner file
+    // Every process of the user finds the daemon that holds the data dir, wherever it serves from (the owner file):
+    // another LOGD_RUNTIME_DIR, or XDG_RUNTIME_DIR set in one shell and not in another.
+    const q = await cli(other, ['runs', '--json'], { reject: false });
+    expect(q.exitCode, q.stderr).toBe(0);
+    expect((await cliJson(other, ['status'])).pid).toBe(first.pid);
+    const login = { ...t, env: { ...t.env, XDG_RUNTIME_DIR: path.join(t.dir, 'xdg') } };
+    delete login.env.LOGD_RUNTIME_DIR;
+    fs.mkdirSync(login.env.XDG_RUNTIME_DIR!, { mode: 0o700 });
+    expect((await cliJson(login, ['status'])).pid).toBe(first.pid);
+    const stop = await cli(login, ['stop'], { reject: false });
+    expect(stop.exitCode, stop.stderr).toBe(0);
+    await waitUntil(() => !alive(first.pid), 15_000, 'the daemon to stop');
   });
 });

@@ -103,8 +103,10 @@ export function daemonPids(dir: string): number[] {
   return out;
 }
 
+// t.env is the whole environment (makeEnv starts from process.env): extendEnv false, so a variable a test
+// deleted from it (XDG_RUNTIME_DIR, say) stays deleted rather than coming back from the test runner's own.
 export async function cli(t: TestEnv, args: string[], opts: { reject?: boolean; timeout?: number } = {}) {
-  return execa(process.execPath, [CLI, ...args], { env: t.env, reject: opts.reject ?? true, timeout: opts.timeout ?? 30_000 });
+  return execa(process.execPath, [CLI, ...args], { env: t.env, extendEnv: false, reject: opts.reject ?? true, timeout: opts.timeout ?? 30_000 });
 }
 
 export async function cliJson<T = any>(t: TestEnv, args: string[]): Promise<T> {
@@ -120,7 +122,7 @@ export function script(t: TestEnv, name: string, body: string): string {
 }
 
 export function runScript(t: TestEnv, file: string, args: string[] = [], env: Record<string, string> = {}, timeout = 60_000) {
-  return execa(process.execPath, [file, ...args], { env: { ...t.env, ...env }, reject: false, timeout });
+  return execa(process.execPath, [file, ...args], { env: { ...t.env, ...env }, extendEnv: false, reject: false, timeout });
 }
 
 /** Starts a worker and resolves each time it prints a line matching `re`. */

@@ -12,7 +12,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { execa } from 'execa';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { otherUser, asUser, spawnAs, homeFor, stageFor, unstage, type OtherUser } from './other-user.js';
-import { makeEnv, script, runScript, cliJson, waitUntil, CLI, serviceFile, type TestEnv } from './helpers.js';
+import { makeEnv, script, runScript, cli as logdCli, cliJson, waitUntil, alive, CLI, serviceFile, type TestEnv } from './helpers.js';
 
 let t: TestEnv;
 const attackerProcs: ChildProcess[] = [];
@@ -109,6 +109,22 @@ describe('another local user', () => {
       // The attacker's daemon is still there, and its store holds nothing of the victim's.
       expect(serviceFile(path.join(squatted, key))?.pid).toBe(daemon.pid);
       expect(storedRuns(path.join(home, 'data'))).toEqual([]);
+
+      // Issue 32 item 7: the squat goes (the attacker stops and removes it). The victim's daemon still serves from
+      // the fallback; the victim's next commands look in the freed default dir first, then find it through the
+      // data dir's owner file: they use it, and `logd stop` stops it, instead of trying to start a second one.
+      daemon.kill('SIGKILL');
+      await waitUntil(() => daemon.exitCode !== null || daemon.signalCode !== null, 10_000, "the attacker's daemon to exit");
+      const rm = await execa('setpriv', [...asUser(u), 'rm', '-rf', squatted, real], { reject: false });
+      expect(rm.exitCode, rm.stderr).toBe(0);
+      expect(fs.existsSync(squatted)).toBe(false);
+      expect((await cliJson(victim, ['status'])).pid).toBe(own.pid);
+      const again = await runScript(victim, victimScript());
+      expect(again.stdout, again.stderr).toMatch(/^stored \S+ finished/);
+      expect((await cliJson(victim, ['runs', '--project', 'secret'])).map((x: any) => x.historyRows)).toEqual([100, 100]);
+      const stop = await logdCli(victim, ['stop'], { reject: false });
+      expect(stop.exitCode, stop.stderr).toBe(0);
+      await waitUntil(() => !alive(own.pid), 15_000, "the victim's daemon to stop");
     });
   }
 

@@ -17,6 +17,7 @@ from ._version import __version__
 from .connection import ServiceAddress
 from .paths import Paths, resolve_paths, tunables, proc_start_time
 from .runtime_dir import private_runtime
+from .trust import untrusted_dir_reason
 
 EXIT_ALREADY_RUNNING = 3
 
@@ -62,10 +63,8 @@ def _same_process(pid: int, proc_start) -> bool:
     return now == proc_start if now is not None else not os.path.exists("/proc/self/stat")
 
 
-def from_service_file(paths: Paths) -> Optional[ServiceAddress]:
-    """The daemon this data dir's service file names, in the runtime dir private_runtime() picks (the fallback when
-    another user took the default); raises UntrustedDirError when no runtime dir is private to the user."""
-    service_file = private_runtime(paths, False).service_file
+def _read_service(service_file: str) -> Optional[dict]:
+    """A service file whose daemon still runs (pid and start time); None otherwise."""
     try:
         with open(service_file, encoding="utf-8") as f:
             s = json.load(f)
@@ -74,6 +73,35 @@ def from_service_file(paths: Paths) -> Optional[ServiceAddress]:
     if not isinstance(s, dict) or not isinstance(s.get("pid"), int) or not isinstance(s.get("token"), str) or not isinstance(s.get("socket"), str):
         return None
     if not pid_alive(s["pid"]) or not _same_process(s["pid"], s.get("procStart")):
+        return None
+    return s
+
+
+def _from_owner_file(paths: Paths, looked: str) -> Optional[dict]:
+    """The service file of the daemon that holds the data dir's lock, from the owner file it wrote as it took it, when
+    it serves from a runtime dir other than `looked` (already looked at). Only a runtime dir private to this user is
+    read, and only a service file of the very daemon that owns the lock, for this data dir (client/discovery.ts)."""
+    owner = _live_owner(paths)
+    if owner is None or os.path.abspath(owner["runtimeDir"]) == os.path.abspath(looked):
+        return None
+    d = owner["runtimeDir"]
+    if not os.path.isdir(d) or untrusted_dir_reason(d) is not None:
+        return None
+    s = _read_service(os.path.join(d, "service.json"))
+    if s is None or s["pid"] != owner["pid"] or not isinstance(s.get("dataDir"), str):
+        return None
+    return s if os.path.abspath(s["dataDir"]) == os.path.abspath(paths.data_dir) else None
+
+
+def from_service_file(paths: Paths) -> Optional[ServiceAddress]:
+    """The daemon that serves this data dir: the one named by the service file in the runtime dir private_runtime()
+    picks (the fallback when another user took the default), else the one the data dir's owner file names, wherever
+    it serves from (a daemon started while another user squatted the default runtime dir, or by a process with
+    another XDG_RUNTIME_DIR or LOGD_RUNTIME_DIR, still holds the data dir). Raises UntrustedDirError when no runtime
+    dir is private to the user."""
+    rt = private_runtime(paths, False)
+    s = _read_service(rt.service_file) or _from_owner_file(paths, rt.runtime_dir)
+    if s is None:
         return None
     _say_other_version(s, paths)
     return ServiceAddress(s["socket"], s["token"])
@@ -178,7 +206,7 @@ def start_sidecar(paths: Paths, timeout_s: float) -> ServiceAddress:
 
     while time.monotonic() < deadline:
         addr = from_service_file(paths)
-        if addr is not None and os.path.exists(paths.socket_path):
+        if addr is not None and (not addr.target.startswith("unix:") or os.path.exists(addr.target[len("unix:"):])):
             return addr
         code = child.poll()
         if code is not None and code != EXIT_ALREADY_RUNNING:
@@ -187,10 +215,11 @@ def start_sidecar(paths: Paths, timeout_s: float) -> ServiceAddress:
             )
         if code == EXIT_ALREADY_RUNNING:
             # Lost the start race. The winner named itself in the data dir's owner file as it took the lock: while it
-            # lives and serves from this runtime dir it is starting (seconds on a loaded node), so wait for it rather
-            # than start another. One that serves from another runtime dir, or none known after 2 s: say so.
+            # lives it is starting (seconds on a loaded node), here or in another private runtime dir (from_service_file
+            # finds it there), so wait for it rather than start another. One whose runtime dir this user cannot trust,
+            # or none known after 2 s: say so.
             owner = _live_owner(paths)
-            elsewhere = owner is not None and owner.get("runtimeDir") != paths.runtime_dir
+            elsewhere = owner is not None and owner.get("runtimeDir") != paths.runtime_dir and untrusted_dir_reason(owner["runtimeDir"]) is not None
             if elsewhere or (owner is None and time.monotonic() - started > 2):
                 where = " (from the runtime dir %s; give this process LOGD_RUNTIME_DIR=%s)" % (owner["runtimeDir"], owner["runtimeDir"]) if elsewhere else ""
                 raise DaemonStartError("%s%s\n(full log: %s)" % (new_log() or "another logd daemon serves this data dir", where, paths.daemon_log), transient=True)

@@ -80,6 +80,18 @@ describe.skipIf(pythonMissing !== null)(`Python client: another local user${pyth
       expect(shown.config).toEqual({ apiKey: 'sk-live-0123456789' });
       expect(serviceFile(path.join(squatted, key))?.pid).toBe(daemon.pid);
       expect(storedRuns(path.join(home, 'data'))).toEqual([]);
+
+      // Issue 32 item 7 / issue 41: the squat goes; the victim's daemon still serves from the fallback. The next
+      // Python process looks in the freed default dir, then finds that daemon through the data dir's owner file
+      // (it must not start one: LOGD_NO_AUTOSTART, and LOGD_ON_ERROR=raise so a miss is an error, not a deferred run).
+      daemon.kill('SIGKILL');
+      await waitUntil(() => daemon.exitCode !== null || daemon.signalCode !== null, 10_000, "the attacker's daemon to exit");
+      const rm = await execa('setpriv', [...asUser(u), 'rm', '-rf', squatted, real], { reject: false });
+      expect(rm.exitCode, rm.stderr).toBe(0);
+      const again = await runPython(t, [VICTIM], { env: { ...env, LOGD_NO_AUTOSTART: '1', LOGD_ON_ERROR: 'raise' } });
+      expect(again.stdout, again.all).toMatch(/^ok \S+ finished/m);
+      expect(again.stderr).not.toContain('not using');
+      expect((await cliJson(victim, ['status'])).pid).toBe(serviceFile(fallback)!.pid);
     });
   }
 
