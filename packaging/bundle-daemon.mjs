@@ -1,7 +1,8 @@
 // Bundles the daemon and the `logd` command (dist/daemon/cli.js, tsc's output,
 // with every module it imports: logd's own and node_modules' pure JavaScript)
 // for the wheel, into OUT/dist/daemon/: cli.js, the encoder thread's
-// encode-worker.js, the checkpoint reader's seal-worker.js, and a few chunks (esbuild's code splitting: what a command
+// encode-worker.js, the checkpoint reader's seal-worker.js, the history reads'
+// read-worker.js, and a few chunks (esbuild's code splitting: what a command
 // loads later with `await import()`, the daemon proper for `serve`, stays out
 // of `logd runs`' start-up). Native addons are not bundled: the caller puts
 // better_sqlite3.node next to cli.js and logd_addon.node in OUT/dist/addon/.
@@ -40,7 +41,8 @@ const protocol = flag('--protocol');
 const entry = path.join(root, 'dist', 'daemon', 'cli.js');
 const worker = path.join(root, 'dist', 'daemon', 'upload', 'encode-worker.js');
 const sealWorker = path.join(root, 'dist', 'daemon', 'store', 'seal-worker.js');
-for (const f of [entry, worker, sealWorker, path.join(root, 'dist', 'web', 'app.js')]) {
+const readWorker = path.join(root, 'dist', 'daemon', 'reads', 'read-worker.js');
+for (const f of [entry, worker, sealWorker, readWorker, path.join(root, 'dist', 'web', 'app.js')]) {
   if (!fs.existsSync(f)) {
     console.error(`bundle-daemon: ${path.relative(root, f)} is missing; run \`make build\` first`);
     process.exit(1);
@@ -116,7 +118,7 @@ if (protocol) plugins.push(replaceIn('src/config.js', /PROTOCOL_VERSION = \d+/, 
 
 fs.rmSync(path.join(out, 'dist'), { recursive: true, force: true });
 const result = await build({
-  entryPoints: { main: entry, 'encode-worker': worker, 'seal-worker': sealWorker },
+  entryPoints: { main: entry, 'encode-worker': worker, 'seal-worker': sealWorker, 'read-worker': readWorker },
   outdir: path.join(out, 'dist', 'daemon'),
   bundle: true,
   splitting: true,

@@ -25,7 +25,8 @@ const ROOMS = {
   // Rank health: judges progress the runs keep; reads /proc through the sampler's parser.
   'daemon/health': ['src', 'daemon/sampler'],
   'daemon/runs': ['src', 'daemon/store', 'daemon/sampler', 'daemon/health'],
-  'daemon/grpc': ['src', 'daemon/store', 'daemon/sampler', 'daemon/runs'],
+  'daemon/reads': ['src', 'daemon/store'],
+  'daemon/grpc': ['src', 'daemon/store', 'daemon/sampler', 'daemon/runs', 'daemon/reads'],
   'daemon/upload': ['src', 'daemon/store', 'daemon/sampler'],
   // The query layer reads the local store through the daemon (as a client does) or the shared store.
   'daemon/query': ['src', 'client', 'daemon/store', 'daemon/upload'],

@@ -15,3 +15,4 @@ export const denied = (msg: string) => new LogdError(status.PERMISSION_DENIED, m
 export const failedPrecondition = (msg: string) => new LogdError(status.FAILED_PRECONDITION, msg);
 export const alreadyExists = (msg: string) => new LogdError(status.ALREADY_EXISTS, msg);
 export const unavailable = (msg: string) => new LogdError(status.UNAVAILABLE, msg);
+export const exhausted = (msg: string) => new LogdError(status.RESOURCE_EXHAUSTED, msg);

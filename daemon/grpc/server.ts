@@ -4,7 +4,7 @@ import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { sameSecret } from '../../src/token.js';
 import { TOKEN_METADATA_KEY, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../../src/wire.js';
-import { LogdError, invalid, notFound, failedPrecondition, unavailable } from '../../src/errors.js';
+import { LogdError, invalid, notFound, failedPrecondition, unavailable, exhausted } from '../../src/errors.js';
 import { runWindow, type RunWindow } from '../sampler/system-metrics.js';
 import { LOGD_VERSION, PROTOCOL_VERSION } from '../../src/config.js';
 import { checkRunId } from '../../src/names.js';
@@ -17,7 +17,8 @@ import { Undecodable } from '../../src/proto.js';
 import { toJson } from '../../src/json.js';
 import { MEDIA_KINDS } from '../../src/media.js';
 import { summaryChunks } from '../store/summary.js';
-import { MetricCollector, bucketPoints } from '../../src/downsample.js';
+import { HistoryAnswer } from '../reads/chunks.js';
+import { streamLogHistory, TooManyMetrics, ReadsBusy } from '../reads/history.js';
 import type { HistoryBatch } from '../store/format.js';
 import type { RowsMark } from '../store/store.js';
 import { isAlive } from '../runs/liveness.js';
@@ -286,37 +287,44 @@ type HistoryRequest = { runId: string; keys: string[]; tailRows: number; system:
 async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<HistoryRequest, HistoryChunkMsg>): Promise<void> {
   const id = call.request.runId;
   if (checkRunId(id) !== null || !reg.store.exists(id)) throw notFound(`run ${JSON.stringify(id.slice(0, 80))} does not exist; list runs with \`logd runs\``);
-  const wanted = new Set(call.request.keys);
-  const chunks: HistoryChunkMsg[] = [];
-  let names: string[] = [];
-  // Downsampled (points > 0): the wanted metrics' points are collected as the
-  // log is read, then bucketed; only the buckets travel.
+  // Downsampled (points > 0): the wanted metrics' points are collected as the log is read, then bucketed; only
+  // the buckets travel. Charts show the latest timeline: superseded rows come only to a reader that asks for every attempt's.
   const points = call.request.points > 0 ? call.request.points : 0;
-  const collector = points ? new MetricCollector(wanted) : null;
-  // Charts show the latest timeline: superseded rows come only to a reader that asks for every attempt's.
-  const allAttempts = !!call.request.allAttempts && !points;
-  const onChunk = (b: HistoryBatch, added: string[], _first = 0, mark?: RowsMark) => {
-    names = names.concat(added);
-    if (collector) return collector.add(b.rows, b.steps, b.times, b.counts, b.keyIds, b.values, names);
-    const f = wanted.size > 0 ? filterKeys(b, names, wanted) : b;
-    if (f.rows > 0 || added.length > 0) {
-      chunks.push({
-        keys: added, rows: f.rows, steps: bytesOf(f.steps), times: bytesOf(f.times), counts: bytesOf(f.counts), keyIds: bytesOf(f.keyIds), values: bytesOf(f.values), writer: b.writerIdx,
-        ...(allAttempts && mark ? { attempt: mark.attempt, superseded: mark.superseded } : {}),
-      });
-    }
+  const ask = { keys: call.request.keys, points, allAttempts: !!call.request.allAttempts && !points };
+  const sink = {
+    cancelled: () => call.cancelled,
+    write: async (c: HistoryChunkMsg) => {
+      if (!call.write(c)) await new Promise((r) => call.once('drain', r));
+    },
   };
-  const view = call.request.system ? {} : { attempts: reg.runs.get(id)?.attempts ?? reg.store.attemptsOf(id), allAttempts };
-  if (call.request.system) {
-    if (!reg.system) throw failedPrecondition('system metrics are off on this daemon (it was started with --sample-interval 0)');
-    reg.system.readForRun(windowOf(reg, id), new Set(), onChunk);
-  } else if (call.request.tailRows > 0 && !points) reg.store.readHistoryTail(id, call.request.tailRows, onChunk, view);
-  else reg.store.readHistory(id, onChunk, view);
-  if (collector) chunks.push(...downsampledChunks(collector, points));
-  for (const c of chunks) {
-    if (call.cancelled) return;
-    if (!call.write(c)) await new Promise((r) => call.once('drain', r));
+  if (call.request.system || (call.request.tailRows > 0 && !points)) {
+    // Bounded reads, inline: the node's samples over the run's life, or the last rows of its log.
+    const chunks: HistoryChunkMsg[] = [];
+    const answer = new HistoryAnswer(ask, (c) => chunks.push(c));
+    if (call.request.system) {
+      if (!reg.system) throw failedPrecondition('system metrics are off on this daemon (it was started with --sample-interval 0)');
+      reg.system.readForRun(windowOf(reg, id), new Set(), (b, added) => answer.onChunk(b, added, 0, { attempt: 0, superseded: false }));
+    } else {
+      reg.store.readHistoryTail(id, call.request.tailRows, answer.onChunk, { attempts: reg.runs.get(id)?.attempts ?? reg.store.attemptsOf(id), allAttempts: ask.allAttempts });
+    }
+    answer.end();
+    for (const c of chunks) {
+      if (call.cancelled) return;
+      await sink.write(c);
+    }
+    return void call.end();
   }
+  // The whole log: off the main thread when it is large (daemon/reads), streamed as the reader takes it.
+  const view = { attempts: reg.runs.get(id)?.attempts ?? reg.store.attemptsOf(id), allAttempts: ask.allAttempts };
+  let got;
+  try {
+    got = await streamLogHistory(reg.store.logPath(id), view, ask, sink);
+  } catch (e) {
+    if (e instanceof TooManyMetrics || e instanceof ReadsBusy) throw exhausted(`history of run ${id}: ${(e as Error).message}`);
+    throw e;
+  }
+  if (!got) return;
+  reg.store.problems.noteDamage(id, got.damaged, got.rows, reg.store.logPath(id));
   call.end();
 }
 
@@ -340,48 +348,6 @@ function windowOf(reg: Registry, id: string): RunWindow {
   if (!row) throw notFound(`run ${id} is not in the index`);
   const meta = JSON.parse(row.metadata_json || '{}') as { pid?: number; writers?: Array<{ idx: number; pid: number }> };
   return runWindow({ createdAt: row.created_at, finishedAt: row.finished_at, ownerPid: meta.pid ?? 0, writers: meta.writers ?? [] });
-}
-
-/** One chunk per metric: its buckets as rows of one pair each (the chunk's only key, id i). */
-function downsampledChunks(c: MetricCollector, points: number): HistoryChunkMsg[] {
-  const out: HistoryChunkMsg[] = [];
-  for (const [name, cols] of c.byKey) {
-    if (cols.n === 0) continue;
-    const b = bucketPoints(cols, points);
-    const rows = b.step.length;
-    out.push({
-      keys: [name], rows, steps: bytesOf(b.step), times: bytesOf(b.time), counts: bytesOf(new Uint32Array(rows).fill(1)),
-      keyIds: bytesOf(new Uint32Array(rows).fill(out.length)), values: bytesOf(b.mean), writer: 0,
-      mins: bytesOf(b.min), maxs: bytesOf(b.max), storedPoints: b.stored,
-    });
-  }
-  return out;
-}
-
-/** Only the wanted keys, and only rows that have one of them. */
-function filterKeys(b: HistoryBatch, names: string[], wanted: Set<string>): HistoryBatch {
-  const want = new Uint8Array(names.length);
-  names.forEach((n, i) => (want[i] = wanted.has(n) ? 1 : 0));
-  const { counts, keyIds, values, steps, times } = b;
-  const oc = new Uint32Array(b.rows), ok = new Uint32Array(keyIds.length), ov = new Float64Array(values.length);
-  const os = new Float64Array(b.rows), ot = new Float64Array(b.rows);
-  let r2 = 0, p2 = 0, p = 0;
-  for (let r = 0; r < b.rows; r++) {
-    let c = 0;
-    for (let j = 0; j < counts[r]; j++, p++) {
-      if (want[keyIds[p]]) {
-        ok[p2] = keyIds[p];
-        ov[p2++] = values[p];
-        c++;
-      }
-    }
-    if (c > 0) {
-      oc[r2] = c;
-      os[r2] = steps[r];
-      ot[r2++] = times[r];
-    }
-  }
-  return { ...b, rows: r2, counts: oc.subarray(0, r2), keyIds: ok.subarray(0, p2), values: ov.subarray(0, p2), steps: os.subarray(0, r2), times: ot.subarray(0, r2) };
 }
 
 function handleWrite(ctx: ServerContext, call: WriteCall): void {

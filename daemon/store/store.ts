@@ -14,7 +14,9 @@ import { StoreProblems } from './problems.js';
 import { cappedSummary } from './summary.js';
 import { writeStoredRun, type StoredRun } from './from-store.js';
 import { forkLog, type ForkedLog } from './fork.js';
-import { Timeline, currentRows, splitBySuperseded, type AttemptRewind } from './timeline.js';
+import { Timeline } from './timeline.js';
+import { readLogHistory, viewOf, type HistoryChunkFn, type HistoryView } from './history-read.js';
+export type { RowsMark, HistoryChunkFn, HistoryView } from './history-read.js';
 import { toJson } from '../../src/json.js';
 
 /** Index meta key prefix: where a run's log had its checkpoint when it was last opened for appends. */
@@ -212,26 +214,9 @@ export class Store {
    * superseded rows come too (else they are left out).
    */
   readHistory(id: string, onChunk: HistoryChunkFn, view: HistoryView = {}): { keys: string[] } {
-    const keys: string[] = [];
-    let reported = 0;
-    let rows = 0;
-    const timeline = Timeline.of(view.attempts, !!view.allAttempts);
-    const scan = scanFrames(this.logPath(id), (type, p) => {
-      timeline?.onFrame(type, p);
-      if (type === FrameType.KEYS) {
-        const k = parseFrameJson<{ first: number; names: string[] }>(p);
-        for (let i = 0; i < k.names.length; i++) keys[k.first + i] = k.names[i];
-      } else if (type === FrameType.HISTORY) {
-        const b = decodeHistory(p);
-        rows += b.rows;
-        for (const part of viewOf(b, timeline, !!view.allAttempts)) {
-          onChunk(part.batch, keys.slice(reported), reported, part.mark);
-          reported = keys.length;
-        }
-      }
-    });
-    this.problems.noteDamage(id, scan.damaged, rows, this.logPath(id));
-    return { keys };
+    const got = readLogHistory(this.logPath(id), onChunk, view);
+    this.problems.noteDamage(id, got.damaged, got.rows, this.logPath(id));
+    return { keys: got.keys };
   }
 
   /** The attempts of a continued run (from its index row), for a HistoryView; null: it has one. */
@@ -431,21 +416,6 @@ export function rowFromReplay(r: ReplayedRun): RunRow {
       ...(Object.keys(r.media).length ? { media: r.media } : {}) }),
     history_rows: r.summary.rows, mode: m.mode, notes: m.notes,
   };
-}
-
-/** What a history reader gets with each batch: the rows' attempt, and whether a later rewind superseded them. */
-export interface RowsMark { attempt: number; superseded: boolean }
-export type HistoryChunkFn = (batch: HistoryBatch, newKeys: string[], firstKeyId: number, mark: RowsMark) => void;
-/** Which rows a history read gives: see Store.readHistory. */
-export interface HistoryView { attempts?: readonly AttemptRewind[] | null; allAttempts?: boolean }
-
-/** A stored batch as a view gives it: its current rows, or with `all` every row in parts marked superseded or not. */
-function viewOf(b: HistoryBatch, timeline: Timeline | null, all: boolean): Array<{ batch: HistoryBatch; mark: RowsMark }> {
-  const attempt = timeline ? timeline.attemptOf(b.writerIdx) : 0;
-  if (!timeline) return [{ batch: b, mark: { attempt, superseded: false } }];
-  const mask = timeline.supersededRows(b);
-  if (!all) return [{ batch: currentRows(b, mask), mark: { attempt, superseded: false } }];
-  return splitBySuperseded(b, mask).map((x) => ({ batch: x.batch, mark: { attempt, superseded: x.superseded } }));
 }
 
 /** The batch without its first `n` rows. */

@@ -18,6 +18,8 @@ const KEEP_KEY_LISTS = 64;
  * moment later, then share that read instead of starting another.
  */
 const READ_ALL_UP_TO = 64;
+/** The metrics a run page draws when it names none. */
+const FIRST_METRICS = 100;
 
 interface Batch {
   /** Every metric of the run (READ_ALL_UP_TO), or only `keys`. */
@@ -44,8 +46,9 @@ export class FirstLoads {
    */
   async series(id: string, rows: number, keys: string[], points: number, final: boolean): Promise<Map<string, ChartSeries>> {
     if (keys.length === 0) {
-      const all = seriesFromBuckets(await this.source.history(id, { points }));
-      return new Map([...all].slice(0, 100));
+      // Its first 100 metrics, named: a read of every metric of a run with 200 000 would hold them all at once.
+      keys = ((await this.keyNames(id, rows)) ?? []).slice(0, FIRST_METRICS);
+      if (keys.length === 0) return new Map();
     }
     const tag = `${id}\0${rows}\0${points}`;
     const out = new Map<string, ChartSeries>();

@@ -1,0 +1,47 @@
+// A read worker: one ReadHistory of a large log, on its own thread (history.ts
+// starts it). It reads the log, builds the answer's chunks (chunks.ts) and
+// posts each one to the daemon's main thread, never more than the credits the
+// main thread gave back: a reader that does not read holds this thread, not
+// the daemon's memory.
+import { parentPort, workerData } from 'node:worker_threads';
+import { readLogHistory } from '../store/history-read.js';
+import { HistoryAnswer, TooManyMetrics } from './chunks.js';
+import type { HistoryChunkMsg } from '../../src/wire.js';
+import { CREDITS, CANCELLED, type ReadJob, type ReadMessage } from './protocol.js';
+
+class Cancelled extends Error {}
+
+const job = workerData as ReadJob;
+const control = new Int32Array(job.control);
+
+/** A column in a buffer of its own, so that posting it moves exactly its bytes (a view would clone its whole buffer). */
+const own = (a: Uint8Array | undefined, moved: ArrayBuffer[]): Uint8Array | undefined => {
+  if (!a) return a;
+  const c = a.slice();
+  moved.push(c.buffer as ArrayBuffer);
+  return c;
+};
+
+function send(c: HistoryChunkMsg): void {
+  while (Atomics.load(control, CREDITS) <= 0) {
+    if (Atomics.load(control, CANCELLED)) throw new Cancelled();
+    Atomics.wait(control, CREDITS, 0, 1000);
+  }
+  if (Atomics.load(control, CANCELLED)) throw new Cancelled();
+  Atomics.sub(control, CREDITS, 1);
+  const moved: ArrayBuffer[] = [];
+  const msg: HistoryChunkMsg = {
+    ...c, steps: own(c.steps, moved)!, times: own(c.times, moved)!, counts: own(c.counts, moved)!, keyIds: own(c.keyIds, moved)!,
+    values: own(c.values, moved)!, ...(c.mins ? { mins: own(c.mins, moved), maxs: own(c.maxs, moved) } : {}),
+  };
+  parentPort!.postMessage({ chunk: msg } satisfies ReadMessage, moved);
+}
+
+try {
+  const answer = new HistoryAnswer(job.ask, send);
+  const got = readLogHistory(job.file, answer.onChunk, job.view);
+  answer.end();
+  parentPort!.postMessage({ done: true, rows: got.rows, damaged: got.damaged } satisfies ReadMessage);
+} catch (e) {
+  if (!(e instanceof Cancelled)) parentPort!.postMessage({ error: (e as Error).message, tooMany: e instanceof TooManyMetrics } satisfies ReadMessage);
+}
