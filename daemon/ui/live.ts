@@ -10,11 +10,20 @@
 import type http from 'node:http';
 import type { Api } from './api.js';
 import { runJson, supersededOf } from './api.js';
+import type { RunSeries } from './series.js';
 
 const LIVE_POLL_MS = 300;
 const LIST_POLL_MS = 1000;
 const MAX_ROWS_PER_EVENT = 5000;
 const HEARTBEAT_MS = 15_000;
+/**
+ * A client that does not read (a background tab, a stalled proxy) must not make `logd ui` buffer for it without
+ * bound. Past SLOW_BYTES not yet taken, its feed makes no new events (its cursors stay where they are, so it catches
+ * up later, or gets `reload` when too far behind); past DROP_BYTES (one large event on top) it is dropped: the page's
+ * EventSource reconnects and carries on from its cursors.
+ */
+const SLOW_BYTES = 1024 * 1024;
+const DROP_BYTES = 16 * 1024 * 1024;
 
 interface Cursor {
   rows: number;
@@ -26,14 +35,27 @@ interface Cursor {
 export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessage, res: http.ServerResponse): void {
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
   res.write('retry: 2000\n\n');
-  const send = (event: string, data: unknown) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  let closed = false;
+  const timers: NodeJS.Timeout[] = [];
+  const drop = () => {
+    if (closed) return;
+    closed = true;
+    timers.forEach(clearTimeout);
+    res.destroy();
+  };
+  const send = (event: string, data: unknown) => sendRaw(sseEvent(event, data));
+  const sendRaw = (text: string) => {
+    if (closed) return;
+    res.write(text);
+    if (res.writableLength > DROP_BYTES) drop();
+  };
+  /** The client is behind: make no new events for it this turn. */
+  const behind = () => res.writableLength > SLOW_BYTES;
   const cursors = new Map<string, Cursor>();
   for (const spec of q.getAll('runs').slice(0, 2048)) {
     const m = /^([A-Za-z0-9_-]{1,64})(?::(\d+))?$/.exec(spec);
     if (m) cursors.set(m[1], { rows: Number(m[2] ?? 0), state: '' });
   }
-  let closed = false;
-  const timers: NodeJS.Timeout[] = [];
   req.on('close', () => {
     closed = true;
     timers.forEach(clearTimeout);
@@ -42,7 +64,7 @@ export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessag
     const tick = async () => {
       if (closed) return;
       try {
-        await step();
+        if (!behind()) await step();
       } catch (e) {
         if (!closed) send('problem', { message: (e as Error).message });
       }
@@ -50,11 +72,11 @@ export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessag
     };
     void tick();
   };
-  timers.push(setInterval(() => res.write(': keep-alive\n\n'), HEARTBEAT_MS));
+  timers.push(setInterval(() => !behind() && res.write(': keep-alive\n\n'), HEARTBEAT_MS));
 
   if (cursors.size) loop(LIVE_POLL_MS, async () => {
     for (const [id, c] of cursors) {
-      if (closed) return;
+      if (closed || behind()) return;
       const r = await api.source.getRun(id).catch(() => null);
       if (!r) continue;
       const rows = Number(r.historyRows);
@@ -70,18 +92,7 @@ export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessag
       if (rows > c.rows) {
         const s = await api.cache.get(id, rows, superseded);
         if (s.rows - c.rows > MAX_ROWS_PER_EVENT) send('reload', { run: id, rows: s.rows });
-        else if (s.rows > c.rows) {
-          const out: Array<{ s: number; t: number; v: Record<string, number | null> }> = [];
-          for (let i = c.rows; i < s.rows; i++) {
-            const v: Record<string, number | null> = {};
-            for (let p = s.start.a[i]; p < s.start.a[i + 1]; p++) {
-              const x = s.values.a[p];
-              v[s.keys[s.keyIds.a[p]]] = Number.isFinite(x) ? x : null;
-            }
-            out.push({ s: s.steps.a[i], t: s.times.a[i], v });
-          }
-          send('rows', { run: id, first: c.rows, rows: out });
-        }
+        else if (s.rows > c.rows) sendRaw(rowsEvent(id, s, c.rows));
         c.rows = Math.max(c.rows, s.rows);
       }
       if (r.state !== c.state) {
@@ -115,4 +126,31 @@ export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessag
       }
     });
   }
+}
+
+const sseEvent = (event: string, data: unknown) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`;
+
+/**
+ * The `rows` event of a run's rows from `first` on, as sent: pages that follow one run are mostly at the same
+ * cursor, so the event is made once for all of them (50 pages on a fast run made 50 copies of it every turn).
+ */
+const rowsEvents = new Map<string, string>();
+function rowsEvent(id: string, s: RunSeries, first: number): string {
+  const tag = `${id}\0${first}\0${s.rows}`;
+  let text = rowsEvents.get(tag);
+  if (text === undefined) {
+    const out: Array<{ s: number; t: number; v: Record<string, number | null> }> = [];
+    for (let i = first; i < s.rows; i++) {
+      const v: Record<string, number | null> = {};
+      for (let p = s.start.a[i]; p < s.start.a[i + 1]; p++) {
+        const x = s.values.a[p];
+        v[s.keys[s.keyIds.a[p]]] = Number.isFinite(x) ? x : null;
+      }
+      out.push({ s: s.steps.a[i], t: s.times.a[i], v });
+    }
+    text = sseEvent('rows', { run: id, first, rows: out });
+    rowsEvents.set(tag, text);
+    if (rowsEvents.size > 8) rowsEvents.delete(rowsEvents.keys().next().value!);
+  }
+  return text;
 }
