@@ -131,9 +131,12 @@ describe.skipIf(pythonMissing !== null)(`Python init() with no usable daemon goe
     await expectStored(t, id);
   });
 
-  it("a daemon that serves the data dir but that the trainer cannot reach (another runtime dir) stores the spill in its periodic scan", async () => {
+  it("a daemon that serves the data dir but that the trainer cannot reach (another runtime dir, one it cannot trust) stores the spill in its periodic scan", async () => {
     t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '120000' });
     await startDaemon(t);
+    // The data dir's owner file leads every process of the user to the daemon's runtime dir (issue 41), unless
+    // that dir is not private to the user: opened to others, the trainer will not use it.
+    fs.chmodSync(t.runtimeDir, 0o755);
     const r = await runPython(t, [TRAINER], { env: { LOGD_BIN: failingBin(t), LOGD_RUNTIME_DIR: path.join(t.dir, 'rt-other') } });
     expect(r.exitCode, r.all).toBe(0);
     expect(r.stdout).toMatch(/^problem deferred: /m);
