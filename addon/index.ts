@@ -20,6 +20,7 @@ interface Binding {
   mapFile: (fd: number, length: number) => ArrayBuffer;
   unmap: (buffer: ArrayBuffer) => void;
   reserve: (fd: number, length: number) => void;
+  mappingLost: (buffer: ArrayBuffer) => boolean;
 }
 
 let binding: Binding | null | undefined;
@@ -68,4 +69,13 @@ export function reserve(fd: number, length: number): void {
 /** Unmaps a buffer from mapFile() now (its typed arrays become empty). */
 export function unmap(buffer: ArrayBuffer): void {
   load()?.unmap(buffer);
+}
+
+/**
+ * Whether a mapping from mapFile() lost its file: it was truncated under it, and the addon's SIGBUS handler put
+ * anonymous memory in its place so that the process lived on (addon/logd_addon.c). Stores into it still work;
+ * they just no longer reach the file.
+ */
+export function mappingLost(buffer: ArrayBuffer): boolean {
+  return load()?.mappingLost?.(buffer) ?? false;
 }

@@ -14,6 +14,14 @@
  * - reserve(fd, length): posix_fallocate, so that every page of the journal
  *   has its blocks before a store touches it. A store into a mapped hole of a
  *   full filesystem is a SIGBUS, which would kill the trainer.
+ * - mappingLost(buffer): whether a mapping from mapFile() lost its file. A
+ *   file truncated under the mapping (a cleanup script, a tool that rewrites
+ *   files) turns every store past its new end into a SIGBUS. A SIGBUS handler,
+ *   installed with the first mapping, takes a fault inside one of these
+ *   mappings: it puts anonymous zero pages over the whole mapping (the stores
+ *   land in memory, the process goes on) and marks it lost, for the client to
+ *   open a new journal. A SIGBUS anywhere else goes to the handler that was
+ *   there before (the default: the process dies, as without logd).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -23,6 +31,9 @@
 #include <string.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <node_api.h>
 
@@ -37,6 +48,76 @@ typedef struct mapping {
 static mapping *live = NULL;
 static pthread_mutex_t live_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The mappings the SIGBUS handler may repair: read there without a lock (a handler cannot take one), so each
+   slot is atomics only. A slot is free when its start is 0 (1: being filled). More mappings than slots are simply not guarded. */
+#define GUARD_SLOTS 256
+typedef struct {
+  _Atomic uintptr_t start;
+  _Atomic size_t length;
+  atomic_int lost;
+} guard_slot;
+static guard_slot guards[GUARD_SLOTS];
+static struct sigaction previous_bus;
+static atomic_int handler_installed = 0;
+
+static void on_bus(int sig, siginfo_t *si, void *uctx) {
+  uintptr_t a = (uintptr_t)si->si_addr;
+  for (int i = 0; i < GUARD_SLOTS; i++) {
+    uintptr_t start = atomic_load(&guards[i].start);
+    size_t length = atomic_load(&guards[i].length);
+    if (start <= 1 || a < start || a >= start + length) continue;
+    /* Anonymous pages in place of the file's: the faulting store is retried on them and succeeds. */
+    if (mmap((void *)start, length, PROT_READ | PROT_WRITE, MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0) != MAP_FAILED) {
+      atomic_store(&guards[i].lost, 1);
+      return;
+    }
+    break;
+  }
+  /* Not ours (or not repairable): what was there before decides, as if logd had never been loaded. */
+  if (previous_bus.sa_flags & SA_SIGINFO) {
+    if (previous_bus.sa_sigaction != NULL) {
+      previous_bus.sa_sigaction(sig, si, uctx);
+      return;
+    }
+  } else if (previous_bus.sa_handler != SIG_DFL && previous_bus.sa_handler != SIG_IGN && previous_bus.sa_handler != NULL) {
+    previous_bus.sa_handler(sig);
+    return;
+  }
+  signal(SIGBUS, SIG_DFL); /* the store faults again on return, and the default action ends the process */
+}
+
+static void install_bus_handler(void) {
+  int expected = 0;
+  if (!atomic_compare_exchange_strong(&handler_installed, &expected, 1)) return;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_bus;
+  sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGBUS, &sa, &previous_bus);
+}
+
+/* A slot is claimed with start 1 (which the handler skips), filled, then published with its real start. */
+static void guard(void *addr, size_t length) {
+  for (int i = 0; i < GUARD_SLOTS; i++) {
+    uintptr_t free_slot = 0;
+    if (!atomic_compare_exchange_strong(&guards[i].start, &free_slot, (uintptr_t)1)) continue;
+    atomic_store(&guards[i].length, length);
+    atomic_store(&guards[i].lost, 0);
+    atomic_store(&guards[i].start, (uintptr_t)addr);
+    return;
+  }
+}
+
+static void unguard(void *addr) {
+  for (int i = 0; i < GUARD_SLOTS; i++) {
+    if (atomic_load(&guards[i].start) == (uintptr_t)addr) {
+      atomic_store(&guards[i].start, 0);
+      return;
+    }
+  }
+}
+
 static napi_value Trim(napi_env env, napi_callback_info info) {
   (void)info;
   napi_value out;
@@ -49,6 +130,7 @@ static void release_addr(void *addr) {
   pthread_mutex_lock(&live_lock);
   for (mapping *m = live; m != NULL; m = m->next) {
     if (m->addr == addr) {
+      unguard(m->addr);
       munmap(m->addr, m->length);
       m->addr = NULL;
       break;
@@ -69,7 +151,10 @@ static void finalize_mapping(napi_env env, void *data, void *hint) {
     }
   }
   pthread_mutex_unlock(&live_lock);
-  if (m->addr != NULL) munmap(m->addr, m->length);
+  if (m->addr != NULL) {
+    unguard(m->addr);
+    munmap(m->addr, m->length);
+  }
   free(m);
 }
 
@@ -119,6 +204,8 @@ static napi_value MapFile(napi_env env, napi_callback_info info) {
   m->next = live;
   live = m;
   pthread_mutex_unlock(&live_lock);
+  install_bus_handler();
+  guard(addr, (size_t)length);
   return ab;
 }
 
@@ -165,12 +252,35 @@ static napi_value Unmap(napi_env env, napi_callback_info info) {
   return out;
 }
 
+static napi_value MappingLost(napi_env env, napi_callback_info info) {
+  size_t argc = 1;
+  napi_value argv[1];
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  void *data = NULL;
+  size_t length = 0;
+  bool is_ab = false;
+  int lost = 0;
+  if (argc >= 1 && napi_is_arraybuffer(env, argv[0], &is_ab) == napi_ok && is_ab) {
+    napi_get_arraybuffer_info(env, argv[0], &data, &length);
+    for (int i = 0; data != NULL && i < GUARD_SLOTS; i++) {
+      if (atomic_load(&guards[i].start) == (uintptr_t)data) {
+        lost = atomic_load(&guards[i].lost);
+        break;
+      }
+    }
+  }
+  napi_value out;
+  napi_get_boolean(env, lost != 0, &out);
+  return out;
+}
+
 NAPI_MODULE_INIT() {
   napi_property_descriptor props[] = {
       {"mallocTrim", NULL, Trim, NULL, NULL, NULL, napi_default, NULL},
       {"mapFile", NULL, MapFile, NULL, NULL, NULL, napi_default, NULL},
       {"unmap", NULL, Unmap, NULL, NULL, NULL, napi_default, NULL},
       {"reserve", NULL, Reserve, NULL, NULL, NULL, napi_default, NULL},
+      {"mappingLost", NULL, MappingLost, NULL, NULL, NULL, napi_default, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import os from 'node:os';
-import { mapFile, unmap, reserve, addonUnavailable } from '../addon/index.js';
+import { mapFile, unmap, reserve, mappingLost, addonUnavailable } from '../addon/index.js';
 import { procStartTime } from '../src/proc.js';
 import {
   JOURNAL_MAGIC, JOURNAL_VERSION, H, HEADER_BYTES, CHECK_SUM32, RecordType, SEAL_DROPPED, MAX_IDENTITY_BYTES,
@@ -326,6 +326,14 @@ export class Journal {
     this.u32[w + 1] = sum32Words(this.u32, w + 2, w + words);
     if (terminate) this.u32[w + words] = 0;
     this.u32[w] = len;
+  }
+
+  /**
+   * The file was truncated under the mapping (another process: a cleanup script, a tool that rewrites files). The
+   * addon kept the process alive (a store past the file's end is a SIGBUS); what is written now reaches no file.
+   */
+  lost(): boolean {
+    return !this.closed && mappingLost(this.buffer);
   }
 
   /** Unmaps the journal; `remove` deletes the file (everything in it is acknowledged, or delivered otherwise). */

@@ -231,6 +231,21 @@ export class BatchWriter {
     }
     this.journal?.seal(seq);
     this.backlog.keep({ seq, bytes });
+    this.checkJournal();
+  }
+
+  /**
+   * A journal whose file was truncated under it (its stores no longer reach any file) is given up, said once:
+   * rows stay in this process's memory and spool until the daemon acknowledges them, as without a journal.
+   */
+  private checkJournal(): void {
+    if (!this.journal?.lost()) return;
+    const file = this.journal.file;
+    this.journal.close(true);
+    this.journal = null;
+    this.batch.journal = null;
+    this.journalNote = `crash journal lost: ${file} was truncated by another process; logging goes on without a journal (rows wait for the daemon in this process's memory and spool, and those of the last flush interval are lost if it is killed)`;
+    this.o.warn(`logd: run ${this.o.runId}: ${this.journalNote}`);
   }
 
   /** Says once that rows outgrew the journal: they are safe from a daemon restart, not from a kill of this process. */
