@@ -198,7 +198,11 @@ export class Finaliser {
   writerGone(run: LiveRun, w: Writer, why: string): void {
     if (w.detached && w.meta.writerId !== run.meta.ownerWriterId) return;
     w.detached = true;
+    // The owner gone: every spill of the run goes in, a deferred one too (its client gave up on a CreateRun that
+    // completed here late: same run, its rows and its exit under another writer id; runs/spool.ts).
+    const isOwner = w.meta.writerId === run.meta.ownerWriterId;
     const spilled = ingestSpool(this.reg, this.finaliseRun, run.id, w.meta.writerId);
+    if (isOwner && !run.final && !spilled.finished && run.meta.createKey) spilled.finished = ingestRunSpool(this.reg, this.finaliseRun, run.id) > 0 && run.state !== 'running';
     if (!run.final) ingestWriterJournal(this.reg, run.id, w.meta.writerId);
     this.reg.notify();
     if (run.final || spilled.finished) return;

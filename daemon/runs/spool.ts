@@ -141,6 +141,11 @@ function ingestFile(reg: Registry, finalise: FinaliseRun, file: string): { batch
     fs.renameSync(file, `${file}.orphan`);
     return { batches: 0, finished: false };
   }
+  // A deferred run whose CreateRun the daemon completed after its client had given up on it (issue 32 item 4):
+  // the same create key, so the same run. The spill's writer is the owner that created it: its rows are the
+  // run's, and its exit ends the run as the trainer ended it.
+  const lateCreate = !!(h.create?.createKey && run.meta.createKey && sameSecret(h.create.createKey, run.meta.createKey));
+  if (lateCreate && h.writerId !== run.meta.ownerWriterId) reg.log(`spool: run ${run.id}: ${path.basename(file)} is its deferred owner's (a CreateRun completed after the client gave up on it); its rows are the run's`);
   let w = run.writers.get(h.writerId);
   if (!w) w = run.addWriter(h.writerId, h.pid, h.host, null);
   w.keyMap = run.intern(h.keys);
@@ -159,7 +164,7 @@ function ingestFile(reg: Registry, finalise: FinaliseRun, file: string): { batch
   });
   reg.log(`spool: run ${run.id}: ingested ${stored} batch(es) from writer ${h.writerId}`);
   let finished = false;
-  if (h.exitCode !== null && h.writerId === run.meta.ownerWriterId && run.state === 'running') {
+  if (h.exitCode !== null && (h.writerId === run.meta.ownerWriterId || lateCreate) && run.state === 'running') {
     finished = true;
     const code = h.exitCode;
     finalise(run, code === 0 ? 'finished' : 'crashed', code === 0 ? 'process exited without finish; finished for it' : `process exited with code ${code} without finish`, code);
