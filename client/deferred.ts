@@ -41,14 +41,27 @@ function writable(dir: string): boolean {
   }
 }
 
+/** Room for a deferred run's files: a full disk takes a probe's empty file, and then not one row. */
+const SPOOL_ROOM_BYTES = 8 * 1024 * 1024;
+
+function hasRoom(dir: string): boolean {
+  try {
+    const st = fs.statfsSync(dir);
+    return st.bavail * st.bsize >= SPOOL_ROOM_BYTES;
+  } catch {
+    return true; // cannot tell: the write says
+  }
+}
+
 /**
  * Where a deferred run's overflow and spill files go: the data dir's spool
- * when it takes files, else the user's private fallback (src/deferred.ts),
- * which the daemon of this data dir reads at start.
+ * when it takes files and has room, else the user's private fallback
+ * (src/deferred.ts), which the daemon of this data dir reads at start and
+ * every few seconds while it runs.
  */
 export function deferredSpool(): string {
   const paths = resolvePaths();
-  if (writable(paths.spoolDir)) return paths.spoolDir;
+  if (writable(paths.spoolDir) && hasRoom(paths.spoolDir)) return paths.spoolDir;
   const fallback = deferredFallbackDir(paths.dataDir);
   writable(fallback);
   return fallback;
@@ -108,3 +121,4 @@ export function retryCreate(
     if (timer) clearTimeout(timer);
   };
 }
+

@@ -9,6 +9,8 @@ import { decode } from './transport/codec.js';
 import { encodeFrame } from '../src/frames.js';
 import { SPILL_BATCH, SPILL_HEADER, type SpillHeader } from '../src/spill.js';
 import type { Sealed } from './overflow.js';
+import { resolvePaths } from '../src/config.js';
+import { deferredFallbackDir } from '../src/deferred.js';
 
 /** Records that could not be handed to the daemon, not even through a spill file: `rows` of them are lost. */
 export class SpillError extends Error {
@@ -38,4 +40,10 @@ export function writeSpillFile(dir: string, name: string, header: SpillHeader, b
     throw new SpillError(`run ${header.runId}: ${rows} unsent rows could not be written to ${file} (${(e as NodeJS.ErrnoException).code ?? (e as Error).message}) and are lost${droppedBefore ? `, besides ${droppedBefore} rows dropped before` : ''}`, rows);
   }
   return file;
+}
+
+/** The other place a spill can go when `dir` refuses it (a full disk): the user's private fallback for this data dir. */
+export function spillFallback(dir: string): string | null {
+  const fallback = deferredFallbackDir(resolvePaths().dataDir);
+  return path.resolve(fallback) === path.resolve(dir) ? null : fallback;
 }

@@ -7,7 +7,7 @@
 import path from 'node:path';
 import os from 'node:os';
 import type { WriteResponseMsg, ServiceAddress, ClientInfo } from '../src/wire.js';
-import { writeSpillFile, SpillError } from './spill-file.js';
+import { writeSpillFile, spillFallback, SpillError } from './spill-file.js';
 import { spillFileName, deferredSpillFileName, type SpillHeader, type DeferredCreate } from '../src/spill.js';
 import { OpenBatch, type Unsealed } from './open-batch.js';
 import type { Connection } from './connection.js';
@@ -393,7 +393,17 @@ export class BatchWriter {
       keys: this.batch.keys, exitCode, ...(this.o.deferred ? { create: this.o.deferred } : {}),
     };
     const name = (this.o.deferred ? deferredSpillFileName : spillFileName)(this.o.runId, this.o.writerId);
-    const file = writeSpillFile(this.o.spoolDir, name, header, pending, this.droppedRows);
+    let file: string;
+    try {
+      file = writeSpillFile(this.o.spoolDir, name, header, pending, this.droppedRows);
+    } catch (e) {
+      // The spool's disk is full (or refuses files): the user's private fallback, which the daemon of this data
+      // dir also reads (at start, and every few seconds while it runs).
+      const other = spillFallback(this.o.spoolDir);
+      if (!other) throw e;
+      file = writeSpillFile(other, name, header, pending, this.droppedRows);
+      this.o.warn(`logd: run ${this.o.runId}: ${(e as Error).message.replace(/ and are lost.*$/, '')}; written to ${file} instead, which the daemon of this data dir stores`);
+    }
     this.backlog.clearDisk();
     this.journal?.close(true); // the spill file holds all of it now
     return file;

@@ -151,10 +151,16 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       fin.armOwnerWithoutPid(run);
       if (req.client) clients.set(req.client.pid, { ...req.client, lastSeen: Date.now() });
       run.createsInFlight++;
+      let durable: boolean;
       try {
-        await reg.flushAll(reg.tunables.shutdownTimeoutMs);
+        // A disk that refuses writes (full) answers at once: the client then keeps its rows elsewhere (deferred).
+        durable = await reg.flushAll(reg.tunables.shutdownTimeoutMs, true);
       } finally {
         run.createsInFlight--;
+      }
+      if (!durable && reg.storageProblem && !run.createAnswered) {
+        reg.abandon(run, `the data dir cannot store it: ${reg.storageProblem}`);
+        throw exhausted(`run ${run.id} cannot be stored: ${reg.storageProblem.replace(/; records are kept in memory.*$/, '')} (free space in the data dir)`);
       }
       if (call.cancelled && !run.createAnswered) {
         reg.abandon(run);

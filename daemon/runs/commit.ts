@@ -21,6 +21,8 @@ export class GroupCommit {
   private committing = false;
   private commitAgain = false;
   private storageError: string | null = null;
+  /** Commit rounds that failed, ever (flushAll's failFast watches it move). */
+  private failedRounds = 0;
   private retryTimer: NodeJS.Timeout | null = null;
   private waiters = new Set<() => void>();
 
@@ -82,6 +84,7 @@ export class GroupCommit {
         }
         return;
       }
+      this.failedRounds++;
       const msg = `cannot write to ${this.store.dataDir}: ${(failure as Error).message}; records are kept in memory and retried (free space or fix permissions)`;
       // A client clears its problem on an ack, so a writer acked for the part
       // that fitted is told again that the rest still waits.
@@ -105,10 +108,19 @@ export class GroupCommit {
     }
   }
 
-  /** Resolves once every run's appended records are durable (or the deadline passes). */
-  async flushAll(deadlineMs: number): Promise<boolean> {
+  /**
+   * Resolves once every run's appended records are durable (or the deadline passes). `failFast`: false as soon
+   * as a commit round fails (a full disk), for a caller that must answer now rather than wait for space.
+   */
+  async flushAll(deadlineMs: number, failFast = false): Promise<boolean> {
+    const failedBefore = this.failedRounds;
     this.schedule();
-    return this.waitFor(() => !this.committing && [...this.runs.values()].every((r) => !r.log.dirty), deadlineMs);
+    let failed = false;
+    const durable = await this.waitFor(() => {
+      if (failFast && this.failedRounds > failedBefore) return (failed = true);
+      return !this.committing && [...this.runs.values()].every((r) => !r.log.dirty);
+    }, deadlineMs);
+    return durable && !failed;
   }
 
   get storageProblem(): string | null {

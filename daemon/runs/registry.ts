@@ -245,7 +245,7 @@ export class Registry {
    * passed) before any answer went out: nobody holds its token and nobody
    * knows its id, so it is removed rather than left as a phantom.
    */
-  abandon(run: LiveRun): void {
+  abandon(run: LiveRun, why = 'its creator gave up (CreateRun cancelled) before it was told of the run'): void {
     if (run.createsInFlight > 0 || run.createAnswered || this.runs.get(run.id) !== run) return;
     this.runs.delete(run.id);
     if (run.crashTimer) clearTimeout(run.crashTimer);
@@ -253,7 +253,7 @@ export class Registry {
     fs.rmSync(path.dirname(this.store.logPath(run.id)), { recursive: true, force: true });
     this.store.index.remove(run.id);
     this.system?.reconcile(this.localWriterPids());
-    this.log(`server: run ${run.id} removed: its creator gave up (CreateRun cancelled) before it was told of the run`);
+    this.log(`server: run ${run.id} removed: ${why}`);
   }
 
   private refuseWhileStopping(): void {
@@ -342,8 +342,8 @@ export class Registry {
   }
 
   /** Resolves once every run's appended records are durable (or the deadline passes). */
-  flushAll(deadlineMs: number): Promise<boolean> {
-    return this.commits.flushAll(deadlineMs);
+  flushAll(deadlineMs: number, failFast = false): Promise<boolean> {
+    return this.commits.flushAll(deadlineMs, failFast);
   }
 
   get storageProblem(): string | null {

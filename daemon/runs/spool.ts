@@ -54,11 +54,13 @@ export function ingestAllSpool(reg: Registry, finalise: FinaliseRun): void {
   }
 }
 
-/** Deferred runs' spill files that arrived while the daemon runs (`logd sync --ingest`): checked every few seconds. */
+/** Spill files that arrived while the daemon runs (deferred runs, `logd sync --ingest`, the fallback): checked every few seconds. */
 export function ingestDeferredSpool(reg: Registry, finalise: FinaliseRun): void {
-  for (const dir of [path.join(reg.store.dataDir, 'spool'), deferredFallbackDir(reg.store.dataDir)]) {
-    for (const n of spillNames(dir, '.deferred.spill')) ingestFile(reg, finalise, path.join(dir, n));
-  }
+  for (const n of spillNames(path.join(reg.store.dataDir, 'spool'), '.deferred.spill')) ingestFile(reg, finalise, path.join(reg.store.dataDir, 'spool', n));
+  // The fallback holds only whole files (written to a temp name, renamed): any spill there, a run's whose data
+  // dir's disk was full at its exit as well as a deferred one.
+  const fallback = deferredFallbackDir(reg.store.dataDir);
+  for (const n of spillNames(fallback, '.spill')) ingestFile(reg, finalise, path.join(fallback, n));
 }
 
 function spillNames(dir: string, suffix: string): string[] {
@@ -156,12 +158,15 @@ function ingestFile(reg: Registry, finalise: FinaliseRun, file: string): { batch
     if (err) reg.log(`spool: run ${run.id}: batch ${b.seq} refused: ${err}`);
     else if (w.appendedSeq > before) stored++;
   }
-  // The file goes only once what it held is durable in the run's log.
+  // The file goes only once what it held is durable in the run's log; till then it is not read again (a full
+  // disk holds the rows in memory: read again, they would find the run final without them and be set aside).
   ingesting.add(file);
-  void reg.flushAll(reg.tunables.shutdownTimeoutMs).then((durable) => {
-    if (durable) fs.rmSync(file, { force: true });
+  const settle = () => void reg.flushAll(reg.tunables.shutdownTimeoutMs).then((durable) => {
+    if (!durable) return void setTimeout(settle, 1000).unref();
+    fs.rmSync(file, { force: true });
     ingesting.delete(file);
   });
+  settle();
   reg.log(`spool: run ${run.id}: ingested ${stored} batch(es) from writer ${h.writerId}`);
   let finished = false;
   if (h.exitCode !== null && (h.writerId === run.meta.ownerWriterId || lateCreate) && run.state === 'running') {

@@ -134,7 +134,18 @@ export class SystemMetrics {
       steps: bytesOf(new Float64Array([this.seq])), times: bytesOf(new Float64Array([sample.time])),
       values: bytesOf(new Float64Array(values)), counts: bytesOf(new Uint32Array([names.length])), keyIds: bytesOf(ids),
     }));
-    this.log.sync().catch((e) => this.logLine(`sampler: cannot store system metrics: ${(e as Error).message}`));
+    this.log.sync().catch((e) => this.storeFailed(e as Error));
+  }
+
+  private storeError = '';
+  private storeErrorAt = 0;
+  /** A full disk fails every sample: said once, and again each minute it lasts (or when the reason changes). */
+  private storeFailed(e: Error): void {
+    const now = Date.now();
+    if (e.message === this.storeError && now - this.storeErrorAt < 60_000) return;
+    this.storeError = e.message;
+    this.storeErrorAt = now;
+    this.logLine(`sampler: cannot store system metrics: ${e.message} (said again each minute while it lasts)`);
   }
 
   /** The run's view of one sample's keys (null: not this run's). */

@@ -83,11 +83,23 @@ def _writable(d: str) -> bool:
         return False
 
 
+# Room for a deferred run's files: a full disk takes a probe's empty file, and then not one row.
+_SPOOL_ROOM_BYTES = 8 * 1024 * 1024
+
+
+def _has_room(d: str) -> bool:
+    try:
+        st = os.statvfs(d)
+    except OSError:
+        return True  # cannot tell: the write says
+    return st.f_bavail * st.f_frsize >= _SPOOL_ROOM_BYTES
+
+
 def deferred_spool() -> str:
-    """Where a deferred run's overflow and spill files go: the data dir's spool when it takes files, else the
-    user's private fallback dir."""
+    """Where a deferred run's overflow and spill files go: the data dir's spool when it takes files and has room,
+    else the user's private fallback dir."""
     paths = resolve_paths()
-    if _writable(paths.spool_dir):
+    if _writable(paths.spool_dir) and _has_room(paths.spool_dir):
         return paths.spool_dir
     d = fallback_dir(paths.data_dir)
     _writable(d)

@@ -509,7 +509,17 @@ class Writer(OpenSegments):
                 header["create"] = self.deferred  # the daemon that ingests the file creates the run from it
                 name = spill.deferred_spill_file_name(self.run_id, self.writer_id)
             try:
-                path = spill.write_spill(self.spool_dir, self.run_id, self.writer_id, header, pending, name)
+                try:
+                    path = spill.write_spill(self.spool_dir, self.run_id, self.writer_id, header, pending, name)
+                except OSError as first:
+                    # The spool's disk is full (or refuses files): the user's private fallback, which the daemon of
+                    # this data dir also reads (at start, and every few seconds while it runs).
+                    other = spill.fallback_for(self.spool_dir)
+                    if other is None:
+                        raise
+                    path = spill.write_spill(other, self.run_id, self.writer_id, header, pending, name)
+                    self._warn("logd: run %s: unsent rows could not be written to %s (%s); written to %s instead, which the daemon of this data dir stores"
+                               % (self.run_id, self.spool_dir, first.strerror or first, path))
             except OSError as e:
                 rows = sum(pb.WriteRequest.FromString(b).batch.rows for b in pending)
                 j = self.journal
