@@ -5,7 +5,7 @@ export npm_config_nodedir ?= /usr
 # The Python that builds the wheel and its wheelhouse (the wheelhouse holds grpcio for this Python's version).
 PY_BUILD ?= /usr/bin/python3
 
-.PHONY: all build deps system-deps native python install uninstall demo test check-imports soak bench bench-peers clean wheel npm-pack packages packages-for-test
+.PHONY: all build deps system-deps native python install uninstall demo test test-slow check-imports soak bench bench-peers clean wheel npm-pack packages packages-for-test
 
 all: build
 
@@ -78,8 +78,14 @@ demo: build
 check-imports:
 	node scripts/check-imports.mjs
 
-test: check-imports system-deps build native python packages-for-test
-	npx vitest run
+# `make test`: the suite a newcomer runs (about 10 minutes on 2 cores, 8 of them tests). `make test-slow`: the
+# slower suites (chaos, PostgreSQL, packages, DDP, the browser; about 25 minutes), which .ci/run runs too. The two
+# sets are named in vitest.config.ts; `npx vitest run` alone runs both.
+test: check-imports system-deps build native python
+	LOGD_TESTS=fast npx vitest run
+
+test-slow: check-imports system-deps build native python packages-for-test
+	LOGD_TESTS=slow npx vitest run
 
 # The chaos, fuzz and load tests at soak length (docs/reliability.md).
 soak: build
