@@ -42,6 +42,10 @@ export function uploadStatusLines(s: UploadStatus | null): string[] {
   const out = [`upload:    ${s.target} as node "${s.node}", ${s.state}`];
   if (s.state !== 'off') out.push(`  backlog: ${s.backlog.runs} run(s), ${s.backlog.rows} rows, ${mb(s.backlog.bytes)}; lag ${(s.lagMs / 1000).toFixed(1)} s; uploaded since start: ${s.uploadedRows} rows`);
   if (s.lastError) out.push(`  last error (${s.lastErrorAt}): ${s.lastError}${s.retryAt ? `; next try ${s.retryAt}` : ''}`);
+  if (s.leftLocal?.length) {
+    out.push(`  LEFT LOCAL, not uploaded (${s.leftLocal.length} run(s)):`);
+    for (const x of s.leftLocal) out.push(`    ${x.run}: ${x.why}`);
+  }
   return out;
 }
 

@@ -14,6 +14,8 @@ const FINAL = ['finished', 'crashed', 'killed'];
 
 export interface ClaimOptions {
   node: string;
+  /** This local store's identity (store-identity.ts), kept with the cursor. */
+  source?: string;
   /** The new attempt's process: the store names it as the holder until this node's first upload of the run. */
   owner: { host: string; pid: number };
   /** A run the store shows running whose node uploaded nothing for this long may be taken over (its tail is then lost to the store). */
@@ -108,7 +110,7 @@ export async function claimRun(
     },
     userSummary,
   });
-  await c.query('UPDATE logd_cursors SET node = $2, log_offset = $3, system_done = true, done = false, updated_at = now() WHERE run_id = $1', [id, o.node, offset]);
+  await c.query('UPDATE logd_cursors SET node = $2, source = NULLIF($4, \'\'), log_offset = $3, system_done = true, done = false, updated_at = now() WHERE run_id = $1', [id, o.node, offset, o.source ?? '']);
   await c.query("UPDATE logd_runs SET node = $2, state = 'running', state_reason = $3, metadata_json = $4, uploaded_at = clock_timestamp() WHERE id = $1",
     [id, o.node, `continued on node "${o.node}" as attempt ${attempts.length + 1}`, JSON.stringify({ ...m, host: o.owner.host, pid: o.owner.pid })]);
   return { offset, rows: Number(r.history_rows) };

@@ -12,6 +12,8 @@ import type { IndexDb } from '../store/index-db.js';
 export const SYNC_REQUEST = 'upload-requested';
 
 export interface LocalRuns {
+  /** The data dir these runs are in (its store identity: store-identity.ts). */
+  readonly dataDir: string;
   ids(): string[];
   logFile(id: string): string;
   /** Bytes of the log that are durable (a frame boundary or past one: the reader stops at whole frames). */

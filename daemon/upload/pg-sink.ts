@@ -33,7 +33,8 @@ export class PgSink {
   private pool: pg.Pool;
   private checked = false;
 
-  constructor(readonly url: StoreUrl, readonly node: string, private opts: { migrate: boolean } = { migrate: true }) {
+  /** `source`: this local store's identity (store-identity.ts); '' for a reader that uploads nothing. */
+  constructor(readonly url: StoreUrl, readonly node: string, private opts: { migrate: boolean } = { migrate: true }, readonly source = '') {
     this.pool = new pg.Pool(pgOptions(url, { max: 2, connectionTimeoutMillis: 10_000, idleTimeoutMillis: 30_000, application_name: `logd uploader (${node})` }));
     // An idle connection that the server drops must not become an uncaught error.
     this.pool.on('error', () => {});
@@ -64,8 +65,8 @@ export class PgSink {
 
   async cursors(): Promise<Map<string, Cursor>> {
     const res = await this.pool.query<{ run_id: string; log_offset: string; system_done: boolean; done: boolean; rows: string | null }>(
-      'SELECT c.run_id, c.log_offset, c.system_done, c.done, r.history_rows AS rows FROM logd_cursors c LEFT JOIN logd_runs r ON r.id = c.run_id WHERE c.node = $1',
-      [this.node],
+      'SELECT c.run_id, c.log_offset, c.system_done, c.done, r.history_rows AS rows FROM logd_cursors c LEFT JOIN logd_runs r ON r.id = c.run_id WHERE c.node = $1 AND (c.source IS NULL OR c.source = $2 OR $2 = \'\')',
+      [this.node, this.source],
     );
     const out = new Map<string, Cursor>();
     for (const r of res.rows) out.set(r.run_id, { offset: Number(r.log_offset), systemDone: r.system_done, done: r.done, rows: Number(r.rows ?? 0) });
@@ -139,11 +140,14 @@ export class PgSink {
     c.on('error', onError);
     try {
       await c.query('BEGIN');
-      await c.query('INSERT INTO logd_cursors (run_id, node) VALUES ($1, $2) ON CONFLICT (run_id) DO NOTHING', [runId, this.node]);
-      const cur = await c.query<{ node: string; log_offset: string; system_done: boolean; done: boolean }>(
-        'SELECT node, log_offset, system_done, done FROM logd_cursors WHERE run_id = $1 FOR UPDATE', [runId]);
+      await c.query('INSERT INTO logd_cursors (run_id, node, source) VALUES ($1, $2, NULLIF($3, \'\')) ON CONFLICT (run_id) DO NOTHING', [runId, this.node, this.source]);
+      const cur = await c.query<{ node: string; source: string | null; log_offset: string; system_done: boolean; done: boolean }>(
+        'SELECT node, source, log_offset, system_done, done FROM logd_cursors WHERE run_id = $1 FOR UPDATE', [runId]);
       const r = cur.rows[0];
       if (r.node !== this.node) throw await this.ofAnotherNode(c, runId, r.node);
+      if (this.source && r.source && r.source !== this.source) throw this.sameNodeName(runId);
+      // A cursor from before the store kept its source: the node's next upload takes it as its own.
+      if (this.source && !r.source) await c.query('UPDATE logd_cursors SET source = $2 WHERE run_id = $1', [runId, this.source]);
       const out = await body(c, { offset: Number(r.log_offset), systemDone: r.system_done, done: r.done, rows: 0 });
       await c.query('COMMIT');
       return out;
@@ -170,6 +174,11 @@ export class PgSink {
     return new RunOfAnotherNode(`run ${runId} is in the shared store already, uploaded by node "${holder}"; this node ("${this.node}") leaves its copy local. Give each node its own LOGD_NODE`);
   }
 
+  /** Another local store uploads this run under the same node name: two daemons were given one LOGD_NODE. */
+  private sameNodeName(runId: string): RunOfAnotherNode {
+    return new RunOfAnotherNode(`run ${runId} is in the shared store already, uploaded by another daemon that was given the same node name ("${this.node}"): node names must differ. This daemon's copy stays local and is not uploaded (logd export ${runId}); give each node its own LOGD_NODE (or \`logd serve --node\`) and restart this daemon: a run created under the new name is uploaded as usual`);
+  }
+
   /**
    * Continues on this node a run another node logged (continue.ts), in one
    * transaction; null when the store does not have the run. Each statement
@@ -194,7 +203,7 @@ export class PgSink {
       await c.query('BEGIN');
       const left = Math.max(1, deadline - Date.now());
       const lockMs = Math.max(1, left - Math.min(1000, Math.floor(left / 2)));
-      out = await claimRun(c, id, { ...o, statementMs: Math.min(o.statementMs, left), lockMs }, materialize);
+      out = await claimRun(c, id, { ...o, source: this.source, statementMs: Math.min(o.statementMs, left), lockMs }, materialize);
       await c.query('COMMIT');
       return out;
     } catch (e) {

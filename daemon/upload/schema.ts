@@ -21,6 +21,9 @@
 //                 in it, which is the local order, the paging cursor, and the guard
 //                 against a duplicate
 //   logd_images   an image's bytes once per run and sha256 (bytea: docs/shared-store.md)
+// Version 3 (issue 32 item 5):
+//   logd_cursors.source  the identity of the local store that uploads the run (upload/store-identity.ts);
+//                 NULL for a cursor written before, taken by its node's next upload
 import type pg from 'pg';
 
 interface Migration { version: number; what: string; sql: string }
@@ -108,6 +111,13 @@ CREATE TABLE logd_images (
 );
 -- PNG and JPEG are compressed already: stored out of line, not compressed again.
 ALTER TABLE logd_images ALTER COLUMN data SET STORAGE EXTERNAL;
+`,
+  },
+  {
+    version: 3,
+    what: 'the local store each run is uploaded from (two daemons given one LOGD_NODE)',
+    sql: `
+ALTER TABLE logd_cursors ADD COLUMN source text;
 `,
   },
 ];

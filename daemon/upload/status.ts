@@ -20,6 +20,8 @@ export interface UploadStatus {
   uploadedRows: number;
   uploadedPoints: number;
   updatedAt: string;
+  /** Runs the shared store refused from this node (another node's id, a node name two daemons share): they stay local. */
+  leftLocal?: Array<{ run: string; why: string }>;
 }
 
 export function statusFile(dataDir: string): string {

@@ -17,12 +17,16 @@ import { SYNC_REQUEST, type LocalRuns } from './local-runs.js';
 import { redact, type StoreUrl } from './url.js';
 import { StoreContinueRefused, type StoredRun } from '../store/from-store.js';
 import { writeStatus, type UploadStatus } from './status.js';
+import { storeIdentity } from './store-identity.js';
 import { StoreRefused } from './schema.js';
 import { lacksPassword, NO_PASSWORD } from './pgpass.js';
 
 const FINAL = ['finished', 'crashed', 'killed'];
 /** The longest an open run's row goes unsent while it lives (a shorter lease sends it every quarter lease). */
 const HEARTBEAT_MAX_MS = 15_000;
+
+/** Runs the store refused shown in the status (the log has every one). */
+const MAX_LEFT_LOCAL_SHOWN = 20;
 
 export interface UploaderOptions {
   url: StoreUrl;
@@ -75,7 +79,7 @@ export class Uploader {
   private readonly heartbeatMs: number;
 
   constructor(private o: UploaderOptions) {
-    this.sink = new PgSink(o.url, o.node, { migrate: o.migrate ?? true });
+    this.sink = new PgSink(o.url, o.node, { migrate: o.migrate ?? true }, storeIdentity(o.runs.dataDir));
     this.encoder = new SliceEncoder(o.encoderThread ?? false, o.log);
     this.status = {
       pid: process.pid, node: o.node, target: o.url.shown, state: 'connecting', backlog: { runs: 0, rows: 0, bytes: 0 }, lagMs: 0,
@@ -322,6 +326,12 @@ export class Uploader {
     if (!(e instanceof RunOfAnotherNode)) return false;
     this.refusedRuns.add(id);
     this.o.log(`upload: ${e.message}`);
+    // `logd status` shows it (the newest few), with what to do.
+    const left = (this.status.leftLocal ?? []).filter((x) => x.run !== id);
+    this.status.leftLocal = [...left, { run: id, why: e.message }].slice(-MAX_LEFT_LOCAL_SHOWN);
+    this.pending.delete(id);
+    this.measureBacklog();
+    this.flushStatus(true);
     return true;
   }
 

@@ -157,7 +157,7 @@ describe.skipIf(why !== null)(`a URL without a password, and PGPASSFILE${why ? `
 
     fs.chmodSync(pass, 0o600);
     const m = await cli(t, ['store', 'migrate', '--store', bare]);
-    expect(m.stdout).toMatch(/schema version 0 -> 2/);
+    expect(m.stdout).toMatch(/schema version 0 -> 3/);
     expect(m.stderr).not.toMatch(/Deprecation|password file/);
     const runs = await cli(t, ['runs', '--store', bare]);
     expect(runs.stdout).toBe('no runs');

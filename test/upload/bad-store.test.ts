@@ -128,16 +128,16 @@ describe.skipIf(why !== null)(`a store that cannot be used${why ? ` (skipped: ${
     pgc.createDatabase('future');
     const url = pgc.urlFor('future');
     const m = await cli(reading(nodeEnv('node-m', null), url), ['store', 'migrate']);
-    expect(m.stdout).toMatch(/schema version 0 -> 2/);
+    expect(m.stdout).toMatch(/schema version 0 -> 3/);
     pgc.psql("UPDATE logd_meta SET v = '99' WHERE k = 'schema_version'", 'future');
     t = nodeEnv('node-future', url);
     await startDaemon(t);
     const id = await oneRun(t);
     const { json } = await waitForError(t, /newer than this logd knows/);
-    expect(json.lastError).toContain('schema version 99, newer than this logd knows (2); upgrade logd on this node. Runs stay in the local store until then');
+    expect(json.lastError).toContain('schema version 99, newer than this logd knows (3); upgrade logd on this node. Runs stay in the local store until then');
     expect(pgc.psql('SELECT count(*) FROM logd_runs', 'future')).toBe('0\n');
     const read = await cli(reading(t, url), ['runs'], { reject: false });
-    expect(read.stderr).toContain('has schema version 99, newer than this logd reads (2); upgrade logd');
+    expect(read.stderr).toContain('has schema version 99, newer than this logd reads (3); upgrade logd');
     expect(await rawRows(t, id)).toHaveLength(500);
   });
 

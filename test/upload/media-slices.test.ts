@@ -89,7 +89,7 @@ const row: RunRow = {
 
 function localRuns(logFile: string): LocalRuns {
   return {
-    ids: () => [RUN], logFile: () => logFile, durableBytes: () => fs.statSync(logFile).size, mode: () => 'online', historyRows: () => 0,
+    dataDir: path.dirname(logFile), ids: () => [RUN], logFile: () => logFile, durableBytes: () => fs.statSync(logFile).size, mode: () => 'online', historyRows: () => 0,
     row: () => row, systemLog: () => null, syncRequested: () => false, offsetBase: () => 0,
   };
 }
