@@ -8,6 +8,7 @@ import { DataDirRuns, SYNC_REQUEST } from '../upload/local-runs.js';
 import { Uploader } from '../upload/uploader.js';
 import { parseStoreUrl, redact } from '../upload/url.js';
 import { migrate, SCHEMA_VERSION, storeVersion, describeMigrations } from '../upload/schema.js';
+import { checkAndRepair } from '../upload/schema-check.js';
 import { readStatus, type UploadStatus } from '../upload/status.js';
 import { pgOptions, lacksPassword, NO_PASSWORD } from '../upload/pgpass.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
@@ -149,6 +150,16 @@ export function registerUploadCommands(program: Command): void {
         const applied = await migrate(c);
         if (applied.length) console.log(`logd: ${url.shown}: schema version ${before} -> ${SCHEMA_VERSION} (${describeMigrations().filter((_, i) => applied.includes(i + 1)).join('; ')})`);
         else console.log(`logd: ${url.shown} is at schema version ${SCHEMA_VERSION} already`);
+        // The version says nothing of a table altered by hand: compare every table and column, repair what can be.
+        const diffs = await checkAndRepair(c).catch((e: Error) => {
+          console.log(`logd: ${url!.shown}: the tables could not be compared with what logd writes (${e.message}; it takes CREATE on the database, in a transaction that is rolled back)`);
+          return null;
+        });
+        if (diffs === null) return;
+        for (const d of diffs) console.log(`logd: ${url.shown}: ${d.what}`);
+        if (diffs.some((d) => !d.repaired)) fail(`${url.shown}: the schema differs from what logd ${SCHEMA_VERSION} writes in ways it cannot repair (above); the uploader fails until it is fixed`);
+        if (diffs.length) console.log(`logd: ${url.shown}: repaired; uploading can go on`);
+        else console.log(`logd: ${url.shown}: every table and column is as logd writes it`);
       } catch (e) {
         fail(redact(`cannot migrate ${url.shown}: ${(e as Error).message}${lacksPassword(e) ? `; ${NO_PASSWORD}` : ''}`, url));
       } finally {

@@ -183,6 +183,11 @@ export async function migrate(c: pg.ClientBase): Promise<number[]> {
   return applied;
 }
 
+/** Every migration's SQL, in order (schema-check.ts builds the expected shape from them). */
+export function migrationsSql(): string[] {
+  return MIGRATIONS.map((m) => m.sql);
+}
+
 export function describeMigrations(): string[] {
   return MIGRATIONS.map((m) => `${m.version}: ${m.what}`);
 }

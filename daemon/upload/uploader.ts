@@ -372,6 +372,9 @@ export class Uploader {
     else if (err.code === '3D000') text = `the shared store at ${where}: ${err.message}; create it (createdb) or fix the database name in the upload URL`;
     else if (['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'ENOENT'].includes(err.code ?? '') || /timeout|terminat|Connection/i.test(err.message)) {
       text = `cannot reach the shared store at ${where} (${err.code ?? err.message}); uploads resume when it answers`;
+    } else if (['42703', '42P01', '42804', '42P10'].includes(err.code ?? '')) {
+      // A column or table missing, or of another type: the store's tables were altered by hand.
+      text = `uploading to ${where} failed: ${err.message}: the store's tables are not as logd writes them; \`logd store migrate\` checks every table and column, repairs what it can and says what differs`;
     } else text = `uploading to ${where} failed: ${err.message}`;
     return redact(text, this.o.url);
   }

@@ -141,6 +141,33 @@ describe.skipIf(why !== null)(`a store that cannot be used${why ? ` (skipped: ${
     expect(await rawRows(t, id)).toHaveLength(500);
   });
 
+  it('issue 32: a store whose tables were altered by hand: the uploader says to run `logd store migrate`, which says what differs, repairs what it can, and uploading goes on', async () => {
+    pgc.createDatabase('altered');
+    const url = pgc.urlFor('altered');
+    const admin = reading(nodeEnv('node-m', null), url);
+    expect((await cli(admin, ['store', 'migrate'])).stdout).toMatch(/every table and column is as logd writes it/);
+    pgc.psql('ALTER TABLE logd_runs DROP COLUMN notes; ALTER TABLE logd_cursors DROP COLUMN source; DROP TABLE logd_writers', 'altered');
+    t = nodeEnv('node-altered', url);
+    await startDaemon(t);
+    const id = await oneRun(t);
+    const { json } = await waitForError(t, /logd store migrate/, 1);
+    expect(json.lastError).toMatch(/column "?(c\.)?(notes|source)"? does not exist: the store's tables are not as logd writes them; `logd store migrate` checks every table and column/);
+    // Before: "at schema version 2 already", and nothing repaired.
+    const m = await cli(admin, ['store', 'migrate']);
+    expect(m.stdout).toContain('is at schema version 3 already');
+    expect(m.stdout).toMatch(/column logd_runs\.notes \(text\) is missing; added back/);
+    expect(m.stdout).toMatch(/column logd_cursors\.source \(text\) is missing; added back/);
+    expect(m.stdout).toMatch(/table logd_writers is missing; created \(empty\)/);
+    expect(m.stdout).toMatch(/repaired; uploading can go on/);
+    await waitUploaded(t, url, id, 500);
+    expect((await cli(admin, ['store', 'migrate'])).stdout).toMatch(/every table and column is as logd writes it/);
+    // What it cannot repair is said, with what to do, and the command fails.
+    pgc.psql('ALTER TABLE logd_runs ALTER COLUMN exit_code TYPE text', 'altered');
+    const bad = await cli(admin, ['store', 'migrate'], { reject: false });
+    expect(bad.exitCode).not.toBe(0);
+    expect(bad.stdout).toContain('column logd_runs.exit_code is text, not integer: change it back (ALTER TABLE logd_runs ALTER COLUMN exit_code TYPE integer)');
+  });
+
   it('a malformed URL turns uploading off with what to fix, and training goes on', async () => {
     t = nodeEnv('node-typo', 'mysql://logd:S3cr3tZ@db/logd');
     const d = await startDaemon(t);
