@@ -397,9 +397,10 @@ export class BatchWriter {
     try {
       file = writeSpillFile(this.o.spoolDir, name, header, pending, this.droppedRows);
     } catch (e) {
-      // The spool's disk is full (or refuses files): the user's private fallback, which the daemon of this data
-      // dir also reads (at start, and every few seconds while it runs).
-      const other = spillFallback(this.o.spoolDir);
+      // A deferred run's spool (this process chose it, for its own data dir) is full or refuses files: the user's
+      // private fallback for that data dir, which its daemon also reads (at start, and every few seconds while it
+      // runs). A run a daemon created spills to that daemon's spool only: another user or HOME may own it.
+      const other = this.o.deferred ? spillFallback(this.o.spoolDir) : null;
       if (!other) throw e;
       file = writeSpillFile(other, name, header, pending, this.droppedRows);
       this.o.warn(`logd: run ${this.o.runId}: ${(e as Error).message.replace(/ and are lost.*$/, '')}; written to ${file} instead, which the daemon of this data dir stores`);

@@ -54,13 +54,13 @@ export function ingestAllSpool(reg: Registry, finalise: FinaliseRun): void {
   }
 }
 
-/** Spill files that arrived while the daemon runs (deferred runs, `logd sync --ingest`, the fallback): checked every few seconds. */
+/** Deferred runs' spill files that arrived while the daemon runs (`logd sync --ingest`, the fallback): checked every few seconds. */
 export function ingestDeferredSpool(reg: Registry, finalise: FinaliseRun): void {
   for (const n of spillNames(path.join(reg.store.dataDir, 'spool'), '.deferred.spill')) ingestFile(reg, finalise, path.join(reg.store.dataDir, 'spool', n));
-  // The fallback holds only whole files (written to a temp name, renamed): any spill there, a run's whose data
-  // dir's disk was full at its exit as well as a deferred one.
+  // The fallback holds deferred runs' whole files (written to a temp name, renamed), there because the data
+  // dir took no files or had no room when their trainer ended.
   const fallback = deferredFallbackDir(reg.store.dataDir);
-  for (const n of spillNames(fallback, '.spill')) ingestFile(reg, finalise, path.join(fallback, n));
+  for (const n of spillNames(fallback, '.deferred.spill')) ingestFile(reg, finalise, path.join(fallback, n));
 }
 
 function spillNames(dir: string, suffix: string): string[] {

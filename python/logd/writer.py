@@ -514,7 +514,9 @@ class Writer(OpenSegments):
                 except OSError as first:
                     # The spool's disk is full (or refuses files): the user's private fallback, which the daemon of
                     # this data dir also reads (at start, and every few seconds while it runs).
-                    other = spill.fallback_for(self.spool_dir)
+                    # Only a deferred run's spool is this process's own choice, for its own data dir; a run a daemon
+                    # created spills to that daemon's spool only (another user or HOME may own it).
+                    other = spill.fallback_for(self.spool_dir) if self.deferred else None
                     if other is None:
                         raise
                     path = spill.write_spill(other, self.run_id, self.writer_id, header, pending, name)
