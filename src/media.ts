@@ -11,6 +11,12 @@ export type MediaKind = (typeof MEDIA_KINDS)[number];
 export const MAX_IMAGE_BYTES = 16 * 1024 * 1024;
 /** An image's width and height at most, each. */
 export const MAX_IMAGE_SIDE = 32768;
+/**
+ * The most pixels the dashboard draws of one image (16 MP, 64 MiB decoded as RGBA). A PNG of 30000 x 30000
+ * zeros is under 1 MB stored and 3.6 GB decoded: past this bound the page shows a placeholder and a download
+ * link, and the image route answers it only as a download (never into an <img>).
+ */
+export const MAX_SHOWN_PIXELS = 16 * 1024 * 1024;
 /** A histogram's bins at most. */
 export const MAX_HISTOGRAM_BINS = 4096;
 /** A text value's UTF-8 bytes at most; a caption's. */

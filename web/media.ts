@@ -14,6 +14,7 @@ import { h, clear } from './dom.js';
 import { api, type Run, type MediaItem, type MediaIndex, type MediaAnswer } from './api.js';
 import { DistributionChart } from './distribution.js';
 import { rewindCutoffs } from '../src/attempts.js';
+import { MAX_SHOWN_PIXELS } from '../src/media.js';
 
 const POLL_MS = 3000;
 const KINDS = [
@@ -109,6 +110,14 @@ function imagePanel(run: Run, key: string): Panel {
       const facts = [rankName(m.rank), att(m)?.label ?? '', m.width && m.height ? `${m.width}×${m.height}` : '', m.format ?? ''].filter(Boolean).join(' · ');
       if (m.lost || !m.sha256) {
         figures.append(h('figure', { class: 'media-figure lost', ...mark }, h('p', { class: 'error' }, `image not kept: ${m.lost ?? 'no bytes'}`), h('figcaption', { class: 'caption' }, m.caption ?? '')));
+        continue;
+      }
+      if (m.width && m.height && m.width * m.height > MAX_SHOWN_PIXELS) {
+        // Never decoded here: a small file can hold gigabytes of pixels.
+        const link = h('a', { class: 'image-download', href: `${api.imageUrl(run.id, m.sha256)}?download=1`, download: '' }, 'download it');
+        figures.append(h('figure', { class: 'media-figure too-large', ...mark },
+          h('p', { class: 'muted image-placeholder' }, `${m.width}×${m.height} image: too large to show here (${(m.width * m.height * 4 / 2 ** 30).toFixed(1)} GiB decoded); `, link),
+          h('figcaption', { class: 'caption' }, m.caption ?? ''), h('div', { class: 'muted image-facts' }, facts)));
         continue;
       }
       const img = h('img', { class: 'media-image', src: api.imageUrl(run.id, m.sha256), alt: m.caption || `${key} at step ${m.step}`, decoding: 'async' });

@@ -178,8 +178,8 @@ export class Api {
     return runMedia(this.source, await this.getRun(id), q);
   }
 
-  image(id: string, sha: string): Promise<{ data: Uint8Array; type: string }> {
-    return runImage(this.source, id, sha);
+  image(id: string, sha: string, download = false): Promise<{ data: Uint8Array; type: string; attachment: string | null }> {
+    return runImage(this.source, id, sha, download);
   }
 
   /** A run's console output as lines, filtered, from a cursor (console.ts). */

@@ -2,7 +2,7 @@
 // the source has, thinned evenly when there are too many for one answer), and
 // an image's bytes by their sha256.
 import { RunNotFound, type QuerySource, type MediaItem, type RunInfo } from '../query/index.js';
-import { MEDIA_KINDS, sniffImage } from '../../src/media.js';
+import { MEDIA_KINDS, MAX_SHOWN_PIXELS, sniffImage } from '../../src/media.js';
 import { attemptAt, attemptsToMarkJson } from '../../src/attempts.js';
 import { HttpError } from './params.js';
 
@@ -59,8 +59,11 @@ export async function runMedia(source: QuerySource, run: RunInfo, q: URLSearchPa
   return { ...base, kept: true, entries: kept, truncated: stride > 1, stride, total: seen };
 }
 
-/** GET /api/runs/{id}/images/{sha256}: the bytes and the type they were checked to be; 404 for an unknown or malformed sha. */
-export async function runImage(source: QuerySource, id: string, sha: string): Promise<{ data: Uint8Array; type: string }> {
+/**
+ * GET /api/runs/{id}/images/{sha256}: the bytes and the type they were checked to be; 404 for an unknown or
+ * malformed sha. An image over MAX_SHOWN_PIXELS comes only with `download` (as an attachment): 422 otherwise.
+ */
+export async function runImage(source: QuerySource, id: string, sha: string, download = false): Promise<{ data: Uint8Array; type: string; attachment: string | null }> {
   if (!SHA256.test(sha)) throw new HttpError(404, `no image ${JSON.stringify(sha.slice(0, 80))}: an image is named by its sha256, 64 lowercase hex digits`);
   if (!source.image) throw new HttpError(404, `images are not kept by this store (${source.where}) yet`);
   const img = await source.image(id, sha).catch((e: unknown) => {
@@ -71,5 +74,10 @@ export async function runImage(source: QuerySource, id: string, sha: string): Pr
   // The store checked the bytes when they came; served as what they are, never as what a name says.
   const head = sniffImage(img.data);
   if (typeof head === 'string') throw new HttpError(500, `the stored image ${sha} is not a whole PNG or JPEG (${head})`);
-  return { data: img.data, type: head.format === 'png' ? 'image/png' : 'image/jpeg' };
+  const pixels = head.width * head.height;
+  if (pixels > MAX_SHOWN_PIXELS && !download) {
+    throw new HttpError(422, `image ${sha} is ${head.width}x${head.height} pixels (${(pixels * 4 / 2 ** 30).toFixed(1)} GiB once decoded), more than the dashboard draws (${MAX_SHOWN_PIXELS / 2 ** 20} MP): download it with ?download=1`);
+  }
+  const ext = head.format === 'png' ? 'png' : 'jpg';
+  return { data: img.data, type: head.format === 'png' ? 'image/png' : 'image/jpeg', attachment: download ? `${id}-${sha.slice(0, 16)}.${ext}` : null };
 }

@@ -89,7 +89,7 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'runs' && id && sub === 'keys') return sendJson(res, 200, await api.keys(id, q));
     if (what === 'runs' && id && sub === 'system') return sendJson(res, 200, await api.systemOf(id, q));
     if (what === 'runs' && id && sub === 'media' && parts.length === 4) return sendJson(res, 200, await api.media(id, q));
-    if (what === 'runs' && id && sub === 'images' && parts.length === 5) return sendImage(res, await api.image(id, parts[4]));
+    if (what === 'runs' && id && sub === 'images' && parts.length === 5) return sendImage(res, await api.image(id, parts[4], q.get('download') === '1'));
     if (what === 'runs' && id && sub === 'console' && parts.length === 4) return sendJson(res, 200, await api.console(id, q));
     if (what === 'groups' && id !== undefined && sub === undefined) return sendJson(res, 200, await api.group(id, q));
     if (what === 'groups' && id !== undefined && sub === 'console' && parts.length === 4) return sendJson(res, 200, await api.groupConsole(id, q));
@@ -204,8 +204,9 @@ function sendJson(res: http.ServerResponse, status: number, body: unknown): void
  * own would still only show it: typed as what its bytes were checked to be,
  * never sniffed, and under a policy that allows nothing else.
  */
-function sendImage(res: http.ServerResponse, img: { data: Uint8Array; type: string }): void {
+function sendImage(res: http.ServerResponse, img: { data: Uint8Array; type: string; attachment: string | null }): void {
   res.writeHead(200, {
+    ...(img.attachment ? { 'content-disposition': `attachment; filename="${img.attachment}"` } : {}),
     'content-type': img.type, 'content-length': img.data.byteLength, 'cache-control': 'private, max-age=31536000, immutable',
     'x-content-type-options': 'nosniff', 'referrer-policy': 'no-referrer', 'content-security-policy': "default-src 'none'",
   });
