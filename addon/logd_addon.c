@@ -230,38 +230,42 @@ static napi_value Reserve(napi_env env, napi_callback_info info) {
   return out;
 }
 
-static napi_value Unmap(napi_env env, napi_callback_info info) {
+/* The ArrayBuffer argument of unmap() and mappingLost(): its data pointer in *data (NULL when the buffer is
+   detached); 0 when the argument is not an ArrayBuffer. */
+static int buffer_arg(napi_env env, napi_callback_info info, napi_value *buffer, void **data) {
   size_t argc = 1;
   napi_value argv[1];
-  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  void *data = NULL;
   size_t length = 0;
   bool is_ab = false;
-  if (argc < 1 || napi_is_arraybuffer(env, argv[0], &is_ab) != napi_ok || !is_ab) {
+  *data = NULL;
+  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
+  if (argc < 1 || napi_is_arraybuffer(env, argv[0], &is_ab) != napi_ok || !is_ab) return 0;
+  *buffer = argv[0];
+  napi_get_arraybuffer_info(env, argv[0], data, &length);
+  return 1;
+}
+
+static napi_value Unmap(napi_env env, napi_callback_info info) {
+  napi_value buffer;
+  void *data;
+  if (!buffer_arg(env, info, &buffer, &data)) {
     napi_throw_type_error(env, NULL, "unmap(buffer): buffer must be an ArrayBuffer from mapFile()");
     return NULL;
   }
-  napi_get_arraybuffer_info(env, argv[0], &data, &length);
-  (void)length;
   /* Detach first, so no typed array can reach the pages after munmap. The
      finaliser still runs later and frees the record; addr NULL tells it the
      pages are gone already. */
-  if (data != NULL && napi_detach_arraybuffer(env, argv[0]) == napi_ok) release_addr(data);
+  if (data != NULL && napi_detach_arraybuffer(env, buffer) == napi_ok) release_addr(data);
   napi_value out;
   napi_get_undefined(env, &out);
   return out;
 }
 
 static napi_value MappingLost(napi_env env, napi_callback_info info) {
-  size_t argc = 1;
-  napi_value argv[1];
-  napi_get_cb_info(env, info, &argc, argv, NULL, NULL);
-  void *data = NULL;
-  size_t length = 0;
-  bool is_ab = false;
+  napi_value buffer;
+  void *data;
   int lost = 0;
-  if (argc >= 1 && napi_is_arraybuffer(env, argv[0], &is_ab) == napi_ok && is_ab) {
-    napi_get_arraybuffer_info(env, argv[0], &data, &length);
+  if (buffer_arg(env, info, &buffer, &data)) {
     for (int i = 0; data != NULL && i < GUARD_SLOTS; i++) {
       if (atomic_load(&guards[i].start) == (uintptr_t)data) {
         lost = atomic_load(&guards[i].lost);
