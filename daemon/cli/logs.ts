@@ -145,6 +145,13 @@ export function registerLogsCommand(program: Command, fail: (msg: string) => nev
       let lines = await readAll();
       if (o.tail !== undefined) lines = o.tail === 0 ? [] : lines.slice(-o.tail);
       write(render(lines));
+      if (!o.follow && lines.length === 0 && !o.json) {
+        // Nothing on stdout (a script sees an empty log); a person is told why, on stderr.
+        const what = group ? `group ${target}` : `run ${runs[0].id}`;
+        process.stderr.write(writers.size > 0
+          ? `logd: no line of ${what} matches (${[o.rank !== undefined && 'rank', o.stream && 'stream', re && 'grep'].filter(Boolean).join(', ') || 'tail 0'})\n`
+          : `logd: ${what} has no console output: it printed nothing, or its output was not captured (Python captures by default; TypeScript with init({ console: true }) or LOGD_CONSOLE=1; logd launch turns it on for every rank)\n`);
+      }
       if (!o.follow) {
         await src.close();
         return;
