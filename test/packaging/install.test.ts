@@ -312,7 +312,7 @@ describe.skipIf(wheelSkipped !== null)(`the wheel in a clean venv${wheelSkipped 
     expect((JSON.parse(list.stdout) as Array<{ name: string }>).map((r) => r.name).sort()).toEqual(['from-first', 'from-patch']);
   });
 
-  it.skipIf(torchMissing !== null)(`the README's torchrun quick start, 2 ranks, from the wheel${torchMissing ? ` (skipped: ${torchMissing})` : ''}`, async () => {
+  it.skipIf(torchMissing !== null)(`the README's quick start, 2 ranks, from the wheel, with torchrun and with logd launch${torchMissing ? ` (skipped: ${torchMissing})` : ''}`, async () => {
     // Debian's torch lives in the system site-packages: this venv sees them (the wheel's grpcio and
     // protobuf requirements are met there too); the wheel's Node and daemon come from the wheelhouse.
     const quick = fs.readFileSync(QUICKSTART, 'utf8');
@@ -338,6 +338,14 @@ describe.skipIf(wheelSkipped !== null)(`the wheel in a clean venv${wheelSkipped 
     expect(runs.map((x) => [x.name, x.state, x.historyRows]).sort()).toEqual([['rank0', 'finished', 100], ['rank1', 'finished', 100]]);
     const sidecar = serviceOf(e.LOGD_RUNTIME_DIR!)!;
     expect(fs.readFileSync(`/proc/${sidecar.pid}/cmdline`, 'utf8')).toContain(`${v}/lib/`);
+
+    // The README's own command (issue 38): `logd launch` from the venv, with no other flag, on this torch too.
+    const el = cleanEnv(path.join(v, 'bin'), path.join(dir, 'launch-data'));
+    const l = await execa(path.join(v, 'bin', 'logd'), ['launch', '--nproc-per-node', '2', '--master-port', String(port), 'python', QUICKSTART],
+      { env: el, extendEnv: false, reject: false, all: true, timeout: 300_000 });
+    expect(l.exitCode, l.all).toBe(0);
+    const launched = JSON.parse((await logd(v, el, ['runs', '--group', 'exp-1', '--json'])).stdout) as Array<{ name: string; state: string; historyRows: number }>;
+    expect(launched.map((x) => [x.name, x.state, x.historyRows]).sort()).toEqual([['rank0', 'finished', 100], ['rank1', 'finished', 100]]);
   });
 
   it('`pip uninstall` leaves no running process behind', async () => {
