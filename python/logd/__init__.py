@@ -47,6 +47,12 @@ __all__ = ["setup", "init", "attach", "finish_all", "Run", "Histogram", "Image",
            "DaemonUnavailableError", "UntrustedDirError", "UntrustedDaemonError"]
 
 
+def __dir__():
+    # dir(logd) and a notebook's completion show the public API, not the modules and helpers this file imports
+    # (os, re, socket, ...): they stay reachable as attributes, for logd's own modules.
+    return sorted(__all__ + ["__version__", "integrations"])
+
+
 def _warn(msg: str) -> None:
     sys.stderr.write(msg if msg.endswith("\n") else msg + "\n")
 

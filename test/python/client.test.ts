@@ -23,6 +23,15 @@ describe.skipIf(pythonMissing !== null)(`Python client${pythonMissing ? ` (skipp
     await t.cleanup();
   });
 
+  it('dir(logd) is the public API (issue 38 item 14): no os, re, socket or private modules', async () => {
+    const r = await runPython(t, ['-c', 'import json, logd; print(json.dumps(dir(logd)))']);
+    expect(r.exitCode, r.all).toBe(0);
+    const names = JSON.parse(r.stdout.trim().split('\n').at(-1)!) as string[];
+    expect(names).toEqual(expect.arrayContaining(['init', 'attach', 'setup', 'finish_all', 'Run', 'Histogram', 'Image', 'Text', '__version__', 'integrations']));
+    for (const hidden of ['os', 're', 'json', 'socket', 'pb', 'writer', 'journal', 'sys']) expect(names).not.toContain(hidden);
+    expect(names.length).toBeLessThan(20);
+  });
+
   it('stores numbers, bools, nested dicts, numpy and torch scalars; refuses the rest with a TypeError', async () => {
     const out = path.join(t.dir, 'basic.json');
     const r = await runPython(t, [path.join(FIXTURES, 'basic.py'), out]);
