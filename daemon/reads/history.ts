@@ -18,6 +18,11 @@ const WINDOW = 8;
 const MAX_WORKERS = 2;
 /** Reads waiting for a worker; past this many a read is refused at once (a flood of views). */
 const MAX_WAITING = 64;
+/**
+ * The longest a read may hold its worker: a reader that stops reading (and gave its call no deadline) would
+ * otherwise keep one of the MAX_WORKERS for ever. Past it the read ends with an error that says so.
+ */
+const READ_BUDGET_MS = 120_000;
 
 export { TooManyMetrics };
 
@@ -85,9 +90,12 @@ function onWorker(job: ReadJob, sink: HistorySink): Promise<{ rows: number; dama
     const queue: ReadMessage[] = [];
     let pumping = false;
     let settled = false;
+    const budget = setTimeout(() => finish(() => reject(new ReadsBusy(`the read took more than ${READ_BUDGET_MS / 1000} s (a reader that stopped reading, or a very large run): read fewer metrics, or page through it`))), READ_BUDGET_MS);
+    budget.unref();
     const finish = (fn: () => void) => {
       if (settled) return;
       settled = true;
+      clearTimeout(budget);
       Atomics.store(control, CANCELLED, 1);
       Atomics.notify(control, CREDITS);
       void worker.terminate();
