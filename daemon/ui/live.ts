@@ -37,10 +37,13 @@ export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessag
   res.write('retry: 2000\n\n');
   let closed = false;
   const timers: NodeJS.Timeout[] = [];
-  const drop = () => {
-    if (closed) return;
+  const stop = () => {
     closed = true;
     timers.forEach(clearTimeout);
+  };
+  const drop = () => {
+    if (closed) return;
+    stop();
     res.destroy();
   };
   const send = (event: string, data: unknown) => sendRaw(sseEvent(event, data));
@@ -56,10 +59,7 @@ export function serveLive(api: Api, q: URLSearchParams, req: http.IncomingMessag
     const m = /^([A-Za-z0-9_-]{1,64})(?::(\d+))?$/.exec(spec);
     if (m) cursors.set(m[1], { rows: Number(m[2] ?? 0), state: '' });
   }
-  req.on('close', () => {
-    closed = true;
-    timers.forEach(clearTimeout);
-  });
+  req.on('close', stop);
   const loop = (ms: number, step: () => Promise<void>) => {
     const tick = async () => {
       if (closed) return;
@@ -141,7 +141,7 @@ function rowsEvent(id: string, s: RunSeries, first: number): string {
   if (text === undefined) {
     const out: Array<{ s: number; t: number; v: Record<string, number | null> }> = [];
     for (let i = first; i < s.rows; i++) {
-      const v: Record<string, number | null> = {};
+      const v: Record<string, number | null> = Object.create(null); // a metric named __proto__ is a key like any other
       for (let p = s.start.a[i]; p < s.start.a[i + 1]; p++) {
         const x = s.values.a[p];
         v[s.keys[s.keyIds.a[p]]] = Number.isFinite(x) ? x : null;
