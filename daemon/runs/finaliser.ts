@@ -202,7 +202,10 @@ export class Finaliser {
     // completed here late: same run, its rows and its exit under another writer id; runs/spool.ts).
     const isOwner = w.meta.writerId === run.meta.ownerWriterId;
     const spilled = ingestSpool(this.reg, this.finaliseRun, run.id, w.meta.writerId);
-    if (isOwner && !run.final && !spilled.finished && run.meta.createKey) spilled.finished = ingestRunSpool(this.reg, this.finaliseRun, run.id) > 0 && run.state !== 'running';
+    if (isOwner && !run.final && !spilled.finished && run.meta.createKey) {
+      ingestRunSpool(this.reg, this.finaliseRun, run.id);
+      spilled.finished = run.state !== 'running'; // a deferred spill's exit ended it
+    }
     if (!run.final) ingestWriterJournal(this.reg, run.id, w.meta.writerId);
     this.reg.notify();
     if (run.final || spilled.finished) return;

@@ -56,11 +56,10 @@ export function ingestAllSpool(reg: Registry, finalise: FinaliseRun): void {
 
 /** Deferred runs' spill files that arrived while the daemon runs (`logd sync --ingest`, the fallback): checked every few seconds. */
 export function ingestDeferredSpool(reg: Registry, finalise: FinaliseRun): void {
-  for (const n of spillNames(path.join(reg.store.dataDir, 'spool'), '.deferred.spill')) ingestFile(reg, finalise, path.join(reg.store.dataDir, 'spool', n));
-  // The fallback holds deferred runs' whole files (written to a temp name, renamed), there because the data
-  // dir took no files or had no room when their trainer ended.
-  const fallback = deferredFallbackDir(reg.store.dataDir);
-  for (const n of spillNames(fallback, '.deferred.spill')) ingestFile(reg, finalise, path.join(fallback, n));
+  // The fallback holds those whose data dir took no files or had no room when their trainer ended.
+  for (const dir of [path.join(reg.store.dataDir, 'spool'), deferredFallbackDir(reg.store.dataDir)]) {
+    for (const n of spillNames(dir, '.deferred.spill')) ingestFile(reg, finalise, path.join(dir, n));
+  }
 }
 
 function spillNames(dir: string, suffix: string): string[] {
