@@ -12,15 +12,12 @@ import type { Registry } from '../runs/registry.js';
 import type { Finaliser } from '../runs/finaliser.js';
 import type { LiveRun, Writer, WriteCall } from '../runs/run.js';
 import { rowFromLive, infoFromRow } from '../runs/index-rows.js';
-import { bytesOf } from '../../src/wire.js';
 import { Undecodable } from '../../src/proto.js';
 import { toJson } from '../../src/json.js';
 import { MEDIA_KINDS } from '../../src/media.js';
 import { summaryChunks } from '../store/summary.js';
 import { HistoryAnswer } from '../reads/chunks.js';
 import { streamLogHistory, TooManyMetrics, ReadsBusy } from '../reads/history.js';
-import type { HistoryBatch } from '../store/format.js';
-import type { RowsMark } from '../store/store.js';
 import { isAlive } from '../runs/liveness.js';
 
 export interface ServerContext {
