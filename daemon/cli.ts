@@ -8,7 +8,7 @@ import { connectionFor } from '../client/connection.js';
 import { checkedDaemon } from '../client/stale-service.js';
 import { mergeBySteps, rawRows, jsonLines, csvLines } from '../client/history.js';
 import { lastRows } from './cli/last-rows.js';
-import { parseFilter, selectRuns, fieldValue, type FilterTerm, type RunFields } from '../src/run-filter.js';
+import { parseFilter, selectRuns, fieldValue, isRunField, RUN_FIELD_NAMES, type FilterTerm, type RunFields } from '../src/run-filter.js';
 import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from '../launcher/main.js';
 import { registerUiCommand } from './cli/ui.js';
@@ -140,7 +140,7 @@ program
   .option('--offset <n>', 'skip this many of the matching runs (paging)', intArg('--offset'), 0)
   .option('--filter <expr>', 'only runs where every term holds: "lr < 0.01; state = crashed" (config or summary keys, run fields; = != < <= > >= ~); repeatable', (v: string, all: string[] = []) => [...all, v])
   .option('--sort <field>', 'order by this field, config key or summary key (config.lr, summary.loss, name, rows); a leading - sorts highest first')
-  .option('--columns <list>', 'extra columns of the table: config or summary keys, comma-separated (config.lr,summary.loss)')
+  .option('--columns <list>', 'extra columns of the table, comma-separated: config or summary keys (config.lr,summary.loss) or run fields (stateReason,exitCode,signal,ended,host)')
   .addOption(urlOption('store', STORE_HELP))
   .addOption(urlFileOption('store'))
   .option('--json', 'machine-readable output (an array; a note on stderr says when the list was cut)')
@@ -162,6 +162,12 @@ program
       }).catch((e: Error) => fail(e.message))
       : await src.listRuns({ ...base, limit: o.limit, offset: o.offset }).catch((e: Error) => fail(e.message));
     const columns = (o.columns ?? '').split(',').map((c) => c.trim()).filter(Boolean);
+    // A column is a run field, or a config or summary key some listed run has: anything else is a typo, said so.
+    if (columns.length && res.runs.length) {
+      const listed = res.runs.map((r) => runJson(r) as RunFields);
+      const unknown = columns.filter((c) => !isRunField(c) && !listed.some((j) => fieldValue(j, c) !== undefined));
+      if (unknown.length) fail(`--columns: no run listed has ${unknown.map((c) => JSON.stringify(c)).join(', ')}: a column is a run field (${RUN_FIELD_NAMES.join(', ')}) or a config or summary key (config.KEY, summary.KEY)`, 2);
+    }
     // Never cut the list without a word (on stderr, so --json stays one array).
     const n = res.runs.length;
     const order = o.sort ? `by ${o.sort}` : 'newest first';

@@ -86,6 +86,8 @@ export interface DaemonTunables {
   idleTimeoutMs: number;
   /** How long a run whose owner vanished may wait for it to re-attach before it is `crashed`. */
   crashGraceMs: number;
+  /** How often the daemon looks at its local run owners' processes, so that one that died is seen with its exit status (issue 34); 0: only with the 500 ms liveness check. */
+  exitWatchMs: number;
   /** After a daemon restart, how long recovered open runs wait for their writers. */
   recoveryGraceMs: number;
   /**
@@ -112,6 +114,7 @@ export function daemonTunables(env: NodeJS.ProcessEnv = process.env): DaemonTuna
   return {
     idleTimeoutMs: envInt(env, 'LOGD_IDLE_TIMEOUT_MS', 15_000),
     crashGraceMs: envInt(env, 'LOGD_CRASH_GRACE_MS', 3_000),
+    exitWatchMs: envInt(env, 'LOGD_EXIT_WATCH_MS', 50),
     recoveryGraceMs: envInt(env, 'LOGD_RECOVERY_GRACE_MS', 10_000),
     ownerLeaseMs: envInt(env, 'LOGD_OWNER_LEASE_MS', 60_000),
     finishTimeoutMs: envInt(env, 'LOGD_FINISH_TIMEOUT_MS', 10_000),

@@ -26,6 +26,7 @@ export interface FilterTerm {
 /** The JSON shape of a run that listings give (README, `runs --json`), or part of it. */
 export interface RunFields {
   id?: string; project?: string; name?: string; group?: string; jobType?: string; state?: string; notes?: string; tags?: string[];
+  stateReason?: string; exitCode?: number;
   createdAt?: string; finishedAt?: string | null; historyRows?: number; rank?: number | null;
   config?: Record<string, unknown>; summary?: Record<string, unknown>; metadata?: Record<string, unknown>;
 }
@@ -116,7 +117,23 @@ const RUN_FIELDS: Record<string, (r: RunFields) => unknown> = {
   rows: (r) => r.historyRows, historyrows: (r) => r.historyRows,
   created: (r) => r.createdAt, createdat: (r) => r.createdAt, finished: (r) => r.finishedAt, finishedat: (r) => r.finishedAt,
   node: (r) => (r.metadata?.node ?? r.metadata?.host) as unknown, host: (r) => r.metadata?.host,
+  statereason: (r) => r.stateReason || null, reason: (r) => r.stateReason || null,
+  exitcode: (r) => (r.state === 'running' || r.state === 'finishing' ? null : r.exitCode), exit: (r) => (r.state === 'running' || r.state === 'finishing' ? null : r.exitCode),
+  // How the owner's process ended (metadata.end, docs/story.md): the signal by name, and when.
+  signal: (r) => (r.metadata?.end as { signal?: string | null } | undefined)?.signal ?? null,
+  ended: (r) => {
+    const at = (r.metadata?.end as { at?: number } | undefined)?.at;
+    return typeof at === 'number' ? new Date(at * 1000).toISOString() : null;
+  },
 };
+
+/** The run fields a column or a filter may name besides config and summary keys. */
+export const RUN_FIELD_NAMES = ['id', 'name', 'project', 'group', 'jobType', 'state', 'stateReason', 'exitCode', 'signal', 'ended', 'notes', 'tags', 'rank', 'rows', 'created', 'finished', 'node', 'host'];
+
+/** Whether `field` names a run field (not a config or summary key). */
+export function isRunField(field: string): boolean {
+  return Object.prototype.hasOwnProperty.call(RUN_FIELDS, field.toLowerCase());
+}
 
 /** The value of a field (see the grammar above); undefined when the run has none. */
 export function fieldValue(r: RunFields, field: string): unknown {

@@ -91,7 +91,7 @@ describe('kill -9 on a shared run', () => {
     await waitUntil(async () => (await cliJson(t, ['show', id])).state === 'crashed', 5000, 'the run to be crashed');
     expect(Date.now() - killedAt).toBeLessThan(5000);
     const info = await cliJson(t, ['show', id]);
-    expect(info.stateReason).toMatch(/owner .*exited/);
+    expect(info.stateReason).toMatch(/^its process \d+ .* without calling finish\(\)$/);
     // The orphaned child keeps logging on its own; the daemon refuses it now that the run is final.
     const { alive } = await import('./helpers.js');
     const lastAcked = acked(o.lines);

@@ -2,6 +2,7 @@
 // token travels in a cookie the server set when the URL carried ?token=; an
 // answer of 401 (the cookie is gone, or `logd ui` restarted with a new token)
 // puts a field for the token at the top of the page.
+import type { JobStory } from '../src/story/story.js';
 import { h } from './dom.js';
 import type { HealthEvent, RankProgress, StepRatePoint } from '../src/health.js';
 import type { AttemptLike } from '../src/attempts.js';
@@ -30,7 +31,8 @@ export interface Attempt {
 
 /** GET /api/groups/{group}/health (daemon/ui/health.ts). */
 export interface RankHealth extends RankProgress { name: string; runState: string; rate?: StepRatePoint[] }
-export interface GroupHealth { group: string; stalled: boolean; ranks: RankHealth[]; events: HealthEvent[]; now: number }
+/** `story`: the job's story when a rank failed (src/story/story.ts); absent from a server older than it. */
+export interface GroupHealth { group: string; stalled: boolean; ranks: RankHealth[]; events: HealthEvent[]; now: number; story?: JobStory | null }
 
 /** One histogram, image or text of a run (GET /api/runs/{id}/media; daemon/query MediaItem). */
 export interface MediaItem {

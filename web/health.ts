@@ -6,6 +6,7 @@
 // rank, from the daemon's samples every 5 s: a stall drops to 0, a slow rank
 // sits lower). Data from daemon/health (src/health.ts), merged per group on
 // the server (daemon/ui/health.ts).
+import type { JobStory } from '../src/story/story.js';
 import type uPlot from 'uplot';
 import { h, clear, stateBadge } from './dom.js';
 import { draw, type Line } from './chart.js';
@@ -104,6 +105,7 @@ export class HealthEvents {
 export class HealthStrip {
   readonly el: HTMLElement;
   private readonly verdict = h('span', { id: 'health-verdict' });
+  private readonly story = h('div', { id: 'health-story', class: 'health-story', hidden: true });
   private readonly ranks = h('div', { class: 'health-ranks' });
   private readonly events = new HealthEvents(false);
   private readonly rate = h('div', { id: 'health-rate', class: 'health-rate', hidden: true });
@@ -114,19 +116,45 @@ export class HealthStrip {
 
   constructor() {
     this.rate.append(this.rateChart, this.rateLatest);
-    this.el = h('section', { id: 'health', class: 'health-strip' }, h('h2', {}, 'Health ', this.verdict), this.ranks, this.rate, this.events.el);
+    this.el = h('section', { id: 'health', class: 'health-strip' }, h('h2', {}, 'Health ', this.verdict), this.story, this.ranks, this.rate, this.events.el);
   }
 
   update(g: GroupHealth): void {
-    const judged = g.ranks.some((r) => r.step >= 0) || g.events.length > 0;
+    const story = g.story ?? null;
+    // A group with a rank that did not finish is never "ok", judged or not.
+    const ended = g.ranks.some((r) => r.runState === 'crashed' || r.runState === 'killed');
+    const judged = g.ranks.some((r) => r.step >= 0) || g.events.length > 0 || ended;
     const straggler = g.ranks.some((r) => r.state === 'straggler');
     clear(this.verdict);
-    if (judged) this.verdict.append(stateBadge(g.stalled ? 'stalled' : straggler ? 'straggler' : 'ok'));
+    if (judged) this.verdict.append(stateBadge(story ? story.verdict : g.stalled ? 'stalled' : straggler ? 'straggler' : ended ? 'crashed' : 'ok'));
+    this.showStory(story);
     clear(this.ranks);
     // A group none of whose ranks gave steps has no progress to show: the quiet line below says it all.
     if (judged) this.ranks.append(this.table(g.ranks, g.now));
     this.drawRate(g.ranks);
     this.events.update(g.events);
+  }
+
+  /** The job's story: its one line, then each rank that did not finish in the order they ended. */
+  private showStory(s: JobStory | null): void {
+    clear(this.story);
+    this.story.hidden = !s;
+    if (!s) return;
+    const fates = [...s.first, ...s.after];
+    this.story.append(
+      h('p', { class: 'story-line', 'data-verdict': s.verdict }, s.line),
+      h('table', { class: 'runs story-table' },
+        h('thead', {}, h('tr', {}, ...['', 'rank', 'ended', 'step', 'cause', 'how'].map((c) => h('th', {}, c)))),
+        h('tbody', {}, ...fates.map((f) => h('tr', {
+          class: 'story-rank', 'data-health-run-id': f.runId, 'data-cause': f.cause,
+          'data-role': s.first.includes(f) ? 'first' : f.consequence ? 'consequence' : 'independent',
+        },
+        h('td', {}, s.first.includes(f) ? (s.unordered ? 'first?' : 'first') : f.consequence ? 'after' : 'also'),
+        h('td', {}, rankLabel(f.rank, f.runId)),
+        h('td', {}, Number.isFinite(f.at) && f.at > 0 ? new Date(f.at * 1000).toISOString().slice(11, 23) : '–'),
+        h('td', { class: 'num' }, f.lastStep < 0 ? '–' : f.lastStep),
+        h('td', {}, f.consequence && f.cause !== 'terminated' ? 'consequence' : f.cause),
+        h('td', { title: f.evidence.join('\n') }, f.how))))));
   }
 
   /** Each rank's step rate over time; drawn again only when a rank has a new sample. */

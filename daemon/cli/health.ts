@@ -7,6 +7,7 @@ import { openSource, RunNotFound, type QuerySource, type RunInfo } from '../quer
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
 import { rankLabel, type StepRatePoint } from '../../src/health.js';
 import { mergeGroupHealth, type GroupHealth as MergedHealth } from '../ui/health.js';
+import type { JobStory } from '../../src/story/story.js';
 
 export interface GroupHealth extends MergedHealth {
   project: string;
@@ -81,10 +82,33 @@ export function sparkline(rate: readonly StepRatePoint[], max: number): string {
   return rate.slice(-SPARK_POINTS).map((p) => (p.stepsPerS <= 0 || max <= 0 ? '·' : BARS[Math.min(BARS.length - 1, Math.floor((p.stepsPerS / max) * BARS.length))])).join('');
 }
 
+/** The job's story: its line, then each rank that did not finish, in the order they ended. */
+export function storyText(s: JobStory): string {
+  const lines = [`  ${s.line}`];
+  const rows = [['', 'rank', 'run', 'host', 'pid', 'ended', 'step', 'cause', 'how']];
+  for (const f of [...s.first, ...s.after]) {
+    const role = s.first.includes(f) ? (s.unordered ? 'first?' : 'FIRST') : f.consequence ? 'after' : 'also';
+    rows.push([role, f.rank === null ? '-' : String(f.rank), f.runId, f.host || '-', String(f.pid || '-'), `${clockMs(f.at)}${f.atWithinS >= 0.05 ? ` (±${f.atWithinS.toFixed(2)} s)` : ''}`,
+      f.lastStep < 0 ? '-' : String(f.lastStep), f.consequence && f.cause !== 'terminated' ? 'consequence' : f.cause, f.how]);
+  }
+  lines.push(table(rows).split('\n').map((l) => `  ${l}`).join('\n'));
+  const evidence = [...s.first, ...s.after].filter((f) => f.evidence.length);
+  for (const f of evidence.slice(0, 8)) lines.push(`  evidence, ${f.rank === null ? `run ${f.runId}` : `rank ${f.rank}`}: ${f.evidence.slice(0, 4).join(' | ')}`);
+  return lines.join('\n');
+}
+
+function clockMs(at: number): string {
+  return Number.isFinite(at) && at > 0 ? new Date(at * 1000).toISOString().slice(11, 23) : '-';
+}
+
 export function healthText(g: GroupHealth, withStacks: boolean): string {
   const lines: string[] = [];
   const title = g.group ? `group ${g.group} (project ${g.project})` : `run ${g.ranks[0]?.runId} (project ${g.project})`;
-  lines.push(`${title}: ${g.stalled ? 'STALLED' : g.ranks.some((r) => r.state === 'straggler') ? 'a straggler' : 'healthy'}`);
+  const s = g.story;
+  const verdict = s?.verdict === 'failed' ? 'FAILED' : s?.verdict === 'stopped' ? 'stopped' : g.stalled ? 'STALLED' : g.ranks.some((r) => r.state === 'straggler') ? 'a straggler'
+    : g.ranks.some((r) => r.runState === 'crashed' || r.runState === 'killed') ? 'ended (a rank did not finish)' : 'healthy';
+  lines.push(`${title}: ${verdict}`);
+  if (s) lines.push(storyText(s));
   const max = Math.max(0, ...g.ranks.flatMap((r) => r.rate.slice(-SPARK_POINTS).map((p) => p.stepsPerS)));
   const rows = [['rank', 'run', 'host', 'state', 'step', 'steps/s', 'last step', 'lag', 'cpu/step', `steps/s over time (5 s each, max ${max.toFixed(2)})`]];
   for (const r of g.ranks) {
@@ -93,8 +117,8 @@ export function healthText(g: GroupHealth, withStacks: boolean): string {
       r.rate.length ? sparkline(r.rate, max) : '-']);
   }
   lines.push(table(rows));
-  if (g.events.length === 0) lines.push('no health events');
-  else lines.push('events (oldest first):');
+  if (g.events.length === 0 && !s) lines.push('no health events');
+  else if (g.events.length) lines.push('events (oldest first):');
   for (const e of g.events) {
     const who = e.ranks.map((r, i) => rankLabel(r, e.runIds[i])).join(', ');
     lines.push(`  ${clock(e.at)}  ${e.kind}: ${who}`);

@@ -173,7 +173,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return { ...run.info(true), ownerWriterId: '', spoolDir: path.join(reg.store.dataDir, 'spool') };
     }),
 
-    finishRun: unary(ctx, async (req: { runId: string; runToken: string; writerId: string; exitCode: number; timeoutMs: number; lastSeq: number }) => {
+    finishRun: unary(ctx, async (req: { runId: string; runToken: string; writerId: string; exitCode: number; timeoutMs: number; lastSeq: number; exceptionType?: string; exceptionMessage?: string; endedAt?: number }) => {
       let run: LiveRun;
       try {
         run = reg.authorizedRun(req.runId, req.runToken, req.writerId);
@@ -183,7 +183,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
         throw e;
       }
       const timeout = req.timeoutMs > 0 ? req.timeoutMs : reg.tunables.finishTimeoutMs;
-      const out = await fin.finish(run, req.writerId, req.exitCode, timeout, req.lastSeq);
+      const out = await fin.finish(run, req.writerId, req.exitCode, timeout, req.lastSeq, { exceptionType: req.exceptionType, exceptionMessage: req.exceptionMessage, endedAt: req.endedAt });
       // A stop overtook this finish: the run is only paused (killed, resumable).
       // The client sends its finish again to the next daemon, which resumes the run and ends it as asked.
       if (reg.stopping && out.run.state === 'killed') throw unavailable(`finishRun: the daemon stopped (${reg.stopping}) before run ${run.id} was finished; send the finish to the next daemon`);

@@ -8,6 +8,8 @@ import { rowFromLive } from './index-rows.js';
 import type { LiveRun, Writer } from './run.js';
 import type { Registry } from './registry.js';
 import { isAlive } from './liveness.js';
+import { procState, endFromStatus, oomSince, OomWatch } from './process-end.js';
+import { describeEnd, END_EXCEPTION_CHARS, type RunEnd } from '../../src/story/end.js';
 import { ingestSpool, ingestRunSpool, ingestDeferredSpool, type FinaliseRun } from './spool.js';
 import { ingestRunJournals, ingestWriterJournal } from './journal.js';
 import { bytesSinceCheckpoint } from '../store/seal.js';
@@ -28,9 +30,20 @@ export interface FinishOutcome {
   timedOut: boolean;
 }
 
+/** What the owner's client said of its process's end in FinishRun. */
+export interface EndSaid {
+  exceptionType?: string;
+  exceptionMessage?: string;
+  /** Seconds since the epoch; 0 or absent: now. */
+  endedAt?: number;
+}
+
 export class Finaliser {
   private queue: Promise<void> = Promise.resolve();
   private liveness: NodeJS.Timeout;
+  private exitWatch: NodeJS.Timeout | null = null;
+  /** The kernel's OOM-kill count as the exit watch saw it (process-end.ts). */
+  private readonly oomWatch = new OomWatch();
 
   constructor(private reg: Registry) {
     // Local writers are watched by pid: a process can close its stream while
@@ -43,14 +56,51 @@ export class Finaliser {
       if (++ticks % 4 === 0) ingestDeferredSpool(reg, this.finaliseRun);
     }, 500);
     this.liveness.unref();
+    // The exit watch (process-end.ts): the local writers' processes looked at every LOGD_EXIT_WATCH_MS, so that a
+    // process that died is seen while the kernel still keeps its exit status, and its end time is close.
+    const every = reg.tunables.exitWatchMs;
+    if (every > 0) {
+      this.exitWatch = setInterval(() => this.watchExits(), every);
+      this.exitWatch.unref();
+    }
   }
 
   stop(): void {
     clearInterval(this.liveness);
+    if (this.exitWatch) clearInterval(this.exitWatch);
+  }
+
+  /** An end record of the run's owner (src/story/end.ts), with what the daemon knows of its last step and lines. */
+  endRecord(run: LiveRun, w: Writer | undefined, part: Partial<RunEnd> & Pick<RunEnd, 'source'>): RunEnd {
+    return {
+      at: Date.now() / 1000, atWithinS: 0, pid: w?.meta.pid ?? run.meta.pid, host: w?.meta.host ?? run.meta.host, rank: run.meta.rank?.rank ?? null,
+      exitCode: null, signal: null, lastStep: run.progress.lastStep, lastStepAt: run.progress.lastStepAt, lastLines: run.lastLines.get(), ...part,
+    };
+  }
+
+  private watchExits(): void {
+    let watched = false;
+    for (const run of this.reg.runs.values()) {
+      if (run.final || run.state !== 'running') continue;
+      const owner = run.writers.get(run.meta.ownerWriterId);
+      if (!owner || !owner.local || owner.meta.pid <= 0) continue;
+      if (owner.detached && run.meta.ownerWriterId !== owner.meta.writerId) continue;
+      watched = true;
+      const st = procState(owner.meta.pid, owner.startTime);
+      if (!st.alive) this.ownerDied(run, owner, st.status, this.reg.tunables.exitWatchMs / 1000);
+    }
+    if (watched) this.oomWatch.look(); // idle (no local owner): not read
+  }
+
+  /** The owner's process is gone: record how (its wait status, if the kernel still kept it), then deliver and finalise. */
+  private ownerDied(run: LiveRun, w: Writer, status: number | null, withinS: number): void {
+    if (run.pendingEnd || run.final) return;
+    run.pendingEnd = this.endRecord(run, w, { atWithinS: withinS, ...endFromStatus(status, oomSince(w.oom, this.oomWatch)) });
+    this.writerGone(run, w, '');
   }
 
   /** The owner's finish finalises the run; anyone else's detaches that writer. */
-  async finish(run: LiveRun, writerId: string, exitCode: number, timeoutMs: number, lastSeq: number): Promise<FinishOutcome> {
+  async finish(run: LiveRun, writerId: string, exitCode: number, timeoutMs: number, lastSeq: number, said: EndSaid = {}): Promise<FinishOutcome> {
     const reg = this.reg;
     const w = run.writers.get(writerId);
     const deadline = Date.now() + timeoutMs;
@@ -87,9 +137,12 @@ export class Finaliser {
     ingestRunSpool(reg, this.finaliseRun, run.id);
     ingestRunJournals(reg, run.id); // writers that died before they finished: what their log() accepted
     const state: FinalStateName = exitCode === 0 ? 'finished' : 'crashed';
-    await this.finalise(run, state, exitCode === 0 ? '' : `owner finished with exit code ${exitCode}`, exitCode,
+    const endedAt = said.endedAt && said.endedAt > 0 && Math.abs(said.endedAt - Date.now() / 1000) < 3600 ? said.endedAt : Date.now() / 1000;
+    const exception = said.exceptionType ? { type: said.exceptionType.slice(0, 200), message: (said.exceptionMessage ?? '').slice(0, END_EXCEPTION_CHARS) } : undefined;
+    const end = this.endRecord(run, w, { source: 'client', at: endedAt, exitCode, ...(exception ? { exception } : {}) });
+    await this.finalise(run, state, exitCode === 0 ? '' : `its process ${describeEnd(end)}`, exitCode,
       // With a full disk the final state cannot be durable now: do not wait past the finish's deadline for it.
-      { flushMs: reg.storageProblem ? Math.max(0, deadline - Date.now()) : reg.tunables.shutdownTimeoutMs });
+      { flushMs: reg.storageProblem ? Math.max(0, deadline - Date.now()) : reg.tunables.shutdownTimeoutMs, end });
     if (waiting) reg.log(`finaliser: run ${run.id}: ${waiting}`);
     return { run, message: [waiting, message].filter(Boolean).join('; '), timedOut: !allLeft || waiting !== '' };
   }
@@ -103,7 +156,7 @@ export class Finaliser {
   /** finalise() as the spool's callback: a run its owner's spill file ends. */
   readonly finaliseRun: FinaliseRun = (run, state, reason, exitCode) => void this.finalise(run, state, reason, exitCode);
 
-  finalise(run: LiveRun, state: FinalStateName, reason: string, exitCode: number, opts: { resumable?: boolean; flushMs?: number } = {}): Promise<void> {
+  finalise(run: LiveRun, state: FinalStateName, reason: string, exitCode: number, opts: { resumable?: boolean; flushMs?: number; end?: RunEnd } = {}): Promise<void> {
     const resumable = opts.resumable ?? false;
     const flushMs = opts.flushMs ?? this.reg.tunables.shutdownTimeoutMs;
     const step = async () => {
@@ -115,7 +168,11 @@ export class Finaliser {
       run.reason = reason;
       run.exitCode = exitCode;
       run.finishedAt = Date.now() / 1000;
-      run.log.append(FrameType.STATE, jsonFrame({ state, reason, exitCode, finishedAt: run.finishedAt, ...(resumable ? { resumable } : {}) }));
+      const end = resumable ? null : (opts.end ?? run.pendingEnd ?? null);
+      // Its last step and lines as of now: a dead writer's journal and spill went in after its end was read.
+      run.end = end && { ...end, lastStep: Math.max(run.summary.lastStep, run.progress.lastStep), lastStepAt: run.progress.lastStepAt, lastLines: run.lastLines.get() };
+      run.pendingEnd = null;
+      run.log.append(FrameType.STATE, jsonFrame({ state, reason, exitCode, finishedAt: run.finishedAt, ...(resumable ? { resumable } : {}), ...(run.end ? { end: run.end } : {}) }));
       const durable = await this.reg.flushAll(flushMs);
       if (!durable) this.reg.log(`finaliser: run ${run.id}: the final state is not durable yet (${this.reg.storageProblem ?? 'slow disk'}); it is retried`);
       let indexed = true;
@@ -165,7 +222,7 @@ export class Finaliser {
     w.stream = null;
     w.lastSeen = Date.now();
     if (abrupt && !w.local) this.writerGone(run, w, 'its connection dropped');
-    else if (abrupt) this.checkWriter(run, w);
+    else if (abrupt) this.checkWriter(run, w, 0.05); // a process that died closes its stream as it ends
   }
 
   private checkWriters(): void {
@@ -177,8 +234,9 @@ export class Finaliser {
       // daemon restart) is watched by pid too. The recovery grace is for
       // owners that may still come back: a local one whose process is gone
       // cannot, so it does not wait for the grace to run out.
-      if (owner && owner.detached && run.state === 'running' && owner.local && !isAlive(owner.meta.pid, owner.startTime)) {
-        this.writerGone(run, owner, `its process ${owner.meta.pid} exited`);
+      if (owner && owner.detached && run.state === 'running' && owner.local) {
+        const st = procState(owner.meta.pid, owner.startTime);
+        if (!st.alive) this.ownerDied(run, owner, st.status, 0.5);
       }
       // An owner on another host cannot be watched by pid: its client's keep-alive (a Hello every
       // LOGD_KEEPALIVE_MS, 15 s) and its calls and batches say it lives. Silence past the lease: it is gone.
@@ -190,8 +248,12 @@ export class Finaliser {
     }
   }
 
-  private checkWriter(run: LiveRun, w: Writer): void {
-    if (w.local && !isAlive(w.meta.pid, w.startTime)) this.writerGone(run, w, `its process ${w.meta.pid} exited`);
+  private checkWriter(run: LiveRun, w: Writer, withinS = 0.5): void {
+    if (!w.local) return;
+    if (w.meta.writerId === run.meta.ownerWriterId) {
+      const st = procState(w.meta.pid, w.startTime);
+      if (!st.alive) this.ownerDied(run, w, st.status, withinS);
+    } else if (!isAlive(w.meta.pid, w.startTime)) this.writerGone(run, w, `its process ${w.meta.pid} exited`);
   }
 
   /** A writer's process is gone: deliver what it spilled, then detach it or crash the run. */
@@ -211,7 +273,10 @@ export class Finaliser {
     if (run.final || spilled.finished) return;
     if (w.meta.writerId !== run.meta.ownerWriterId || run.state !== 'running') return;
     if (w.local) {
-      void this.finalise(run, 'crashed', `owner ${why} without finish`, -1);
+      const end = run.pendingEnd ?? this.endRecord(run, w, { source: 'gone', atWithinS: 0.5 });
+      const code = end.exitCode ?? -1;
+      const state: FinalStateName = end.exitCode === 0 ? 'finished' : 'crashed';
+      void this.finalise(run, state, `its process ${w.meta.pid} ${describeEnd(end)} without calling finish()`, code, { end });
       return;
     }
     // A remote owner may come back: give it the grace period to re-attach.

@@ -10,6 +10,8 @@ import type { CheckedBatch } from './validate.js';
 import { processStartTime } from './liveness.js';
 import { toJson, ownRecord } from '../../src/json.js';
 import { runWindow, type RunSpan, type SystemMetrics } from '../sampler/system-metrics.js';
+import { LastLines, oomCounters, type OomCounters } from './process-end.js';
+import type { RunEnd } from '../../src/story/end.js';
 import { StepProgress } from '../health/progress.js';
 import type { RunHealth } from '../../src/health.js';
 
@@ -29,12 +31,15 @@ export class Writer {
   readonly startTime: number | null;
   /** Same host as the daemon: watched by pid (checked every 500 ms, so decided once). */
   readonly local: boolean;
+  /** The OOM-kill counters covering the process when it joined (process-end.ts): an OOM kill is told from them. */
+  readonly oom: OomCounters | null;
 
   constructor(readonly meta: WriterMeta, durableSeq: number) {
     this.appendedSeq = durableSeq;
     this.durableSeq = durableSeq;
     this.local = meta.host === os.hostname();
     this.startTime = this.local ? processStartTime(meta.pid) : null;
+    this.oom = this.local && this.startTime !== null ? oomCounters(meta.pid) : null;
   }
 }
 
@@ -43,6 +48,12 @@ export class LiveRun {
   reason = '';
   exitCode = 0;
   finishedAt = 0;
+  /** How the owner's process ended (set as the run is finalised; src/story/end.ts). */
+  end: RunEnd | null = null;
+  /** The owner's end as the daemon read it from /proc, waiting for a spill file's exit to finalise the run with it. */
+  pendingEnd: RunEnd | null = null;
+  /** The last console lines, for the end record. */
+  readonly lastLines = new LastLines();
   readonly keyIndex = new Map<string, number>();
   readonly writers = new Map<string, Writer>();
   /** Writers by index, including ones that left. */
@@ -174,6 +185,7 @@ export class LiveRun {
       bytes += c.length;
     }
     if (consoleEntries.length > 0) {
+      this.lastLines.add(consoleEntries);
       const frame = jsonFrame({ writerIdx: w.meta.idx, seq, entries: consoleEntries });
       this.log.append(FrameType.CONSOLE, frame);
       bytes += frame.reduce((n, p) => n + p.byteLength, 0);
@@ -233,6 +245,7 @@ export class LiveRun {
       ...(this.meta.fromStore ? { fromStore: this.meta.fromStore } : {}),
       ...(this.journalRecoveredRows || this.journalProblems.length ? { journal: { recoveredRows: this.journalRecoveredRows, problems: this.journalProblems.slice(-20) } } : {}),
       ...(this.health ? { health: this.health } : {}),
+      ...(this.end ? { end: this.end } : {}),
       ...(Object.keys(this.media).length ? { media: this.media } : {}),
       system: this.system ? { gpus: this.system.gpus(), last: this.system.lastForRun(runWindow(this.span())) } : null,
     };

@@ -2,6 +2,7 @@
 // process could not deliver before it ended. Duplicates are dropped by seq, so
 // ingesting a file twice, or a file whose batches also arrived on the stream,
 // stores each record once.
+import { signalName } from '../../src/story/end.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { scanFrames } from '../../src/frames.js';
@@ -171,7 +172,8 @@ function ingestFile(reg: Registry, finalise: FinaliseRun, file: string): { batch
   if (h.exitCode !== null && (h.writerId === run.meta.ownerWriterId || lateCreate) && run.state === 'running') {
     finished = true;
     const code = h.exitCode;
-    finalise(run, code === 0 ? 'finished' : 'crashed', code === 0 ? 'process exited without finish; finished for it' : `process exited with code ${code} without finish`, code);
+    const how = code === 0 ? 'exited with code 0' : code > 128 && code < 160 ? `was stopped by ${signalName(code - 128)} (exit code ${code})` : `exited with code ${code}`;
+    finalise(run, code === 0 ? 'finished' : 'crashed', `its process ${how} without calling finish()${code === 0 ? '; finished for it' : ''}`, code);
   } else if (h.exitCode !== null) {
     w.detached = true;
   }

@@ -33,6 +33,7 @@
 //          MEDIA frame (summary or config updates alone, or nothing): its
 //          seq, so that a restarted daemon knows it was stored (replay)
 
+import type { RunEnd } from '../../src/story/end.js';
 import { toJson } from '../../src/json.js';
 
 export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9, MEDIA: 10, BASE: 11, CHECKPOINT: 12, CHECKPOINT_AT: 13, SEQ: 14 } as const;
@@ -176,6 +177,8 @@ export interface FinalState {
   finishedAt: number;
   /** Killed by a daemon stop while its owner lived: the owner may resume it on the next daemon. */
   resumable?: boolean;
+  /** How the owner's process ended (src/story/end.ts), where known. */
+  end?: RunEnd;
 }
 
 /** A history batch with run-global key ids. */

@@ -413,7 +413,7 @@ export function rowFromReplay(r: ReplayedRun): RunRow {
     metadata_json: toJson({ host: m.host, pid: m.pid, rank: m.rank, writers: r.writers.filter(Boolean), stats: s.stats, ...(s.capped ? { summaryCapped: s.capped } : {}),
       lastStep: r.summary.lastStep, ...(r.attempts.length > 1 ? { attempts: r.attempts } : {}),
       ...(r.supersededRows > 0 ? { supersededRows: r.supersededRows } : {}), ...(m.forkedFrom ? { forkedFrom: m.forkedFrom } : {}), ...(m.fromStore ? { fromStore: m.fromStore } : {}),
-      ...(Object.keys(r.media).length ? { media: r.media } : {}) }),
+      ...(Object.keys(r.media).length ? { media: r.media } : {}), ...(r.final?.end ? { end: r.final.end } : {}) }),
     history_rows: r.summary.rows, mode: m.mode, notes: m.notes,
   };
 }

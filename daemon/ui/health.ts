@@ -5,6 +5,7 @@
 // group carries is one event (at|kind|runIds), the copy with stacks kept.
 import type { RunInfo } from '../query/index.js';
 import { stepRatePoints, type HealthEvent, type RankProgress, type RunHealth, type StepRatePoint } from '../../src/health.js';
+import { storyOfRuns, type JobStory } from '../../src/story/story.js';
 
 export interface RankHealth extends RankProgress {
   name: string;
@@ -21,6 +22,8 @@ export interface GroupHealth {
   ranks: RankHealth[];
   /** Oldest first. */
   events: HealthEvent[];
+  /** The job's story when a rank failed (src/story/story.ts): which rank ended first, how, and what the others did. */
+  story: JobStory | null;
   /** The server's clock (seconds since the epoch): "last step 3 s ago" is measured against it, not the browser's. */
   now: number;
 }
@@ -60,5 +63,5 @@ export function mergeGroupHealth(runs: RunInfo[], nowS = Date.now() / 1000): Gro
   const events = [...seen.values()].sort((a, b) => a.at - b.at);
   const lastJob = [...events].reverse().find((e) => e.kind === 'job stalled');
   const jobStalledNow = !!lastJob && !events.some((e) => e.kind === 'recovered' && e.at >= lastJob.at);
-  return { stalled: jobStalledNow || ranks.some((r) => r.state === 'stalled'), ranks, events, now: nowS };
+  return { stalled: jobStalledNow || ranks.some((r) => r.state === 'stalled'), ranks, events, story: storyOfRuns(runs), now: nowS };
 }

@@ -13,11 +13,15 @@ import os
 import signal
 import sys
 import threading
+import time
 
+from .end_said import exception_said
 from .run import live_runs
 
 _installed = False
 _exit_code = 0
+# The first uncaught exception, as FinishRunRequest's fields (docs/story.md): the job's story names it.
+_exception_said = None
 
 
 def _record_exit_code(code) -> None:
@@ -35,7 +39,13 @@ def install() -> None:
     prev_hook = sys.excepthook
 
     def excepthook(tp, value, tb):
+        global _exception_said
         _record_exit_code(130 if issubclass(tp, KeyboardInterrupt) else 1)
+        if _exception_said is None and not issubclass(tp, KeyboardInterrupt):
+            try:
+                _exception_said = exception_said(tp, value)
+            except Exception:
+                pass
         prev_hook(tp, value, tb)
 
     sys.excepthook = excepthook
@@ -56,8 +66,11 @@ def install() -> None:
 
 def _at_exit() -> None:
     mine = [r for r in live_runs() if r._writer is not None and r._writer.pid == os.getpid()]
+    said = _exception_said or {"ended_at": time.time()}
     for r in mine:
         try:
+            if r._end_said is None:
+                r._end_said = said
             r.finish(exit_code=_exit_code)
         except Exception as e:
             sys.stderr.write("logd: could not finish run %s at exit: %s\n" % (r.id, e))

@@ -326,6 +326,10 @@ class Run:
             self._warn("logd: flush: " + lost)
         return w.wait_acked(max(0.0, deadline - time.monotonic())) and not lost
 
+    # How the process ends, for the daemon's end record (docs/story.md): exception_type, exception_message and
+    # ended_at of FinishRunRequest, set by the exit hook (exit_hooks.py) or __exit__ before finish().
+    _end_said = None
+
     def finish(self, exit_code: Optional[int] = None, timeout: Optional[float] = None) -> FinishResult:
         """Waits (up to timeout seconds, default 10) until everything is durable, then
         finishes the run (the owner) or detaches from it (an attached writer)."""
@@ -405,8 +409,9 @@ class Run:
         unauthenticated = 0  # answers of UNAUTHENTICATED so far: the daemon at the address is not the one found
         while True:
             left = max(0.001, deadline - time.monotonic())
+            said = self._end_said or {}
             req = pb.FinishRunRequest(run_id=self.id, run_token=self._token, writer_id=w.writer_id, exit_code=exit_code,
-                                      timeout_ms=int(left * 1000), last_seq=w.seq)
+                                      timeout_ms=int(left * 1000), last_seq=w.seq, **said)
             try:
                 return w.conn.unary("FinishRun", req, left + 2)
             except CallError as e:
@@ -448,6 +453,10 @@ class Run:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        if exc_type is not None and not issubclass(exc_type, (KeyboardInterrupt, SystemExit)) and self._end_said is None:
+            from .end_said import exception_said
+
+            self._end_said = exception_said(exc_type, exc)
         if exc_type is None:
             self.finish()
         elif issubclass(exc_type, KeyboardInterrupt):

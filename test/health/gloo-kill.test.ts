@@ -100,7 +100,7 @@ describe.skipIf(torchMissing !== null)(`a rank killed under gloo${torchMissing ?
     expect(e.cause!.ranks, e.cause!.why).toEqual([2]);
     expect(e.cause!.runIds).toEqual([victim.runId]);
     expect(e.cause!.why).toMatch(/rank 2 ended crashed/);
-    expect(e.cause!.why).toMatch(new RegExp(`process ${victim.pid} exited`));
+    expect(e.cause!.why).toMatch(new RegExp(`its process ${victim.pid} was killed by SIGKILL without calling finish\\(\\)`));
     const deadRow = now.ranks.find((r) => r.rank === 2)!;
     expect(deadRow.state).toBe('crashed');
     const shown = await cliJson<{ state: string }>(t, ['show', victim.runId]);
