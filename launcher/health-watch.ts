@@ -62,3 +62,49 @@ export function watchHealth(service: string, group: string, print: (line: string
     await round(); // what happened since the last round, the end of the job included
   };
 }
+
+/** Tells the daemon how a rank's process ended (ReportExit): the launcher collected its exit status, the daemon cannot. */
+export function reportExit(service: string | undefined, pid: number | undefined, code: number | null, signal: NodeJS.Signals | null): void {
+  if (!service || !pid) return;
+  try {
+    const conn = connectionFor(parseServiceAddress(service));
+    void conn.unary('reportExit', { pid, exitCode: code ?? -1, signal: signal ?? '', endedAt: Date.now() / 1000 }, CALL_MS).catch(() => {});
+  } catch {
+    /* no daemon to tell: its liveness check still ends the run */
+  }
+}
+
+/**
+ * After the job: the runs the ranks (these pids) made, once they are all final (up to `waitMs`), and the groups
+ * they used (a script may pass group= and not use the launcher's). Null when the daemon cannot be asked.
+ */
+export async function jobRuns(service: string | undefined, pids: number[], since: number, waitMs: number): Promise<RunInfo[] | null> {
+  if (!service || pids.length === 0) return null;
+  let conn: ReturnType<typeof connectionFor>;
+  try {
+    conn = connectionFor(parseServiceAddress(service));
+  } catch {
+    return null;
+  }
+  const deadline = Date.now() + waitMs;
+  const mine = new Set(pids);
+  for (;;) {
+    let runs: RunInfo[];
+    try {
+      const page = await conn.unary<unknown, { runs: RunInfo[] }>('listRuns', { project: '', group: '', state: '', tag: '', text: '', limit: 1000, offset: 0 }, CALL_MS);
+      runs = page.runs.filter((r) => r.createdAt >= since - 1 && mine.has(pidOf(r)));
+    } catch {
+      return null;
+    }
+    if (runs.every((r) => r.state !== 'running' && r.state !== 'finishing') || Date.now() >= deadline) return runs;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+
+function pidOf(r: RunInfo): number {
+  try {
+    return (JSON.parse(r.metadataJson || '{}') as { pid?: number }).pid ?? -1;
+  } catch {
+    return -1;
+  }
+}

@@ -7,7 +7,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import path from 'node:path';
-import { watchHealth } from './health-watch.js';
+import { watchHealth, reportExit, jobRuns } from './health-watch.js';
+import { storyOfRuns } from '../src/story/story.js';
 
 export interface LaunchOptions {
   nprocPerNode: number;
@@ -136,6 +137,7 @@ export async function launch(opts: LaunchOptions): Promise<number> {
       clearTimeout(timer);
     }
   }
+  const launchedAt = Date.now() / 1000;
   const group = opts.group || process.env.LOGD_GROUP || defaultGroup(opts.script);
   stderr.write(`launch: ${whereTheRunsAre(group)}\n`);
   // One line per health event of the job's group (a stalled rank, a straggler), as the daemon judges them.
@@ -185,6 +187,7 @@ export async function launch(opts: LaunchOptions): Promise<number> {
       const piped = Promise.all([pipePrefixed(child.stdout!, stdout, `[rank ${rank}] `), pipePrefixed(child.stderr!, stderr, `[rank ${rank}] `)]);
       return new Promise<void>((resolve) => {
         const onExit = (code: number | null, signal: NodeJS.Signals | null, why?: string) => {
+          reportExit(daemonEnv.LOGD_SERVICE, child.pid, code, signal); // the daemon cannot read it: this process collected it
           const rc = code ?? (signal ? 128 + signalNumber(signal) : 1);
           if (rc !== 0 && exitCode === null) {
             exitCode = rc;
@@ -213,6 +216,14 @@ export async function launch(opts: LaunchOptions): Promise<number> {
     if (killTimer) clearTimeout(killTimer);
   }
   const code = exitCode ?? 0;
-  stderr.write(`launch: ${code === 0 ? 'done' : `exited with code ${code}`}; ${whereTheRunsAre(group)}\n`);
+  // The runs the ranks made (a script may name its own group), and the job's story when it failed.
+  const made = await jobRuns(daemonEnv.LOGD_SERVICE, children.map((c) => c.pid ?? 0).filter(Boolean), launchedAt, code === 0 ? 2000 : 5000);
+  const groups = [...new Set((made ?? []).map((r) => r.group).filter(Boolean))];
+  if (code !== 0 && made && made.length) {
+    const story = storyOfRuns(made);
+    if (story) stderr.write(`launch: job ${story.verdict}: ${story.line.replace(/^(failed|stopped): /, '')}\n`);
+  }
+  const shown = groups.length === 1 ? groups[0] : group;
+  stderr.write(`launch: ${code === 0 ? 'done' : `exited with code ${code}`}; ${groups.length > 1 ? `the ranks' runs are in groups ${groups.join(', ')}` : whereTheRunsAre(shown)}\n`);
   return code;
 }

@@ -32,7 +32,9 @@ export interface Attempt {
 /** GET /api/groups/{group}/health (daemon/ui/health.ts). */
 export interface RankHealth extends RankProgress { name: string; runState: string; rate?: StepRatePoint[] }
 /** `story`: the job's story when a rank failed (src/story/story.ts); absent from a server older than it. */
-export interface GroupHealth { group: string; stalled: boolean; ranks: RankHealth[]; events: HealthEvent[]; now: number; story?: JobStory | null }
+/** Which launch of a group a page shows, and every launch of it. */
+export interface GroupJobInfo { n: number; of: number; jobs: Array<{ n: number; startedAt: number; endedAt: number; runs: number }> }
+export interface GroupHealth { job?: GroupJobInfo; group: string; stalled: boolean; ranks: RankHealth[]; events: HealthEvent[]; now: number; story?: JobStory | null }
 
 /** One histogram, image or text of a run (GET /api/runs/{id}/media; daemon/query MediaItem). */
 export interface MediaItem {
@@ -135,10 +137,11 @@ export const api = {
       `/api/runs/${encodeURIComponent(id)}/history`, { keys, points, superseded: superseded ? '1' : undefined }),
   system: (id: string, points: number) =>
     get<{ host: string; gpus: Array<Record<string, unknown>>; keys: string[]; series: Record<string, ChartSeries> }>(`/api/runs/${encodeURIComponent(id)}/system`, { points }),
-  group: (g: string, keys: string[] = [], points = 0) =>
-    get<{ group: string; runs: Run[]; total: number; keys: string[]; series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> }>(
-      `/api/groups/${encodeURIComponent(g)}`, { keys, points: points || undefined }),
-  groupHealth: (g: string) => get<GroupHealth>(`/api/groups/${encodeURIComponent(g)}/health`),
+  /** `job`: which launch of the group (1 = the oldest, `all`); the latest when absent (src/story/jobs.ts). */
+  group: (g: string, keys: string[] = [], points = 0, job?: string) =>
+    get<{ group: string; job?: GroupJobInfo; runs: Run[]; total: number; keys: string[]; series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> }>(
+      `/api/groups/${encodeURIComponent(g)}`, { keys, points: points || undefined, job }),
+  groupHealth: (g: string, job?: string) => get<GroupHealth>(`/api/groups/${encodeURIComponent(g)}/health`, { job }),
   media: (id: string, kind: string, key: string) => get<MediaAnswer>(`/api/runs/${encodeURIComponent(id)}/media`, { kind, key }),
   imageUrl: (id: string, sha256: string) => `/api/runs/${encodeURIComponent(id)}/images/${encodeURIComponent(sha256)}`,
   console: (id: string, q: ConsoleQuery) => get<ConsoleAnswer>(`/api/runs/${encodeURIComponent(id)}/console`, consoleParams(q)),

@@ -34,6 +34,8 @@ export function groupPage(root: HTMLElement, group: string): () => void {
   const charts: LazyChart[] = [];
   const closers: Array<() => void> = [];
   let mode: Mode = p.get('mode') === 'ranks' ? 'ranks' : 'band';
+  /** Which launch of the group (?job=N, 1 = the oldest, or all); the latest when absent. */
+  const job = p.get('job') ?? undefined;
   const bandBtn = h('button', { id: 'mode-band', class: 'seg', title: 'the mean across ranks with its min–max band, where ranks log the same steps' }, 'mean ± min/max');
   const ranksBtn = h('button', { id: 'mode-ranks', class: 'seg', title: "one line per rank" }, 'every rank');
   const showMode = () => {
@@ -72,7 +74,7 @@ export function groupPage(root: HTMLElement, group: string): () => void {
       healthBusy = false;
       if (!stopped && ms > 0) healthTimer = setTimeout(() => ((healthTimer = null), pollHealth()), ms);
     };
-    void api.groupHealth(group).then((gh) => {
+    void api.groupHealth(group, job).then((gh) => {
       if (stopped) return;
       health.update(gh);
       again(gh.ranks.some((r) => r.runState === 'running') ? HEALTH_POLL_MS : 0);
@@ -85,8 +87,17 @@ export function groupPage(root: HTMLElement, group: string): () => void {
   });
   ranksBtn.addEventListener('click', () => setMode('ranks'));
 
-  void api.group(group).then((g) => {
+  void api.group(group, [], 0, job).then((g) => {
     document.title = `group ${group} · logd`;
+    if (g.job && g.job.of > 1) {
+      // Each launch under this group name is a job of its own: the latest is shown, the earlier ones a click away.
+      const href = (k: string) => `/groups/${encodeURIComponent(group)}?job=${k}`;
+      runsEl.append(h('p', { id: 'group-jobs', 'data-job': String(g.job.n), 'data-jobs': String(g.job.of) },
+        g.job.n === 0 ? `all ${g.job.of} jobs of this group · ` : `job ${g.job.n} of ${g.job.of}${g.job.n === g.job.of ? ' (the latest)' : ''} · `,
+        ...g.job.jobs.flatMap((j) => [j.n === g.job!.n ? h('b', {}, `job ${j.n}`) : h('a', { href: href(String(j.n)), class: 'job-link' }, `job ${j.n}`),
+          ` (${new Date(j.startedAt * 1000).toISOString().slice(0, 16).replace('T', ' ')}, ${j.runs} run${j.runs === 1 ? '' : 's'}) `]),
+        g.job.n === 0 ? '' : h('a', { href: href('all'), class: 'job-link' }, 'all')));
+    }
     const states = new Map<string, HTMLElement>();
     runsEl.append(h('table', { class: 'runs' },
       h('thead', {}, h('tr', {}, h('th', {}, 'rank'), h('th', {}, 'name'), h('th', {}, 'node'), h('th', {}, 'state'), h('th', { class: 'num' }, 'rows'))),
@@ -108,7 +119,7 @@ export function groupPage(root: HTMLElement, group: string): () => void {
       list.append(h('details', { open: true, class: 'section', 'data-prefix': prefix }, h('summary', {}, prefix || 'metrics'), grid));
       for (const k of keys) {
         const c = new LazyChart(k, async (points) => {
-          const res = await api.group(group, [k], points);
+          const res = await api.group(group, [k], points, job);
           const s = res.series[k];
           if (!s) return [];
           const per = g.runs.filter((r) => s.runs[r.id]);
@@ -131,7 +142,7 @@ export function groupPage(root: HTMLElement, group: string): () => void {
     // A rank that joins later, or a metric first logged now, redraws the page
     // (rare: a group's shape settles in its first seconds).
     const known = new Set(g.keys);
-    const reshape = debounce(1000, () => void api.group(group).then((now) => {
+    const reshape = debounce(1000, () => void api.group(group, [], 0, job).then((now) => {
       if (now.total !== g.total || now.keys.some((k) => !known.has(k))) {
         stop();
         groupPage(root, group);

@@ -23,7 +23,7 @@ export const MESSAGES: Record<string, readonly Field[]> = {
   Opened: [['writerId', 1, 'string', 0, 0], ['lastSeq', 2, 'uint64', 0, 0], ['runState', 3, 'string', 0, 0]],
   Ack: [['seq', 1, 'uint64', 0, 0]],
   Control: [['kind', 1, 'string', 0, 0], ['seq', 2, 'uint64', 0, 0], ['message', 3, 'string', 0, 0]],
-  FinishRunRequest: [['runId', 1, 'string', 0, 0], ['runToken', 2, 'string', 0, 0], ['writerId', 3, 'string', 0, 0], ['exitCode', 4, 'int32', 0, 0], ['timeoutMs', 5, 'uint32', 0, 0], ['lastSeq', 6, 'uint64', 0, 0]],
+  FinishRunRequest: [['runId', 1, 'string', 0, 0], ['runToken', 2, 'string', 0, 0], ['writerId', 3, 'string', 0, 0], ['exitCode', 4, 'int32', 0, 0], ['timeoutMs', 5, 'uint32', 0, 0], ['lastSeq', 6, 'uint64', 0, 0], ['exceptionType', 7, 'string', 0, 0], ['exceptionMessage', 8, 'string', 0, 0], ['endedAt', 9, 'double', 0, 0]],
   FinishRunResponse: [['run', 1, 'RunInfo', 0, 0], ['message', 2, 'string', 0, 0], ['timedOut', 3, 'bool', 0, 0]],
   ListRunsRequest: [['project', 1, 'string', 0, 0], ['group', 2, 'string', 0, 0], ['state', 3, 'string', 0, 0], ['limit', 4, 'uint32', 0, 0], ['tag', 5, 'string', 0, 0], ['text', 6, 'string', 0, 0], ['offset', 7, 'uint32', 0, 0]],
   ListRunsResponse: [['runs', 1, 'RunInfo', 1, 0], ['total', 2, 'uint32', 0, 0], ['nextOffset', 3, 'uint32', 0, 0]],
@@ -35,6 +35,8 @@ export const MESSAGES: Record<string, readonly Field[]> = {
   StatusResponse: [['pid', 1, 'int32', 0, 0], ['version', 2, 'string', 0, 0], ['addresses', 3, 'string', 1, 0], ['dataDir', 4, 'string', 0, 0], ['startedAt', 5, 'double', 0, 0], ['sidecar', 6, 'bool', 0, 0], ['openRuns', 7, 'RunInfo', 1, 0], ['clients', 8, 'ClientInfo', 1, 0], ['recordsStored', 9, 'uint64', 0, 0], ['storageProblem', 10, 'string', 0, 0], ['storeProblems', 11, 'string', 1, 0]],
   ShutdownRequest: [],
   ShutdownResponse: [['runsKilled', 1, 'uint32', 0, 0]],
+  ReportExitRequest: [['pid', 1, 'int32', 0, 0], ['exitCode', 2, 'int32', 0, 0], ['signal', 3, 'string', 0, 0], ['endedAt', 4, 'double', 0, 0]],
+  ReportExitResponse: [['runs', 1, 'uint32', 0, 0]],
   ReadConsoleRequest: [['runId', 1, 'string', 0, 0], ['afterOffset', 2, 'uint64', 0, 0], ['limit', 3, 'uint32', 0, 0]],
   ReadMediaRequest: [['runId', 1, 'string', 0, 0], ['afterOffset', 2, 'uint64', 0, 0], ['limit', 3, 'uint32', 0, 0], ['kind', 4, 'string', 0, 0], ['key', 5, 'string', 0, 0]],
   ReadMediaResponse: [['entriesJson', 1, 'string', 1, 0], ['nextOffset', 2, 'uint64', 0, 0]],
@@ -59,4 +61,5 @@ export const METHODS: Record<string, readonly [path: string, request: string, re
   readImage: ['/logd.v1.Logd/ReadImage', 'ReadImageRequest', 'ReadImageResponse', false, false],
   status: ['/logd.v1.Logd/Status', 'StatusRequest', 'StatusResponse', false, false],
   shutdown: ['/logd.v1.Logd/Shutdown', 'ShutdownRequest', 'ShutdownResponse', false, false],
+  reportExit: ['/logd.v1.Logd/ReportExit', 'ReportExitRequest', 'ReportExitResponse', false, false],
 };

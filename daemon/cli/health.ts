@@ -8,6 +8,7 @@ import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-ur
 import { rankLabel, type StepRatePoint } from '../../src/health.js';
 import { mergeGroupHealth, type GroupHealth as MergedHealth } from '../ui/health.js';
 import type { JobStory } from '../../src/story/story.js';
+import { splitJobs, pickJob } from '../../src/story/jobs.js';
 
 export interface GroupHealth extends MergedHealth {
   project: string;
@@ -24,7 +25,7 @@ function rankOf(r: RunInfo): number | null {
 }
 
 /** The health of the groups `target` names (a run id, or a group), or of every open group when none. */
-export async function groupsHealth(src: QuerySource, target: string | undefined): Promise<GroupHealth[]> {
+export async function groupsHealth(src: QuerySource, target: string | undefined, job?: string): Promise<GroupHealth[]> {
   let runs: RunInfo[];
   if (!target) {
     const open = (await src.listRuns({ state: 'running', limit: 1000 })).runs.filter((r) => r.group || rankOf(r) !== null);
@@ -52,7 +53,15 @@ export async function groupsHealth(src: QuerySource, target: string | undefined)
     const k = r.group ? `${r.project}\u0000${r.group}` : `${r.project}\u0000\u0000${r.id}`;
     (byGroup.get(k) ?? byGroup.set(k, []).get(k)!).push(r);
   }
-  return [...byGroup.values()].map((members) => ({ project: members[0].project, group: members[0].group, ...mergeGroupHealth(members) }));
+  return [...byGroup.values()].map((members) => {
+    if (!members[0].group) return { project: members[0].project, group: '', ...mergeGroupHealth(members) };
+    // One launch of the group (src/story/jobs.ts): the one holding the run named, else --job, else the latest.
+    const jobs = splitJobs(members);
+    const holding = !job && target ? jobs.find((j) => j.runs.some((r) => r.id === target)) : undefined;
+    const picked = holding ?? pickJob(jobs, job);
+    const info = { n: picked.n, of: jobs.length, jobs: jobs.map((j) => ({ n: j.n, startedAt: j.startedAt, endedAt: j.endedAt, runs: j.runs.length })) };
+    return { project: members[0].project, group: members[0].group, ...mergeGroupHealth(picked.runs), job: info };
+  });
 }
 
 function ago(at: number): string {
@@ -103,7 +112,8 @@ function clockMs(at: number): string {
 
 export function healthText(g: GroupHealth, withStacks: boolean): string {
   const lines: string[] = [];
-  const title = g.group ? `group ${g.group} (project ${g.project})` : `run ${g.ranks[0]?.runId} (project ${g.project})`;
+  const jobNote = g.job && g.job.of > 1 ? (g.job.n === 0 ? `, all ${g.job.of} jobs` : `, job ${g.job.n} of ${g.job.of}${g.job.n === g.job.of ? ' (the latest; --job N for an earlier one)' : ''}`) : '';
+  const title = g.group ? `group ${g.group} (project ${g.project}${jobNote})` : `run ${g.ranks[0]?.runId} (project ${g.project})`;
   const s = g.story;
   const verdict = s?.verdict === 'failed' ? 'FAILED' : s?.verdict === 'stopped' ? 'stopped' : g.stalled ? 'STALLED' : g.ranks.some((r) => r.state === 'straggler') ? 'a straggler'
     : g.ranks.some((r) => r.runState === 'crashed' || r.runState === 'killed') ? 'ended (a rank did not finish)' : 'healthy';
@@ -141,12 +151,13 @@ export function registerHealthCommand(program: Command, fail: (msg: string, code
     .addOption(urlFileOption('store'))
     .option('--watch', 'print again every 2 s until interrupted (with --json: one JSON line each time)')
     .option('--stacks', 'print the whole stacks taken at a stall, not only their innermost frame')
+    .option('--job <n>', 'which launch of the group: 1 (the oldest) to N, latest (the default) or all')
     .option('--json', 'machine-readable output: an array of groups')
-    .action(async (target: string | undefined, o: { watch?: boolean; stacks?: boolean; json?: boolean } & UrlOptions) => {
+    .action(async (target: string | undefined, o: { watch?: boolean; stacks?: boolean; json?: boolean; job?: string } & UrlOptions) => {
       const store = urlOrExit('store', o);
       const src = await openSource({ store }).catch((e: Error) => fail(e.message));
       const once = async () => {
-        const groups = await groupsHealth(src, target).catch((e: Error) => fail(e.message));
+        const groups = await groupsHealth(src, target, o.job).catch((e: Error) => fail(e.message));
         if (o.json) console.log(o.watch ? JSON.stringify(groups) : JSON.stringify(groups, null, 2));
         else if (groups.length === 0) console.log(`no open run of a group or a rank in ${src.where}; name a group or a run to see a finished one`);
         else console.log(groups.map((g) => healthText(g, !!o.stacks)).join('\n\n'));

@@ -256,6 +256,8 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       };
     }),
 
+    reportExit: unary(ctx, (req: { pid: number; exitCode: number; signal: string; endedAt: number }) => ({ runs: fin.exitReported(req.pid, req.exitCode, req.signal, req.endedAt) })),
+
     shutdown: unary(ctx, () => {
       const n = reg.openRuns().length;
       setImmediate(() => ctx.requestShutdown('a Shutdown call (logd stop)'));

@@ -9,7 +9,7 @@ import type { LiveRun, Writer } from './run.js';
 import type { Registry } from './registry.js';
 import { isAlive } from './liveness.js';
 import { procState, endFromStatus, oomSince, OomWatch } from './process-end.js';
-import { describeEnd, END_EXCEPTION_CHARS, type RunEnd } from '../../src/story/end.js';
+import { describeEnd, END_EXCEPTION_CHARS, signalName, type RunEnd } from '../../src/story/end.js';
 import { ingestSpool, ingestRunSpool, ingestDeferredSpool, type FinaliseRun } from './spool.js';
 import { ingestRunJournals, ingestWriterJournal } from './journal.js';
 import { bytesSinceCheckpoint } from '../store/seal.js';
@@ -38,8 +38,13 @@ export interface EndSaid {
   endedAt?: number;
 }
 
+/** How long a run whose owner is gone (its exit status collected by its parent) waits for the parent's ReportExit. */
+const PARENT_REPORT_MS = 400;
+
 export class Finaliser {
   private queue: Promise<void> = Promise.resolve();
+  /** Runs whose owner was seen gone without an exit status, and when: waiting PARENT_REPORT_MS for ReportExit. */
+  private readonly goneSeen = new Map<string, number>();
   private liveness: NodeJS.Timeout;
   private exitWatch: NodeJS.Timeout | null = null;
   /** The kernel's OOM-kill count as the exit watch saw it (process-end.ts). */
@@ -92,9 +97,49 @@ export class Finaliser {
     if (watched) this.oomWatch.look(); // idle (no local owner): not read
   }
 
+  /**
+   * A local process's parent says how it ended (ReportExit, from `logd launch`): the runs it owned and left open
+   * record it and end. A process still alive is not taken at its word (its runs go on); the signal must be one
+   * Linux has.
+   */
+  exitReported(pid: number, exitCode: number, signal: string, endedAt: number): number {
+    if (!(pid > 0)) return 0;
+    const sig = /^SIG[A-Z0-9+]{2,12}$/.test(signal) ? signal : '';
+    let n = 0;
+    for (const run of this.reg.runs.values()) {
+      if (run.final || run.state !== 'running' || run.pendingEnd) continue;
+      const owner = run.writers.get(run.meta.ownerWriterId);
+      if (!owner || !owner.local || owner.meta.pid !== pid || procState(pid, owner.startTime).alive) continue;
+      const now = Date.now() / 1000;
+      const at = endedAt > 0 && endedAt <= now + 1 && endedAt > now - 3600 ? endedAt : now;
+      run.pendingEnd = this.endRecord(run, owner, {
+        at, atWithinS: 0, source: 'parent', exitCode: sig ? null : exitCode, signal: sig || null,
+        ...(sig === 'SIGKILL' ? { oom: oomSince(owner.oom, this.oomWatch) } : {}),
+      });
+      if (!run.pendingEnd.oom) delete run.pendingEnd.oom;
+      this.writerGone(run, owner, '');
+      n++;
+    }
+    return n;
+  }
+
   /** The owner's process is gone: record how (its wait status, if the kernel still kept it), then deliver and finalise. */
   private ownerDied(run: LiveRun, w: Writer, status: number | null, withinS: number): void {
     if (run.pendingEnd || run.final) return;
+    if (status === null) {
+      // Gone, its exit status collected by its parent: `logd launch` reports it (ReportExit) right after; wait for
+      // that a moment, then end the run with what is known.
+      if (this.goneSeen.has(run.id)) return;
+      const seenAt = Date.now() / 1000;
+      this.goneSeen.set(run.id, seenAt);
+      setTimeout(() => {
+        this.goneSeen.delete(run.id);
+        if (run.pendingEnd || run.final) return;
+        run.pendingEnd = this.endRecord(run, w, { at: seenAt, atWithinS: withinS, ...endFromStatus(null, undefined) });
+        this.writerGone(run, w, '');
+      }, PARENT_REPORT_MS).unref();
+      return;
+    }
     run.pendingEnd = this.endRecord(run, w, { atWithinS: withinS, ...endFromStatus(status, oomSince(w.oom, this.oomWatch)) });
     this.writerGone(run, w, '');
   }
@@ -154,7 +199,17 @@ export class Finaliser {
    * `resumable`: a daemon stop, which the run's owner may come back from.
    */
   /** finalise() as the spool's callback: a run its owner's spill file ends. */
-  readonly finaliseRun: FinaliseRun = (run, state, reason, exitCode) => void this.finalise(run, state, reason, exitCode);
+  readonly finaliseRun: FinaliseRun = (run, state, reason, exitCode) => {
+    // The owner's spill says how it ended (its exit code; 128 + n from the client's handler of signal n) where the
+    // kernel's status was already collected: that goes in its end record.
+    const had = run.pendingEnd;
+    if ((!had || had.source === 'gone') && exitCode >= 0) {
+      const owner = run.writers.get(run.meta.ownerWriterId);
+      const sig = exitCode > 128 && exitCode < 160 ? signalName(exitCode - 128) : null;
+      run.pendingEnd = this.endRecord(run, owner, { ...(had ? { at: had.at, atWithinS: had.atWithinS } : {}), source: sig ? 'signal-handler' : 'client', exitCode: sig ? null : exitCode, signal: sig });
+    }
+    void this.finalise(run, state, reason, exitCode);
+  };
 
   finalise(run: LiveRun, state: FinalStateName, reason: string, exitCode: number, opts: { resumable?: boolean; flushMs?: number; end?: RunEnd } = {}): Promise<void> {
     const resumable = opts.resumable ?? false;

@@ -8,6 +8,7 @@ import { metricSeries, acrossRuns, type ChartSeries } from './downsample.js';
 import { FirstLoads } from './first-load.js';
 import { RunIndex, fieldsOf, type RunJson } from './run-index.js';
 import { parseFilter, selectRuns, FilterError, type FilterTerm, type RunFields } from '../../src/run-filter.js';
+import { splitJobs, pickJob } from '../../src/story/jobs.js';
 import { mergeGroupHealth, type GroupHealth } from './health.js';
 import { HttpError, intParam } from './params.js';
 import { runConsole, groupConsole } from './console.js';
@@ -190,26 +191,38 @@ export class Api {
 
   /** The group's console output, every run's merged by time. */
   async groupConsole(group: string, q: URLSearchParams): Promise<unknown> {
-    const page = await this.groupRuns(group);
+    const page = await this.groupRuns(group, q);
     const runs = page.runs.filter((r) => r.group === group).map((info) => ({ info, rank: runJson(info).rank as number | null }))
       .sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9) || a.info.id.localeCompare(b.info.id));
     return groupConsole(this.source, group, runs, q);
   }
 
-  private async groupRuns(group: string) {
+  /**
+   * The runs of one job of the group (src/story/jobs.ts): `?job=N` (1 = the oldest launch), `latest` (the default)
+   * or `all`; `jobs` lists every launch of the group, so a page can offer the earlier ones.
+   */
+  private async groupRuns(group: string, q: URLSearchParams = new URLSearchParams()) {
     const page = await this.source.listRuns({ group, limit: GROUP_RUNS });
     if (page.total === 0) throw new HttpError(404, `group ${JSON.stringify(group.slice(0, 200))} has no runs in ${this.source.where}; the runs list at / shows every group`);
-    return page;
+    const jobs = splitJobs(page.runs.filter((r) => r.group === group));
+    let job;
+    try {
+      job = pickJob(jobs, q.get('job') ?? undefined);
+    } catch (e) {
+      throw new HttpError(400, `job: ${(e as Error).message}`);
+    }
+    const jobList = jobs.map((j) => ({ n: j.n, startedAt: j.startedAt, endedAt: j.endedAt, runs: j.runs.length }));
+    return { runs: job.runs, total: job.n === jobs.length || job.n === 0 ? job.runs.length + (page.total - page.runs.length) : job.runs.length, job: { n: job.n, of: jobs.length, jobs: jobList } };
   }
 
   /** The group's rank health: every rank's progress and the group's events, merged (health.ts). One listing, no history read. */
-  async groupHealth(group: string): Promise<GroupHealth & { group: string }> {
-    const page = await this.groupRuns(group);
-    return { group, ...mergeGroupHealth(page.runs.filter((r) => r.group === group)) };
+  async groupHealth(group: string, q?: URLSearchParams): Promise<GroupHealth & { group: string }> {
+    const page = await this.groupRuns(group, q);
+    return { group, job: page.job, ...mergeGroupHealth(page.runs) };
   }
 
   async group(group: string, q: URLSearchParams): Promise<unknown> {
-    const page = await this.groupRuns(group);
+    const page = await this.groupRuns(group, q);
     const byRank = page.runs.map((r) => ({ info: r, json: runJson(r) }))
       .sort((a, b) => ((a.json.rank as number | null) ?? 1e9) - ((b.json.rank as number | null) ?? 1e9) || a.info.id.localeCompare(b.info.id));
     const runs = byRank.map((r) => r.json);
@@ -226,7 +239,7 @@ export class Api {
       }
       series[k] = { aggregate: acrossRuns(loaded.map(([, s]) => s), k, points), runs: per };
     }
-    return { group, runs, total: page.total, keys: [...keySet].sort(), rows: Object.fromEntries(loaded.map(([id, s]) => [id, s.rows])), series };
+    return { group, job: page.job, runs, total: page.total, keys: [...keySet].sort(), rows: Object.fromEntries(loaded.map(([id, s]) => [id, s.rows])), series };
   }
 }
 

@@ -24,6 +24,8 @@ export interface GroupHealth {
   events: HealthEvent[];
   /** The job's story when a rank failed (src/story/story.ts): which rank ended first, how, and what the others did. */
   story: JobStory | null;
+  /** Which launch of the group this is (src/story/jobs.ts): n of `of` (n 0: every job together). */
+  job?: { n: number; of: number; jobs: Array<{ n: number; startedAt: number; endedAt: number; runs: number }> };
   /** The server's clock (seconds since the epoch): "last step 3 s ago" is measured against it, not the browser's. */
   now: number;
 }

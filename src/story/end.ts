@@ -31,10 +31,10 @@ export interface RunEnd {
   /**
    * Where the record comes from: `client` (finish() or the client's exit hook), `wait-status` (the exit status the
    * kernel kept for the exited process, read from /proc before its parent collected it), `signal-handler` (the
-   * client's handler of SIGTERM/SIGHUP), `gone` (the process was gone and its exit status already collected),
+   * client's handler of SIGTERM/SIGHUP), `parent` (its parent, `logd launch`, said: ReportExit), `gone` (the process was gone and its exit status already collected),
    * `lost-contact`, `daemon`.
    */
-  source: 'client' | 'wait-status' | 'signal-handler' | 'gone' | 'lost-contact' | 'daemon';
+  source: 'client' | 'wait-status' | 'parent' | 'signal-handler' | 'gone' | 'lost-contact' | 'daemon';
 }
 
 export const END_LINES = 20;

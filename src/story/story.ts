@@ -176,8 +176,15 @@ export function tellStory(ranks: readonly StoryRank[]): JobStory | null {
     // Every failure follows a peer's: the rank that caused it is not among those seen (another node, or it left no record).
     first = [];
   } else {
-    const f0 = independent[0];
-    first = independent.filter((f) => f === f0 || f.at - f0.at <= Math.max(f.atWithinS, f0.atWithinS, 0.002));
+    // A rank stopped by a signal is first only when it ended clearly before every other failure: a launcher stops
+    // the others within milliseconds of the first failure, and their ends are not to be ordered against it.
+    const window = (a: RankFate, b: RankFate) => Math.max(a.atWithinS, b.atWithinS, 0.002);
+    const primary = independent.filter((f) => f.cause !== 'terminated');
+    const p0 = primary[0];
+    const stoppedBefore = p0 ? independent.filter((f) => f.cause === 'terminated' && f.at < p0.at - Math.max(window(f, p0), 0.05)) : [];
+    const pool = !p0 || stoppedBefore.length ? independent : primary;
+    const f0 = pool[0];
+    first = pool.filter((f) => f === f0 || f.at - f0.at <= window(f, f0));
     if (first.length > 1) first.sort((a, b) => (a.rank ?? 1e9) - (b.rank ?? 1e9));
     unordered = first.length > 1;
   }

@@ -54,6 +54,14 @@ describe('the job story', () => {
     expect(lone.first.map((f) => [f.rank, f.cause])).toEqual([[1, 'terminated']]);
   });
 
+  it('ranks a launcher stops within milliseconds of the first failure are not ordered against it', () => {
+    const s = tellStory([rank(1, { signal: 'SIGTERM', at: T + 0.001, source: 'parent' }), rank(2, { signal: 'SIGKILL', at: T, source: 'parent' }),
+      rank(3, { signal: 'SIGTERM', at: T - 0.001, source: 'parent' })])!;
+    expect(s.first.map((f) => f.rank)).toEqual([2]);
+    expect(s.after.map((f) => [f.rank, f.consequence])).toEqual([[3, true], [1, true]]);
+    expect(s.line).toMatch(/^failed: rank 2 .*was killed by SIGKILL.*; ranks 1, 3 failed right after it \(stopped with the job\)$/);
+  });
+
   it('causes: OOM, CUDA OOM, NaN by the last values, an exception from a traceback in the console', () => {
     expect(tellStory([rank(0, { signal: 'SIGKILL', oom: '/proc/vmstat oom_kill 3 -> 4' })])!.first[0].cause).toBe('oom');
     expect(tellStory([rank(0, { exitCode: 1, exception: { type: 'torch.OutOfMemoryError', message: 'CUDA out of memory. Tried to allocate 2.00 GiB' } })])!.first[0].cause).toBe('oom');

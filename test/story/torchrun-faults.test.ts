@@ -16,7 +16,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { execa } from 'execa';
 import { describe, it, expect, afterAll, beforeAll } from 'vitest';
-import { makeEnv, startDaemon, killDaemon, cli, cliJson, waitUntil, type TestEnv } from '../helpers.js';
+import { CLI, makeEnv, startDaemon, killDaemon, cli, cliJson, waitUntil, type TestEnv } from '../helpers.js';
 import { FIXTURES, PYTHON, torchMissing, pyEnv, freePort } from '../python/py-helpers.js';
 import { startUi, type UiProcess } from '../ui/helpers.js';
 import { chromiumMissing, launchChromium } from '../ui/browser.js';
@@ -157,6 +157,29 @@ describe.skipIf(torchMissing !== null)(`a failed job's story${torchMissing ? ` (
     expect(shown).toMatch(/state: crashed \(its process \d+ was killed by SIGKILL without calling finish\(\)\), exit code -1/);
   });
 
+  it('`logd launch`: one line names the rank and its signal (the launcher reports what it collected), the group the script used; the same group run again is a job of its own', async () => {
+    const launch = async (fault: string, rank: number) => execa(process.execPath, [CLI, 'launch', '--nproc-per-node', '4', '--master-port', String(await freePort()),
+      PYTHON, path.join(FIXTURES, 'story_train.py'), 'story-launch', fault, String(rank), String(randomStep())],
+    { env: pyEnv(t, { OMP_NUM_THREADS: '1' }), extendEnv: false, reject: false, all: true, timeout: 180_000 });
+    const first = await launch('kill', 2);
+    expect(first.exitCode).toBe(137);
+    expect(first.stderr).toMatch(/^launch: job failed: rank 2 \(pid \d+, [^)]+\) was killed by SIGKILL at step \d+, \d\d:\d\d:\d\d; ranks 0, 1, 3 failed/m);
+    // The script passes group=: the launcher names the group its ranks used, not its own default.
+    expect(first.stderr).toMatch(/^launch: exited with code 137; the runs of this job are in group story-launch:/m);
+    const second = await launch('raise', 1);
+    expect(second.stderr, second.all).toMatch(/^launch: job failed: rank 1 \(pid \d+, [^)]+\) raised ValueError: bad batch at step \d+/m);
+    // Two launches under one group: two jobs, the latest by default, the first one a flag away.
+    const latest = (await cliJson<GroupHealth[]>(t, ['health', 'story-launch']))[0];
+    expect(latest.job).toMatchObject({ n: 2, of: 2 });
+    expect(latest.ranks).toHaveLength(4);
+    expect(latest.story!.first.map((f) => f.rank)).toEqual([1]);
+    const earlier = (await cliJson<GroupHealth[]>(t, ['health', 'story-launch', '--job', '1']))[0];
+    expect(earlier.story!.first.map((f) => [f.rank, f.cause])).toEqual([[2, 'killed']]);
+    expect((await cli(t, ['health', 'story-launch'])).stdout).toMatch(/^group story-launch \(project story, job 2 of 2 \(the latest; --job N for an earlier one\)\): FAILED/);
+    const bad = await cli(t, ['health', 'story-launch', '--job', '3'], { reject: false });
+    expect(bad.stderr).toMatch(/no job "3" in this group: it has 2 job\(s\)/);
+  }, 400_000);
+
   const noChromium = chromiumMissing();
   it.skipIf(noChromium !== null)(`the dashboard's group page tells the same story${noChromium ? ` (skipped: ${noChromium})` : ''}`, async () => {
     const ui: UiProcess = await startUi(t);
@@ -173,6 +196,18 @@ describe.skipIf(torchMissing !== null)(`a failed job's story${torchMissing ? ` (
       const roles = await strip.locator('tr.story-rank').evaluateAll((trs) => trs.map((tr) => [tr.children[1].textContent, tr.getAttribute('data-role'), tr.getAttribute('data-cause')]));
       expect(roles[0]).toEqual(['rank 2', 'first', 'killed']);
       expect(roles.slice(1).map((r) => r[1])).toEqual(['consequence', 'consequence', 'consequence']);
+      // A group launched twice: the page shows the latest job, the earlier one a click away.
+      await page.goto(`${ui.base}/groups/story-launch`);
+      const jobs = page.locator('#group-jobs');
+      await jobs.waitFor({ timeout: 15_000 });
+      expect([await jobs.getAttribute('data-job'), await jobs.getAttribute('data-jobs')]).toEqual(['2', '2']);
+      expect(await page.locator('#group-runs tr.run').count()).toBe(4);
+      await strip.locator('#health-story p.story-line').waitFor({ timeout: 15_000 });
+      expect(await strip.locator('tr.story-rank[data-role="first"]').evaluateAll((trs) => trs.map((tr) => tr.children[1].textContent))).toEqual(['rank 1']);
+      await jobs.locator('a.job-link', { hasText: 'job 1' }).click();
+      await page.waitForURL(/\?job=1$/);
+      await strip.locator('tr.story-rank[data-role="first"]').first().waitFor({ timeout: 15_000 });
+      expect(await strip.locator('tr.story-rank[data-role="first"]').evaluateAll((trs) => trs.map((tr) => [tr.children[1].textContent, tr.getAttribute('data-cause')]))).toEqual([['rank 2', 'killed']]);
     } finally {
       await chrome.close();
       await ui.stop();

@@ -1,0 +1,68 @@
+// The jobs of a group: each launch of a job under the same group name is a
+// job of its own (issue 34). A run belongs to the launch that was still going
+// when it was created: a run created after every run of the latest job had
+// ended starts a new job. torchrun's run id (config.torchrun.TORCHELASTIC_RUN_ID,
+// `--rdzv-id`, a fresh uuid with `--standalone`) separates jobs that overlap
+// in time; its default "none" (a static rendezvous) says nothing, and time
+// decides. Pure: the CLI, the dashboard and the story split a group alike.
+import type { RunInfo } from '../wire.js';
+
+export interface GroupJob {
+  /** 1 for the oldest launch of the group. */
+  n: number;
+  runs: RunInfo[];
+  /** When its first run was created, and when its last run ended (0 while one runs). */
+  startedAt: number;
+  endedAt: number;
+}
+
+function torchrunId(r: RunInfo): string {
+  try {
+    const c = JSON.parse(r.configJson || '{}') as { torchrun?: { TORCHELASTIC_RUN_ID?: unknown } };
+    const id = c.torchrun?.TORCHELASTIC_RUN_ID;
+    return typeof id === 'string' && id !== '' && id !== 'none' ? id : '';
+  } catch {
+    return '';
+  }
+}
+
+const open = (r: RunInfo) => r.state === 'running' || r.state === 'finishing' || !(Number(r.finishedAt) > 0);
+
+/** The group's jobs, oldest first (runs of other groups are not looked at: pass one group's runs). */
+export function splitJobs(runs: readonly RunInfo[]): GroupJob[] {
+  const sorted = [...runs].sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
+  const jobs: Array<{ runs: RunInfo[]; ids: Set<string>; endedAt: number; anyOpen: boolean }> = [];
+  for (const r of sorted) {
+    const id = torchrunId(r);
+    let job = id ? jobs.find((j) => j.ids.has(id)) : undefined;
+    if (!job) {
+      const last = jobs[jobs.length - 1];
+      const lastIds = last ? [...last.ids] : [];
+      const overlaps = last && (last.anyOpen || r.createdAt <= last.endedAt);
+      const sameLaunch = overlaps && (!id || lastIds.length === 0 || lastIds.includes(id));
+      job = sameLaunch ? last : undefined;
+    }
+    if (!job) {
+      job = { runs: [], ids: new Set(), endedAt: 0, anyOpen: false };
+      jobs.push(job);
+    }
+    job.runs.push(r);
+    if (id) job.ids.add(id);
+    if (open(r)) job.anyOpen = true;
+    else job.endedAt = Math.max(job.endedAt, Number(r.finishedAt));
+  }
+  return jobs.map((j, i) => ({ n: i + 1, runs: j.runs, startedAt: j.runs[0].createdAt, endedAt: j.anyOpen ? 0 : j.endedAt }));
+}
+
+/**
+ * The job `which` names: a number (1 = the oldest), `latest` (the default) or `all` (every run of the group as one).
+ * Throws with the choices when there is no such job.
+ */
+export function pickJob(jobs: GroupJob[], which: string | undefined): GroupJob {
+  if (jobs.length === 0) throw new Error('the group has no runs');
+  if (!which || which === 'latest') return jobs[jobs.length - 1];
+  if (which === 'all') return { n: 0, runs: jobs.flatMap((j) => j.runs), startedAt: jobs[0].startedAt, endedAt: jobs.some((j) => j.endedAt === 0) ? 0 : Math.max(...jobs.map((j) => j.endedAt)) };
+  const n = Number(which);
+  if (!Number.isInteger(n) || n < 1 || n > jobs.length) throw new Error(`no job ${JSON.stringify(which.slice(0, 40))} in this group: it has ${jobs.length} job(s), 1 (the oldest) to ${jobs.length} (the latest), or all`);
+  return jobs[n - 1];
+}
