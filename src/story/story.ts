@@ -224,7 +224,7 @@ export function nonFiniteKeys(summaryJson: string): string[] {
 
 /** A run listing as the story reads it. */
 export function storyRank(r: RunInfo): StoryRank {
-  let m: { rank?: { rank?: number } | null; host?: string; pid?: number } = {};
+  let m: { rank?: { rank?: number } | null; host?: string; node?: string; pid?: number } = {};
   try {
     m = JSON.parse(r.metadataJson || '{}') as typeof m;
   } catch {
@@ -232,7 +232,7 @@ export function storyRank(r: RunInfo): StoryRank {
   }
   const end = endOf(r.metadataJson);
   return {
-    runId: r.id, rank: typeof m.rank?.rank === 'number' && m.rank.rank >= 0 ? m.rank.rank : end?.rank ?? null, host: m.host ?? end?.host ?? '',
+    runId: r.id, rank: typeof m.rank?.rank === 'number' && m.rank.rank >= 0 ? m.rank.rank : end?.rank ?? null, host: m.node || m.host || end?.host || '',
     pid: m.pid ?? end?.pid ?? 0, state: r.state, stateReason: r.stateReason ?? '', exitCode: r.exitCode, finishedAt: Number(r.finishedAt) || 0, end,
     nonFinite: r.state === 'crashed' ? nonFiniteKeys(r.summaryJson) : [],
   };
