@@ -16,6 +16,8 @@ import { registerHealthCommand } from './cli/health.js';
 import { registerLogsCommand } from './cli/logs.js';
 import { registerMediaCommand } from './cli/media.js';
 import { registerUploadCommands, uploadStatusLines, daemonUploadStatus } from './cli/upload.js';
+import { registerAlertsCommands, alertsStatusLines } from './cli/alerts.js';
+import { readAlertsStatus } from './alerts/start.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './cli/store-url.js';
 
 const CALL_MS = 30_000;
@@ -110,7 +112,7 @@ program
     const upload = daemonUploadStatus(s.dataDir);
     if (o.json) {
       console.log(JSON.stringify({ pid: s.pid, version: s.version, addresses: s.addresses, dataDir: s.dataDir, sidecar: s.sidecar,
-        startedAt: new Date(s.startedAt * 1000).toISOString(), recordsStored: Number(s.recordsStored), storageProblem: s.storageProblem, upload,
+        startedAt: new Date(s.startedAt * 1000).toISOString(), recordsStored: Number(s.recordsStored), storageProblem: s.storageProblem, upload, alerts: readAlertsStatus(s.dataDir),
         storeProblems: s.storeProblems ?? [],
         openRuns: s.openRuns.map(runJson), clients: s.clients.map((c) => ({ pid: c.pid, host: c.host, rank: c.rank?.rank ?? -1 })) }, null, 2));
       return;
@@ -122,6 +124,7 @@ program
     if (s.storageProblem) console.log(`STORAGE PROBLEM: ${s.storageProblem}`);
     for (const p of s.storeProblems ?? []) console.log(`STORED DATA PROBLEM: ${p}`);
     for (const l of uploadStatusLines(upload)) console.log(l);
+    for (const l of alertsStatusLines(readAlertsStatus(s.dataDir))) console.log(l);
     console.log(`open runs: ${s.openRuns.length}`);
     for (const r of s.openRuns) console.log(`  ${r.id}  ${r.project}/${r.name}  ${r.state}  ${r.historyRows} rows, ${r.writers} writer(s)`);
     console.log(`clients: ${s.clients.length}`);
@@ -354,6 +357,7 @@ program
   });
 
 registerUploadCommands(program);
+registerAlertsCommands(program, fail);
 registerHealthCommand(program, fail);
 registerLogsCommand(program, fail);
 registerMediaCommand(program, fail);

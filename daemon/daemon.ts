@@ -1,6 +1,8 @@
 // The logd daemon process: one per (user, data dir). Takes the lock, opens
 // and recovers the store, serves gRPC on a private Unix socket (and TCP when
 // asked), publishes its service file, and stops gracefully on a signal.
+import { startAlerts } from './alerts/start.js';
+import { infoFromRow } from './runs/index-rows.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -80,8 +82,15 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
   const uploader = upload.url ? startUploader(uploadFeed(registry), upload, log) : null;
   registry.shared = uploader; // init(resume=...) of a run only the shared store has (docs/shared-store.md)
   // Rank health: which rank stalls or lags a job, judged once a tick from the runs' step progress.
+  // Alerts (daemon/alerts/): failed jobs with their story and health events, to the webhooks of the environment.
+  const alerts = startAlerts(paths.dataDir, process.env, {
+    log,
+    groupRuns: (project, group) => registry.store.index.list({ project, group, limit: 4096 }).map((r) => registry.runs.get(r.id)?.info() ?? infoFromRow(r)),
+  });
+  if (alerts) registry.finalListeners.push((info) => alerts.runEnded(info));
   const health = tunables.healthTickMs > 0
-    ? new HealthMonitor(healthView(registry, stacksDir), { tickMs: tunables.healthTickMs, defaults: tunables.health, onStall: opts.onStall ?? tunables.onStall, onStallTimeoutMs: tunables.onStallTimeoutMs, log })
+    ? new HealthMonitor(healthView(registry, stacksDir), { tickMs: tunables.healthTickMs, defaults: tunables.health, onStall: opts.onStall ?? tunables.onStall, onStallTimeoutMs: tunables.onStallTimeoutMs, log,
+      onEvent: alerts ? (e, project) => alerts.healthEvent(e, project) : undefined })
     : null;
   health?.start();
   if (!upload.url) fs.rmSync(statusFile(paths.dataDir), { force: true }); // a previous daemon's upload status is not ours
@@ -133,6 +142,7 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
     }, tunables.shutdownTimeoutMs);
     failsafe.unref();
     health?.stop();
+    alerts?.stop(); // what is pending stays on disk: the next daemon sends it
     try {
       await finaliser.killAll(`daemon stopped (${why})`);
       await registry.system?.stop();

@@ -51,6 +51,8 @@ export interface HealthOptions {
   /** A shell command run on `stalled` and `job stalled`, the event as JSON on stdin; null: none. */
   onStall: string | null;
   onStallTimeoutMs: number;
+  /** Each event as it is recorded, with its group's project (the composition root hands it to alerts). */
+  onEvent?: (e: HealthEvent, project: string) => void;
   log: (line: string) => void;
 }
 
@@ -239,6 +241,11 @@ export class HealthMonitor {
     const who = e.cause ? `; likely cause: ${e.cause.ranks.map((r, i) => rankLabel(r, e.cause!.runIds[i])).join(', ')} (${e.cause.why})` : '';
     this.o.log(`health: group ${e.group}: ${e.kind}: ${e.ranks.map((r, i) => rankLabel(r, e.runIds[i])).join(', ')}${who}. ${e.evidence}`);
     if ((e.kind === 'job stalled' || e.kind === 'stalled') && this.o.onStall) this.runOnStall(e);
+    try {
+      this.o.onEvent?.(e, runs.find((r) => e.runIds.includes(r.id))?.project ?? runs[0]?.project ?? '');
+    } catch (err) {
+      this.once(`health: handing an event on failed: ${(err as Error).message}`);
+    }
   }
 
   /** The user's command, the event on stdin; never more than one per group at a time, killed at the timeout. */

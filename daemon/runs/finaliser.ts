@@ -238,6 +238,16 @@ export class Finaliser {
         indexed = false;
         this.reg.log(`finaliser: run ${run.id}: cannot update the index (${(e as Error).message}); retried when storage works again`);
       }
+      if (!resumable) {
+        const info = run.info();
+        for (const f of this.reg.finalListeners) {
+          try {
+            f(info);
+          } catch (e) {
+            this.reg.log(`finaliser: run ${run.id}: a listener failed: ${(e as Error).message}`);
+          }
+        }
+      }
       for (const w of run.writers.values()) {
         w.detached = true;
         if (w.stream && !w.stream.cancelled && !w.stream.writableEnded) {

@@ -1,6 +1,7 @@
 // Run registry: runs by id and their writers. A record batch's path from the
 // stream to the log (validate -> intern -> append) is runs/intake.ts; the
 // group commit that makes it durable and acknowledges it is runs/commit.ts.
+import type { RunInfo } from '../../src/wire.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { randomBytes } from 'node:crypto';
@@ -353,6 +354,9 @@ export class Registry {
   notify(): void {
     this.commits.notify();
   }
+
+  /** Called with each run's info once its final state is written (the composition root hands them on: alerts). */
+  readonly finalListeners: Array<(info: RunInfo) => void> = [];
 
   waitFor(pred: () => boolean, timeoutMs: number): Promise<boolean> {
     return this.commits.waitFor(pred, timeoutMs);

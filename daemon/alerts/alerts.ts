@@ -1,0 +1,89 @@
+// What becomes an alert (docs/alerts.md). Fed by the composition root
+// (daemon/daemon.ts): each run as it is finalised and each health event as it
+// is recorded. A failed job is told once, with its story, when its ranks have
+// ended (or 20 s after the first crash, whichever is first): one alert per
+// job, not one per rank. A run of no group that crashed is its own alert.
+import os from 'node:os';
+import type { RunInfo } from '../../src/wire.js';
+import type { HealthEvent } from '../../src/health.js';
+import { rankLabel } from '../../src/health.js';
+import { storyOfRuns } from '../../src/story/story.js';
+import { splitJobs } from '../../src/story/jobs.js';
+import { describeEnd, endOf } from '../../src/story/end.js';
+import type { AlertsConfig } from './config.js';
+import type { Alert } from './alert.js';
+import { Outbox } from './outbox.js';
+
+/** How long a failed job's story waits for ranks still running before it is told with what is known. */
+const STORY_WAIT_MS = 20_000;
+
+export class Alerts {
+  private readonly waiting = new Map<string, NodeJS.Timeout>();
+  readonly node = process.env.LOGD_NODE || os.hostname();
+
+  constructor(private readonly cfg: AlertsConfig, readonly outbox: Outbox, private readonly o: { groupRuns: (project: string, group: string) => RunInfo[]; log: (m: string) => void }) {}
+
+  private link(group: string, runId: string | null): string | null {
+    if (!this.cfg.linkBase) return null;
+    return `${this.cfg.linkBase}/${group ? `groups/${encodeURIComponent(group)}` : `runs/${encodeURIComponent(runId ?? '')}`}`;
+  }
+
+  /** A run reached its final state. */
+  runEnded(info: RunInfo): void {
+    try {
+      if (info.state === 'finished') {
+        this.outbox.enqueue({ key: `run finished|${info.id}`, kind: 'run finished', at: info.finishedAt, project: info.project, group: info.group, runId: info.id,
+          node: this.node, title: `run ${info.name || info.id} finished`, text: `${info.historyRows} rows`, link: this.link('', info.id), detail: { state: info.state } });
+        return;
+      }
+      if (info.state !== 'crashed' && !(info.state === 'killed' && endOf(info.metadataJson))) return; // a daemon stop is not a failure
+      if (!info.group) {
+        const end = endOf(info.metadataJson);
+        this.outbox.enqueue({ key: `run crashed|${info.id}`, kind: 'run crashed', at: end?.at ?? info.finishedAt, project: info.project, group: '', runId: info.id, node: this.node,
+          title: `run ${info.name || info.id} crashed`, text: end ? `its process ${describeEnd(end)}` : info.stateReason, link: this.link('', info.id), detail: { stateReason: info.stateReason, end } });
+        return;
+      }
+      this.jobCheck(info.project, info.group, info.id, Date.now());
+    } catch (e) {
+      this.o.log(`alerts: run ${info.id}: ${(e as Error).message}`);
+    }
+  }
+
+  /** The job the run belongs to, told once its ranks have ended (or STORY_WAIT_MS after the first crash). */
+  private jobCheck(project: string, group: string, runId: string, since: number): void {
+    const k = `${project}\u0000${group}`;
+    const t = this.waiting.get(k);
+    if (t) clearTimeout(t);
+    const check = () => {
+      this.waiting.delete(k);
+      const jobs = splitJobs(this.o.groupRuns(project, group));
+      const job = jobs.find((j) => j.runs.some((r) => r.id === runId));
+      if (!job) return;
+      const open = job.runs.some((r) => r.state === 'running' || r.state === 'finishing');
+      if (open && Date.now() - since < STORY_WAIT_MS) {
+        this.waiting.set(k, setTimeout(check, 500).unref());
+        return;
+      }
+      const story = storyOfRuns(job.runs);
+      if (!story || story.verdict !== 'failed') return;
+      const who = story.first.length ? story.first.map((f) => `${rankLabel(f.rank, f.runId)} ${f.how}`).join('; ') : 'a peer outside this node';
+      this.outbox.enqueue({ key: `job failed|${project}|${group}|${job.startedAt}`, kind: 'job failed', at: story.at, project, group, runId: story.first[0]?.runId ?? null, node: this.node,
+        title: `job ${group} failed: ${who}`, text: story.line, link: this.link(group, null), detail: { story, job: { n: job.n, of: jobs.length, startedAt: job.startedAt } } });
+    };
+    this.waiting.set(k, setTimeout(check, 300).unref());
+  }
+
+  /** A health event (stalled, job stalled, straggler, recovered) as the monitor recorded it. */
+  healthEvent(e: HealthEvent, project: string): void {
+    const who = e.ranks.map((r, i) => rankLabel(r, e.runIds[i])).join(', ');
+    const cause = e.cause ? `; likely cause: ${e.cause.ranks.map((r, i) => rankLabel(r, e.cause!.runIds[i])).join(', ')} (${e.cause.why})` : '';
+    const { stacks: _stacks, ...event } = e;
+    this.outbox.enqueue({ key: `health|${e.at}|${e.kind}|${e.runIds.join(',')}`, kind: e.kind, at: e.at, project, group: e.group, runId: e.runIds[0] ?? null, node: this.node,
+      title: `${e.kind} in group ${e.group}: ${who}`, text: `${e.kind}: ${who}${cause}. ${e.evidence}`, link: this.link(e.group, e.runIds[0] ?? null), detail: event });
+  }
+
+  stop(): void {
+    for (const t of this.waiting.values()) clearTimeout(t);
+    this.outbox.stop();
+  }
+}

@@ -1,0 +1,203 @@
+// Where alerts go (docs/alerts.md): LOGD_ALERT_WEBHOOK=URL (every event, as
+// generic JSON) and/or LOGD_ALERTS=FILE (sinks with filters). A webhook URL is
+// a secret (Slack's holds its token): it comes from the environment or the
+// file only, never argv, and is shown masked (maskUrl) everywhere.
+import fs from 'node:fs';
+
+export const EVENT_KINDS = ['job failed', 'run crashed', 'job stalled', 'stalled', 'straggler', 'recovered', 'run finished'] as const;
+export type AlertKind = (typeof EVENT_KINDS)[number];
+/** Sent unless a sink lists its own: every failure and health event, not `run finished`. */
+export const DEFAULT_KINDS: AlertKind[] = ['job failed', 'run crashed', 'job stalled', 'stalled', 'straggler', 'recovered'];
+
+export interface Sink {
+  /** A short name for lists and `logd alerts test NAME`. */
+  name: string;
+  url: string;
+  /** `json`: the event as logd gives it; `slack`: {"text": …}, which Slack, Mattermost and Teams' incoming webhooks take. */
+  format: 'json' | 'slack';
+  kinds: AlertKind[];
+  /** Only these projects / groups, when given. */
+  projects: string[] | null;
+  groups: string[] | null;
+  /** How long one POST may take (default 10 s). */
+  timeoutMs: number;
+}
+
+export interface AlertsConfig {
+  sinks: Sink[];
+  /** A dashboard's address (LOGD_ALERT_LINK_BASE, `https://host:port`): alerts link to the run's or group's page under it. */
+  linkBase: string | null;
+}
+
+export class AlertsConfigError extends Error {
+  override name = 'AlertsConfigError';
+}
+
+/** `https://hooks.slack.com/…`: scheme and host only. */
+export function maskUrl(u: string): string {
+  try {
+    const p = new URL(u);
+    return `${p.protocol}//${p.host}/…`;
+  } catch {
+    return '(a URL that does not parse)';
+  }
+}
+
+function checkUrl(u: unknown, where: string): string {
+  if (typeof u !== 'string' || u === '') throw new AlertsConfigError(`${where}: url must be a non-empty string (or url_env naming a variable that holds it)`);
+  let p: URL;
+  try {
+    p = new URL(u);
+  } catch {
+    throw new AlertsConfigError(`${where}: the url does not parse as a URL (${maskUrl(u)})`);
+  }
+  if (p.protocol !== 'http:' && p.protocol !== 'https:') throw new AlertsConfigError(`${where}: the url must be http:// or https://, not ${p.protocol}`);
+  return u;
+}
+
+/**
+ * Where JSON text first goes wrong (a character offset): a small recursive-descent pass, since JSON.parse's
+ * message does not always say (Node 20: "Unexpected token ',', ... is not valid JSON").
+ */
+export function badJsonAt(text: string): number {
+  let i = 0;
+  const ws = () => {
+    while (i < text.length && ' \t\n\r'.includes(text[i])) i++;
+  };
+  const fail = (): never => {
+    throw i;
+  };
+  const lit = (w: string) => (text.startsWith(w, i) ? (i += w.length) : fail());
+  const str = () => {
+    if (text[i] !== '"') fail();
+    i++;
+    while (i < text.length && text[i] !== '"') {
+      if (text[i] === '\\') i++;
+      else if (text.charCodeAt(i) < 0x20) fail();
+      i++;
+    }
+    if (text[i] !== '"') fail();
+    i++;
+  };
+  const num = () => {
+    const m = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?/.exec(text.slice(i, i + 400));
+    if (!m) fail();
+    i += m![0].length;
+  };
+  const value = (): void => {
+    ws();
+    const c = text[i];
+    if (c === '{') {
+      i++;
+      ws();
+      if (text[i] === '}') return void i++;
+      for (;;) {
+        ws();
+        str();
+        ws();
+        lit(':');
+        value();
+        ws();
+        if (text[i] === ',') i++;
+        else if (text[i] === '}') return void i++;
+        else fail();
+      }
+    }
+    if (c === '[') {
+      i++;
+      ws();
+      if (text[i] === ']') return void i++;
+      for (;;) {
+        value();
+        ws();
+        if (text[i] === ',') i++;
+        else if (text[i] === ']') return void i++;
+        else fail();
+      }
+    }
+    if (c === '"') return str();
+    if (c === 't') return void lit('true');
+    if (c === 'f') return void lit('false');
+    if (c === 'n') return void lit('null');
+    return num();
+  };
+  try {
+    value();
+    ws();
+    return i < text.length ? i : text.length;
+  } catch (at) {
+    return typeof at === 'number' ? at : 0;
+  }
+}
+
+/** The line and column of a character offset, for an error a person can find. */
+function lineOf(text: string, pos: number): string {
+  const before = text.slice(0, pos);
+  const line = before.split('\n').length;
+  return `line ${line}, column ${pos - before.lastIndexOf('\n')}`;
+}
+
+function strings(v: unknown, where: string): string[] | null {
+  if (v === undefined || v === null) return null;
+  if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw new AlertsConfigError(`${where} must be a list of strings`);
+  return v as string[];
+}
+
+/** Parses an alerts file (JSON; docs/alerts.md). Errors name the file and where. */
+export function parseAlertsFile(text: string, file: string, env: NodeJS.ProcessEnv): Sink[] {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch (e) {
+    const at = badJsonAt(text);
+    const what = (e as Error).message.split('\n')[0].replace(/, ".*$/s, '').slice(0, 120);
+    throw new AlertsConfigError(`${file}: not valid JSON at ${lineOf(text, at)} (${what})`);
+  }
+  const sinks = (doc as { sinks?: unknown })?.sinks;
+  if (!Array.isArray(sinks)) throw new AlertsConfigError(`${file}: expected {"sinks": [ … ]}`);
+  return sinks.map((s: Record<string, unknown>, i) => {
+    const where = `${file}: sinks[${i}]${typeof s?.name === 'string' ? ` (${s.name})` : ''}`;
+    if (!s || typeof s !== 'object' || Array.isArray(s)) throw new AlertsConfigError(`${where}: must be an object`);
+    const known = new Set(['name', 'url', 'url_env', 'format', 'events', 'projects', 'groups', 'timeout_ms']);
+    const unknown = Object.keys(s).filter((k) => !known.has(k));
+    if (unknown.length) throw new AlertsConfigError(`${where}: unknown key(s) ${unknown.join(', ')}; known: ${[...known].join(', ')}`);
+    let url = s.url;
+    if (s.url_env !== undefined) {
+      if (typeof s.url_env !== 'string') throw new AlertsConfigError(`${where}: url_env must name an environment variable`);
+      url = env[s.url_env];
+      if (!url) throw new AlertsConfigError(`${where}: the environment variable ${s.url_env} (url_env) is not set`);
+    }
+    const format = s.format ?? 'json';
+    if (format !== 'json' && format !== 'slack') throw new AlertsConfigError(`${where}: format must be "json" or "slack", not ${JSON.stringify(format)}`);
+    const kinds = strings(s.events, `${where}: events`) ?? DEFAULT_KINDS;
+    const bad = kinds.filter((k) => !(EVENT_KINDS as readonly string[]).includes(k));
+    if (bad.length) throw new AlertsConfigError(`${where}: unknown event kind(s) ${bad.map((b) => JSON.stringify(b)).join(', ')}; known: ${EVENT_KINDS.join(', ')}`);
+    const timeoutMs = s.timeout_ms === undefined ? 10_000 : Number(s.timeout_ms);
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 100 || timeoutMs > 300_000) throw new AlertsConfigError(`${where}: timeout_ms must be a whole number of milliseconds from 100 to 300000`);
+    return { name: typeof s.name === 'string' && s.name ? s.name : `sink${i + 1}`, url: checkUrl(url, where), format, kinds: kinds as AlertKind[],
+      projects: strings(s.projects, `${where}: projects`), groups: strings(s.groups, `${where}: groups`), timeoutMs };
+  });
+}
+
+/** The alerts configuration of this environment; throws AlertsConfigError (the daemon then runs with alerts off and says why). */
+export function alertsConfig(env: NodeJS.ProcessEnv = process.env): AlertsConfig {
+  const sinks: Sink[] = [];
+  if (env.LOGD_ALERT_WEBHOOK) {
+    sinks.push({ name: 'webhook', url: checkUrl(env.LOGD_ALERT_WEBHOOK, 'LOGD_ALERT_WEBHOOK'), format: 'json', kinds: DEFAULT_KINDS, projects: null, groups: null, timeoutMs: 10_000 });
+  }
+  if (env.LOGD_ALERTS) {
+    let text: string;
+    try {
+      text = fs.readFileSync(env.LOGD_ALERTS, 'utf8');
+    } catch (e) {
+      throw new AlertsConfigError(`LOGD_ALERTS=${env.LOGD_ALERTS}: cannot read it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
+    }
+    sinks.push(...parseAlertsFile(text, env.LOGD_ALERTS, env));
+  }
+  const names = new Set<string>();
+  for (const s of sinks) {
+    if (names.has(s.name)) throw new AlertsConfigError(`two sinks are named ${JSON.stringify(s.name)}; give each its own name`);
+    names.add(s.name);
+  }
+  return { sinks, linkBase: env.LOGD_ALERT_LINK_BASE ? env.LOGD_ALERT_LINK_BASE.replace(/\/+$/, '') : null };
+}

@@ -1,0 +1,195 @@
+// Issue 35, first slice: alerts to a webhook. A real local HTTP receiver (a
+// server in this test) records every POST; real daemons, real trainers, a
+// real 4-rank torchrun job. Checked: one `job failed` alert with the story for
+// a SIGKILLed rank; retries after 500s (delivered once); a receiver that is
+// down while the daemon restarts (sent after the restart, once); a receiver
+// that never answers (the daemon answers on, the alert is given up and
+// listed); a malformed alerts file (alerts off, the daemon runs and says
+// where); a webhook URL never shown whole.
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import type { AddressInfo } from 'node:net';
+import { execa } from 'execa';
+import { afterEach, describe, expect, it } from 'vitest';
+import { makeEnv, startDaemon, killDaemon, cli, cliJson, script, spawnScript, waitUntil, type TestEnv } from '../helpers.js';
+import { FIXTURES, PYTHON, torchMissing, pyEnv, freePort } from '../python/py-helpers.js';
+
+interface Received { at: number; body: any }
+interface Receiver { url: string; port: number; got: Received[]; close: () => Promise<void> }
+
+/** A webhook receiver: `answer` decides each reply (a status, or 'hang' for none). */
+async function receiver(answer: (n: number) => number | 'hang' = () => 200, port = 0): Promise<Receiver> {
+  const got: Received[] = [];
+  const hanging: http.ServerResponse[] = [];
+  const server = http.createServer((req, res) => {
+    let data = '';
+    req.on('data', (c) => (data += c));
+    req.on('end', () => {
+      got.push({ at: Date.now() / 1000, body: JSON.parse(data) });
+      const a = answer(got.length);
+      if (a === 'hang') hanging.push(res);
+      else res.writeHead(a, { 'content-type': 'text/plain' }).end(a === 200 ? 'ok' : 'try again');
+    });
+  });
+  await new Promise<void>((r) => server.listen(port, '127.0.0.1', () => r()));
+  const p = (server.address() as AddressInfo).port;
+  return { url: `http://127.0.0.1:${p}/hooks/T0K3N-SECRET`, port: p, got, close: () => new Promise((r) => { for (const h of hanging) h.destroy(); server.closeAllConnections(); server.close(() => r()); }) };
+}
+
+let t: TestEnv | null = null;
+const closers: Array<() => Promise<void>> = [];
+afterEach(async () => {
+  for (const c of closers.splice(0)) await c();
+  if (t) {
+    await killDaemon(t.dir);
+    await t.cleanup();
+    t = null;
+  }
+});
+
+/** A run of no group that crashes: its process exits with code 3 without finish(). */
+function crashingRun(env: TestEnv, name = 'crasher') {
+  const file = script(env, `${name}.mjs`, `
+    const run = await logd.init({ project: 'alerts', name: ${JSON.stringify(name)} });
+    for (let i = 0; i < 10; i++) run.log({ loss: i });
+    await run.flush();
+    process.exit(3);
+  `);
+  return spawnScript(env, file);
+}
+
+describe('alerts to a webhook', () => {
+  it.skipIf(torchMissing !== null)(`a SIGKILLed rank of a 4-rank torchrun job: exactly one \`job failed\` alert, with the story${torchMissing ? ` (skipped: ${torchMissing})` : ''}`, async () => {
+    const rx = await receiver();
+    closers.push(rx.close);
+    t = makeEnv({ LOGD_ALERT_WEBHOOK: rx.url, LOGD_IDLE_TIMEOUT_MS: '120000' });
+    await startDaemon(t);
+    const job = await execa(PYTHON, ['-m', 'torch.distributed.run', '--nproc_per_node', '4', '--master_port', String(await freePort()), '--redirects', '1', '--tee', '1',
+      '--log_dir', path.join(t.dir, 'tr'), path.join(FIXTURES, 'story_train.py'), 'alert-kill', 'kill', '2', '25'],
+    { env: pyEnv(t, { OMP_NUM_THREADS: '1' }), extendEnv: false, reject: false, all: true, timeout: 180_000 });
+    expect(job.exitCode).not.toBe(0);
+    const died = Number(/about to fail \(kill\) at (\d+\.\d+)/.exec(job.all ?? '')![1]);
+    await waitUntil(() => rx.got.length >= 1, 60_000, 'the alert');
+    await new Promise((r) => setTimeout(r, 3000)); // no second alert: one per job, not one per rank
+    expect(rx.got).toHaveLength(1);
+    const b = rx.got[0].body;
+    expect(b).toMatchObject({ source: 'logd', kind: 'job failed', project: 'story', group: 'alert-kill' });
+    expect(b.title).toMatch(/^job alert-kill failed: rank 2 was killed by SIGKILL$/);
+    expect(b.text).toMatch(/^failed: rank 2 \(pid \d+, [^)]+\) was killed by SIGKILL at step 25, .*; ranks 0, 1, 3 failed/);
+    expect(b.event.story.first[0]).toMatchObject({ rank: 2, cause: 'killed' });
+    process.stdout.write(`alerts: death to POST ${((rx.got[0].at - died) * 1000).toFixed(0)} ms\n`);
+    const listed = await cliJson<Array<{ state: string; attempts: number; kind: string }>>(t, ['alerts']);
+    expect(listed.map((l) => [l.state, l.kind, l.attempts])).toEqual([['sent', 'job failed', 1]]);
+  }, 240_000);
+
+  it('a receiver that answers 500 three times, then 200: delivered once, after retries; `logd alerts` says so', async () => {
+    const rx = await receiver((n) => (n <= 3 ? 500 : 200));
+    closers.push(rx.close);
+    t = makeEnv({ LOGD_ALERT_WEBHOOK: rx.url });
+    await startDaemon(t);
+    const p = crashingRun(t);
+    await p.closed;
+    await waitUntil(() => rx.got.length >= 4, 30_000, 'four POSTs (three refused)');
+    await new Promise((r) => setTimeout(r, 2500));
+    expect(rx.got).toHaveLength(4);
+    expect(new Set(rx.got.map((g) => JSON.stringify(g.body))).size).toBe(1);
+    expect(rx.got[0].body).toMatchObject({ kind: 'run crashed', project: 'alerts', title: 'run crasher crashed' });
+    expect(rx.got[0].body.text).toMatch(/exit(ed)? with code 3/);
+    const listed = await cliJson<Array<{ state: string; attempts: number; last: string }>>(t, ['alerts']);
+    expect(listed).toMatchObject([{ state: 'sent', attempts: 4, last: 'HTTP 200: ok' }]);
+  }, 60_000);
+
+  it('a receiver that is down while the daemon restarts: the alert waits on disk and is sent after the restart, once', async () => {
+    const port = await freePort();
+    t = makeEnv({ LOGD_ALERT_WEBHOOK: `http://127.0.0.1:${port}/hook` });
+    await startDaemon(t);
+    const p = crashingRun(t);
+    await p.closed;
+    await waitUntil(async () => (await cliJson<Array<{ state: string; attempts: number }>>(t!, ['alerts'])).some((a) => a.state === 'pending' && a.attempts >= 1), 20_000, 'a refused attempt');
+    const pending = await cliJson<Array<{ last: string }>>(t, ['alerts']);
+    expect(pending[0].last).toBe('ECONNREFUSED');
+    await cli(t, ['stop']);
+    await killDaemon(t.dir);
+    const rx = await receiver(() => 200, port);
+    closers.push(rx.close);
+    await startDaemon(t);
+    await waitUntil(() => rx.got.length >= 1, 20_000, 'the pending alert, after the restart');
+    await new Promise((r) => setTimeout(r, 2000));
+    expect(rx.got).toHaveLength(1);
+    expect(rx.got[0].body.kind).toBe('run crashed');
+  }, 90_000);
+
+  it('a receiver that never answers: the daemon answers on, the POST is cut at its deadline, the alert given up and listed', async () => {
+    const rx = await receiver(() => 'hang');
+    closers.push(rx.close);
+    const file = path.join(makeEnv().dir, 'alerts.json');
+    fs.writeFileSync(file, JSON.stringify({ sinks: [{ name: 'team', url: rx.url, format: 'slack', timeout_ms: 500 }] }));
+    t = makeEnv({ LOGD_ALERTS: file, LOGD_ALERT_GIVEUP_MS: '2500' });
+    await startDaemon(t);
+    const p = crashingRun(t);
+    await p.closed;
+    await waitUntil(() => rx.got.length >= 1, 20_000, 'the first POST');
+    expect(rx.got[0].body).toEqual({ text: expect.stringMatching(/^\*logd: run crasher crashed\*\n/) });
+    const t0 = Date.now();
+    await cli(t, ['status']);
+    expect(Date.now() - t0).toBeLessThan(5000);
+    await waitUntil(async () => (await cliJson<Array<{ state: string }>>(t!, ['alerts']))[0]?.state === 'failed', 30_000, 'the alert to be given up');
+    const listed = await cliJson<Array<{ state: string; last: string; attempts: number }>>(t, ['alerts']);
+    expect(listed[0].last).toBe('no answer within 500 ms');
+    expect(listed[0].attempts).toBeGreaterThanOrEqual(2);
+  }, 60_000);
+
+  it('a malformed alerts file: the daemon starts with alerts off and names the line; a webhook URL is never shown whole', async () => {
+    const dir = makeEnv().dir;
+    const file = path.join(dir, 'alerts.json');
+    fs.writeFileSync(file, '{\n  "sinks": [\n    { "name": "x", "url": "http://127.0.0.1:9/a" },,\n  ]\n}\n');
+    t = makeEnv({ LOGD_ALERTS: file });
+    const d = await startDaemon(t);
+    const status = (await cli(t, ['status'])).stdout;
+    expect(status).toMatch(new RegExp(`alerts: +OFF: ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: not valid JSON at line 3, column \\d+`));
+    expect(d.stderr()).toMatch(/alerts: off: .*not valid JSON at line 3/);
+    await killDaemon(t.dir);
+    await t.cleanup();
+
+    const closed = await freePort();
+    t = makeEnv({ LOGD_ALERT_WEBHOOK: `http://127.0.0.1:${closed}/services/T000/B000/XXXXSECRETXXXX` });
+    const d2 = await startDaemon(t);
+    const s2 = (await cli(t, ['status'])).stdout;
+    expect(s2).toContain(`alerts:    on: webhook (http://127.0.0.1:${closed}/…, json)`);
+    expect(s2 + d2.stderr() + JSON.stringify(await cliJson(t, ['status']))).not.toContain('XXXXSECRETXXXX');
+    const tried = await cli(t, ['alerts', 'test'], { reject: false });
+    expect(tried.exitCode).toBe(1);
+    expect(tried.stdout).toBe(`webhook (http://127.0.0.1:${closed}/…, json): NOT delivered: ECONNREFUSED`);
+  }, 60_000);
+
+  it('30 runs crashing at once: a few posts that count them, not 30', async () => {
+    const rx = await receiver();
+    closers.push(rx.close);
+    t = makeEnv({ LOGD_ALERT_WEBHOOK: rx.url });
+    await startDaemon(t);
+    const file = script(t, 'many.mjs', `
+      const runs = await Promise.all(Array.from({ length: 30 }, (_, i) => logd.init({ project: 'alerts', name: 'many' + i })));
+      for (const r of runs) r.log({ x: 1 });
+      await Promise.all(runs.map((r) => r.flush()));
+      process.exit(3);
+    `);
+    await spawnScript(t, file).closed;
+    const covered = () => rx.got.reduce((n, g) => n + (g.body.kind === 'summary' ? g.body.count : 1), 0);
+    await waitUntil(() => covered() >= 30, 30_000, 'all 30 crashes told');
+    await new Promise((r) => setTimeout(r, 2000));
+    expect(covered()).toBe(30);
+    expect(rx.got.length).toBeLessThanOrEqual(3);
+    const summary = rx.got.find((g) => g.body.kind === 'summary')!.body;
+    expect(summary.title).toMatch(/^\d+ alerts at once \(\d+ × run crashed\)$/);
+  }, 60_000);
+
+  it('`logd alerts test` sends a sample to the sink and says what the receiver answered', async () => {
+    const rx = await receiver();
+    closers.push(rx.close);
+    t = makeEnv({ LOGD_ALERT_WEBHOOK: rx.url });
+    const r = await cli(t, ['alerts', 'test']);
+    expect(r.stdout).toMatch(/^webhook \(http:\/\/127\.0\.0\.1:\d+\/…, json\): delivered: HTTP 200: ok$/);
+    expect(rx.got[0].body).toMatchObject({ source: 'logd', kind: 'job failed', title: 'a test alert from logd alerts test' });
+  });
+});
