@@ -83,6 +83,31 @@ describe('alerts to a webhook', () => {
     expect(listed.map((l) => [l.state, l.kind, l.attempts])).toEqual([['sent', 'job failed', 1]]);
   }, 240_000);
 
+  it('a stalled job (two live ranks that stop stepping): one `job stalled` alert naming them', async () => {
+    const rx = await receiver();
+    closers.push(rx.close);
+    t = makeEnv({ LOGD_ALERT_WEBHOOK: rx.url, LOGD_IDLE_TIMEOUT_MS: '120000' });
+    await startDaemon(t);
+    const file = script(t, 'rank.mjs', `
+      const run = await logd.init({ project: 'alerts', group: 'hang', name: 'r' + process.env.RANK, config: { 'logd.health': { stallFloorS: 3 } } });
+      for (let step = 0; step < 30; step++) {
+        run.log({ loss: 1 / (step + 1) }, { step });
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      await run.flush();
+      console.log('paused');
+      await new Promise((r) => setTimeout(r, 60_000));
+    `);
+    const ranks = [0, 1].map((r) => spawnScript(t!, file, [], { RANK: String(r), WORLD_SIZE: '2', LOCAL_RANK: String(r) }));
+    closers.push(async () => { for (const p of ranks) p.kill('SIGKILL'); });
+    await waitUntil(() => rx.got.some((g) => g.body.kind === 'job stalled'), 40_000, 'a job stalled alert');
+    await new Promise((r) => setTimeout(r, 3000));
+    const stalls = rx.got.filter((g) => g.body.kind === 'job stalled');
+    expect(stalls).toHaveLength(1);
+    expect(stalls[0].body).toMatchObject({ project: 'alerts', group: 'hang' });
+    expect(stalls[0].body.title).toBe('job stalled in group hang: rank 0, rank 1');
+  }, 90_000);
+
   it('a receiver that answers 500 three times, then 200: delivered once, after retries; `logd alerts` says so', async () => {
     const rx = await receiver((n) => (n <= 3 ? 500 : 200));
     closers.push(rx.close);
