@@ -43,8 +43,17 @@ from .deferred import (check_on_error, deferred_create, deferred_info, deferred_
                        retry_create, should_raise)
 
 from ._version import __version__  # package.json's version (packaging/sync-version.mjs)
-__all__ = ["setup", "init", "attach", "finish_all", "Run", "Histogram", "Image", "Text", "DisabledRun", "FinishResult", "CallError", "DaemonStartError",
+__all__ = ["setup", "init", "attach", "finish_all", "Run", "Histogram", "Image", "Text", "DisabledRun", "FinishResult", "CallError", "DaemonStartError", "Api",
            "DaemonUnavailableError", "UntrustedDirError", "UntrustedDaemonError"]
+
+
+def __getattr__(name):
+    # logd.Api (reading runs back, logd/readback/) loads on first use: `import logd` on the training path stays light.
+    if name == "Api":
+        from .readback import Api
+
+        return Api
+    raise AttributeError("module 'logd' has no attribute %r" % (name,))
 
 
 def __dir__():

@@ -1,0 +1,54 @@
+// Issue 33, first slice: a run's full history and a table of runs read back
+// into pandas through logd.Api, from a real daemon: every stored row exactly
+// (NaN and ±inf too), keys only some rows have (NaN elsewhere), a key no row
+// has (an all-NaN column), config flattened into config.* columns, and an
+// unknown run id named in a clear error.
+import { afterEach, describe, expect, it } from 'vitest';
+import { execFileSync } from 'node:child_process';
+import path from 'node:path';
+import { makeEnv, killDaemon, type TestEnv } from '../helpers.js';
+import { FIXTURES, PYTHON, pythonMissing, runPython } from './py-helpers.js';
+
+function pandasMissing(): string | null {
+  if (pythonMissing) return pythonMissing;
+  try {
+    execFileSync(PYTHON, ['-c', 'import pandas, numpy'], { stdio: 'pipe', timeout: 60_000 });
+    return null;
+  } catch {
+    return `${PYTHON} has no pandas (make python installs it from python/read-requirements.txt)`;
+  }
+}
+const missing = pandasMissing();
+
+let t: TestEnv;
+afterEach(async () => {
+  if (t) {
+    await killDaemon(t.dir);
+    await t.cleanup();
+  }
+});
+
+describe.skipIf(missing !== null)(`reading runs back as DataFrames${missing ? ` (skipped: ${missing})` : ''}`, () => {
+  it('history() gives every stored row exactly; runs().to_pandas() one row per run with config.* columns', async () => {
+    t = makeEnv();
+    const r = await runPython(t, [path.join(FIXTURES, 'readback.py')]);
+    expect(r.exitCode, r.all).toBe(0);
+    const lines = r.stdout.split('\n').filter(Boolean);
+    const [h, h2, raw, runs] = lines.slice(0, 4).map((l) => JSON.parse(l));
+    expect(h.columns).toEqual(['_step', '_time', 'loss', 'acc']);
+    expect(h.rows).toBe(200);
+    expect(h.step).toEqual(Array.from({ length: 200 }, (_, i) => i));
+    expect(h.dtype_step).toBe('int64');
+    expect(h.time_ok).toBe(true);
+    const loss = Array.from({ length: 200 }, (_, s) => (s === 50 ? 'nan' : s === 60 ? 'inf' : s === 70 ? '-inf' : null));
+    h.loss.forEach((v: string, s: number) => {
+      if (loss[s]) expect(v).toBe(loss[s]);
+      else expect(Number(v)).toBe(1 / (s + 1)); // repr() of a float64 round-trips: exact
+    });
+    expect(h.acc).toEqual(Array.from({ length: 200 }, (_, s) => (s % 10 === 0 ? s / 200 : null)));
+    expect(h2).toEqual({ columns: ['_step', '_time', 'acc', 'nothing'], nothing_all_nan: true, acc_count: 20 });
+    expect(raw).toEqual({ numpy_keys: ['loss'], numpy_rows: 200 });
+    expect(runs).toEqual({ n: 2, names: ['a', 'b'], cols: ['config.lr', 'config.opt.beta', 'config.opt.name', 'summary.acc', 'summary.loss'], lr: [0.01, 0.1], state: ['finished'] });
+    expect(lines[4]).toMatch(/^LOOKUP logd: no run 'nope-no-such-run' in this node's store/);
+  }, 120_000);
+});
