@@ -9,6 +9,7 @@ Columns travel from the daemon as packed little-endian arrays (ReadHistory's chu
 is needed only for to_pandas()/history() (format="numpy" gives plain arrays), and says what to install when missing.
 """
 import json
+import os
 from datetime import datetime, timezone
 from typing import Dict, Iterable, List, Optional
 
@@ -128,7 +129,8 @@ class RunView:
         DataFrame) or "numpy" (a dict of arrays)."""
         if format not in ("pandas", "numpy"):
             raise ValueError("logd: format=%r must be 'pandas' or 'numpy'" % (format,))
-        cols = self._api._history(self.id, list(keys) if keys is not None else None, superseded, timeout)
+        summary_keys = [k for k in self.summary if not k.startswith("_")] if not self.metadata.get("summaryCapped") else None
+        cols = self._api._history(self.id, list(keys) if keys is not None else None, superseded, timeout, rows_hint=self.rows, known=summary_keys)
         if format == "numpy":
             return cols
         pd = _need("pandas", "history()")
@@ -148,6 +150,17 @@ class Api:
         self._timeout = timeout
         self._conn = connection_for(find_daemon())
 
+    def _unary(self, method: str, req):
+        """A call; a daemon that went away since (stopped, restarted) is looked for once more, as init() would."""
+        try:
+            return self._conn.unary(method, req, self._timeout)
+        except CallError as e:
+            if e.code is None or e.code.name not in ("UNAVAILABLE", "UNAUTHENTICATED"):
+                raise
+        os.environ.pop("LOGD_SERVICE", None)
+        self._conn = connection_for(find_daemon(ignore_env=True))
+        return self._conn.unary(method, req, self._timeout)
+
     def _stream(self, method: str, req_type, res_type):
         return self._conn.channel.unary_stream(SERVICE + method, request_serializer=req_type.SerializeToString, response_deserializer=res_type.FromString)
 
@@ -159,7 +172,7 @@ class Api:
             want = _PAGE if limit is None else min(_PAGE, limit - len(out))
             if want <= 0:
                 break
-            page = self._conn.unary("ListRuns", pb.ListRunsRequest(project=project, group=group, state=state, tag=tag, text=search, limit=want, offset=offset), self._timeout)
+            page = self._unary("ListRuns", pb.ListRunsRequest(project=project, group=group, state=state, tag=tag, text=search, limit=want, offset=offset))
             out.extend(RunView(self, r) for r in page.runs)
             if not page.runs or not page.next_offset and len(page.runs) < want:
                 break
@@ -170,7 +183,7 @@ class Api:
 
     def run(self, run_id: str) -> RunView:
         try:
-            return RunView(self, self._conn.unary("GetRun", pb.GetRunRequest(run_id=run_id), self._timeout))
+            return RunView(self, self._unary("GetRun", pb.GetRunRequest(run_id=run_id)))
         except CallError as e:
             if e.code.name == "NOT_FOUND":
                 raise LookupError("logd: no run %r in this node's store (%s); list them with logd.Api().runs()" % (run_id, e)) from None
@@ -184,53 +197,82 @@ class Api:
             raise LookupError("logd: no group %r in this node's store; list the runs with logd.Api().runs()" % (name,))
         return got
 
-    def _history(self, run_id: str, keys: Optional[List[str]], superseded: bool, timeout: float) -> Dict[str, object]:
+    def _history(self, run_id: str, keys: Optional[List[str]], superseded: bool, timeout: float, rows_hint: int = 0,
+                 known: Optional[List[str]] = None) -> Dict[str, object]:
+        """Reads ReadHistory's chunks straight into one (rows x keys) float64 matrix, NaN where a row has no value:
+        each chunk's packed arrays are read in place (numpy views of the message's bytes) and scattered, so the
+        peak is about the matrix and one chunk, not every chunk joined first. `known`: the keys expected (the
+        run's summary keys), so the matrix is made once; a key not expected adds a column."""
         np = _need("numpy", "history()")
         call = self._stream("ReadHistory", pb.ReadHistoryRequest, pb.HistoryChunk)
         req = pb.ReadHistoryRequest(run_id=run_id, keys=keys or [], all_attempts=superseded)
-        names: List[str] = []
-        steps, times, counts, ids, vals, attempts, sup = [], [], [], [], [], [], []
+        names: List[str] = list(keys) if keys else list(known or [])
+        col_of = {k: i for i, k in enumerate(names)}
+        stream_cols: List[int] = []  # the stream's key ids (in the order it names keys) -> columns
+        cap = max(rows_hint, 1024)
+        mat = np.full((cap, max(1, len(names))), np.nan)
+        step = np.empty(cap)
+        time_ = np.empty(cap)
+        attempts = np.zeros(cap if superseded else 0, dtype=np.uint32)
+        sup = np.zeros(cap if superseded else 0, dtype=bool)
         rows = 0
         try:
             for c in call(req, timeout=timeout, metadata=self._conn.metadata):
-                names.extend(c.keys)
-                steps.append(c.steps)
-                times.append(c.times)
-                counts.append(c.counts)
-                ids.append(c.key_ids)
-                vals.append(c.values)
+                for k in c.keys:
+                    if k not in col_of:
+                        col_of[k] = len(names)
+                        names.append(k)
+                    stream_cols.append(col_of[k])
+                n = c.rows
+                if rows + n > mat.shape[0] or len(names) > mat.shape[1]:
+                    grown = np.full((max(rows + n, mat.shape[0] * 2 if rows + n > mat.shape[0] else mat.shape[0]), max(len(names), mat.shape[1])), np.nan)
+                    grown[:rows, :mat.shape[1]] = mat[:rows]
+                    mat = grown
+                    step = np.resize(step, mat.shape[0])
+                    time_ = np.resize(time_, mat.shape[0])
+                    if superseded:
+                        attempts = np.resize(attempts, mat.shape[0])
+                        sup = np.resize(sup, mat.shape[0])
+                step[rows:rows + n] = np.frombuffer(c.steps, dtype="<f8")
+                time_[rows:rows + n] = np.frombuffer(c.times, dtype="<f8")
                 if superseded:
-                    attempts.append(np.full(c.rows, c.attempt, dtype=np.uint32))
-                    sup.append(np.full(c.rows, c.superseded, dtype=bool))
-                rows += c.rows
+                    attempts[rows:rows + n] = c.attempt
+                    sup[rows:rows + n] = c.superseded
+                vals = np.frombuffer(c.values, dtype="<f8")
+                if vals.size:
+                    cnt = np.frombuffer(c.counts, dtype="<u4")
+                    cols = np.asarray(stream_cols, dtype=np.int64)[np.frombuffer(c.key_ids, dtype="<u4")]
+                    width = mat.shape[1]
+                    flat = np.repeat(np.arange(rows, rows + n, dtype=np.int64) * width, cnt)
+                    flat += cols
+                    mat.reshape(-1)[flat] = vals
+                rows += n
+        except CallError:
+            raise
         except Exception as e:  # grpc.RpcError
             code = getattr(e, "code", lambda: None)()
             details = getattr(e, "details", lambda: str(e))()
             if code is not None and code.name == "NOT_FOUND":
                 raise LookupError("logd: no run %r in this node's store (%s)" % (run_id, details)) from None
             raise CallError(code, "ReadHistory", "ReadHistory of run %s: %s" % (run_id, details)) from None
-        step = np.frombuffer(b"".join(steps), dtype="<f8")
-        time_ = np.frombuffer(b"".join(times), dtype="<f8")
-        cnt = np.frombuffer(b"".join(counts), dtype="<u4")
-        kid = np.frombuffer(b"".join(ids), dtype="<u4")
-        val = np.frombuffer(b"".join(vals), dtype="<f8")
-        # Keys asked for that no row has: an all-NaN column each, in the order asked.
+        width = len(names)
+        mat = mat[:rows, :width] if (rows, width) != mat.shape else mat
         if keys:
-            for k in keys:
-                if k not in names:
-                    names.append(k)
-        mat = np.full((rows, len(names)), np.nan)
-        if val.size:
-            # Row r's pairs go to mat[r, key]: one flat index per value (the row's offset repeated over its pairs).
-            mat.reshape(-1)[np.repeat(np.arange(rows, dtype=np.int64) * len(names), cnt) + kid] = val
-        if keys:
-            order = [names.index(k) for k in keys]
-            mat = mat[:, order]
+            # The order asked; a key no row has stays an all-NaN column (and a key the daemon named unasked goes).
+            if len(names) != len(keys):
+                mat = mat[:, [col_of[k] for k in keys]]
             names = list(keys)
-        out = {"_keys": names, "_matrix": mat, "_step": step.astype(np.int64) if step.size and np.all(step == np.floor(step)) else step, "_time": time_}
+        elif known:
+            # Expected keys that no row had (a summary key set by hand): not columns.
+            seen = [i for i in range(width) if not np.isnan(mat[:, i]).all()] if rows else []
+            if len(seen) < width:
+                mat = mat[:, seen]
+                names = [names[i] for i in seen]
+        step = step[:rows]
+        out = {"_keys": names, "_matrix": mat, "_step": step.astype(np.int64) if step.size and np.all(step == np.floor(step)) else step, "_time": time_[:rows]}
         if superseded:
-            out["_attempt"] = np.concatenate(attempts) if attempts else np.zeros(0, dtype=np.uint32)
-            out["_superseded"] = np.concatenate(sup) if sup else np.zeros(0, dtype=bool)
+            out["_attempt"] = attempts[:rows]
+            out["_superseded"] = sup[:rows]
         for i, k in enumerate(names):
             out.setdefault(k, mat[:, i])
         return out

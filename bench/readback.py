@@ -1,0 +1,69 @@
+"""Reading runs back (issue 33): a run's full history into pandas, and a table of runs. Prints figures, asserts
+nothing.
+
+    LOGD_DIR=... python bench/readback.py [--rows N] [--runs M] [--rounds R]
+
+1. One run of N rows (default 1 000 000) x 10 metrics, logged by this process: logd.Api().run(id).history() into a
+   pandas DataFrame, the first read after a daemon restart (cold: the run's log not in the daemon's memory, the page
+   cache warm) and again (warm); the process's peak RSS growth against the frame's own size.
+2. M runs (default 2 000) with 20 config keys and 10 summary keys: logd.Api().runs().to_pandas().
+Needs numpy and pandas (the `read` extra) and the daemon this environment finds (started if none).
+"""
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import logd
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--rows", type=int, default=1_000_000)
+ap.add_argument("--runs", type=int, default=2000)
+ap.add_argument("--rounds", type=int, default=3)
+a = ap.parse_args()
+
+
+def rss_mb():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+print("bench/readback: %d rows x 10 metrics; %d runs; load %s" % (a.rows, a.runs, " ".join("%.1f" % x for x in os.getloadavg())))
+t0 = time.perf_counter()
+run = logd.init(project="bench-read", name="big")
+keys = ["m%d" % i for i in range(10)]
+for s in range(a.rows):
+    run.log({k: s * 0.001 + i for i, k in enumerate(keys)}, step=s)
+run.finish(timeout=600)
+print("  logged %d rows in %.1f s" % (a.rows, time.perf_counter() - t0))
+
+logd_bin = os.environ.get("LOGD_BIN", "logd")
+subprocess.run([logd_bin, "stop"], capture_output=True)  # cold: the next read is a new daemon's first
+api = logd.Api()
+for r in range(a.rounds):
+    before = rss_mb()
+    peak_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    t = time.perf_counter()
+    df = api.run(run.id).history()
+    took = time.perf_counter() - t
+    frame_mb = df.memory_usage(index=True, deep=False).sum() / 1e6
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print("  history() -> pandas, %s: %.3f s for %d rows x %d columns (%.1f M points/s); frame %.0f MB, RSS %.0f -> %.0f MB (peak %.0f MB)"
+          % ("cold" if r == 0 else "warm", took, len(df), df.shape[1], len(df) * 10 / took / 1e6, frame_mb, before, rss_mb(), max(peak, peak_before)))
+    del df
+
+t0 = time.perf_counter()
+for i in range(a.runs):
+    rr = logd.init(project="bench-runs", name="r%d" % i, config={"c%d" % k: k * i for k in range(20)})
+    rr.log({"s%d" % k: k + i for k in range(10)})
+    rr.finish()
+print("  made %d runs in %.1f s" % (a.runs, time.perf_counter() - t0))
+for r in range(a.rounds):
+    t = time.perf_counter()
+    df = api.runs(project="bench-runs").to_pandas()
+    print("  runs().to_pandas(): %.3f s for %d runs x %d columns" % (time.perf_counter() - t, len(df), df.shape[1]))
