@@ -107,8 +107,11 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
          job_type: Optional[str] = None, config: Optional[dict] = None, tags=None, notes: Optional[str] = None,
          id: Optional[str] = None, mode: Optional[str] = None, sample_interval_ms: int = 0,  # noqa: A002 - wandb's name
          on_error: Optional[str] = None, resume: Optional[str] = None, console: Optional[bool] = None,
-         resume_from=None, fork_from=None):
+         resume_from=None, fork_from=None, quiet: Optional[bool] = None):
     """Creates a run; this process becomes its owner.
+
+    Says so in one stderr line (the run's id and name, where it is stored, how to look at it), from rank 0 only and
+    once per group in a process; quiet=True or LOGD_QUIET=1 keeps it silent.
 
     When no daemon can be used (none can be started or reached, the data dir is unwritable or full, the runtime
     dir is untrusted, the daemon refuses), the run goes on deferred (deferred.py): log() works, `run.problem` and
@@ -213,7 +216,33 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         from .forked import init_via_relay
 
         return init_via_relay(req, on_error)
-    return create_run(req, on_error, _writer_factory, console=t.console and console is not False)
+    run = create_run(req, on_error, _writer_factory, console=t.console and console is not False)
+    if not (quiet if quiet is not None else os.environ.get("LOGD_QUIET", "") not in ("", "0")):
+        _announce(run)
+    return run
+
+
+_announced = set()
+
+
+def _announce(run) -> None:
+    """One line per run, as other trackers print: its id and name, where it is stored, how to look at it. Rank 0
+    only (every rank would say the same), once per group in a process, nothing for a deferred run (it said why)."""
+    try:
+        if os.environ.get("RANK", "0") != "0" or getattr(run, "problem", None):
+            return
+        key = run.group or run.id
+        if key in _announced:
+            return
+        _announced.add(key)
+        from .paths import resolve_paths
+
+        where = " in %s" % resolve_paths().data_dir
+        look = "logd health %s" % run.group if run.group else "logd show %s" % run.id
+        sys.stderr.write("logd: run %s (%s/%s%s) stored%s; see it with `%s` or `logd ui`\n" % (
+            run.id, run.project, run.name or "-", ", group %s" % run.group if run.group else "", where, look))
+    except Exception:  # never let a courtesy line break init()
+        pass
 
 
 def _step_ref(what: str, value):
