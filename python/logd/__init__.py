@@ -239,8 +239,11 @@ def _announce(run) -> None:
 
         where = " in %s" % resolve_paths().data_dir
         look = "logd health %s" % run.group if run.group else "logd show %s" % run.id
-        sys.stderr.write("logd: run %s (%s/%s%s) stored%s; see it with `%s` or `logd ui`\n" % (
+        # The process's own stderr, not the run's console capture (the line is not the run's output).
+        out = sys.__stderr__ or sys.stderr
+        out.write("logd: run %s (%s/%s%s) stored%s; see it with `%s` or `logd ui`\n" % (
             run.id, run.project, run.name or "-", ", group %s" % run.group if run.group else "", where, look))
+        out.flush()
     except Exception:  # never let a courtesy line break init()
         pass
 
