@@ -168,7 +168,8 @@ program
     // A column is a run field, or a config or summary key some listed run has: anything else is a typo, said so.
     if (columns.length && res.runs.length) {
       const listed = res.runs.map((r) => runJson(r) as RunFields);
-      const unknown = columns.filter((c) => !isRunField(c) && !listed.some((j) => fieldValue(j, c) !== undefined));
+      // config.KEY / summary.KEY name a key outright ("-" where a run has none); a bare name must be known.
+      const unknown = columns.filter((c) => !isRunField(c) && !/^(config|summary)\./.test(c) && !listed.some((j) => fieldValue(j, c) !== undefined));
       if (unknown.length) fail(`--columns: no run listed has ${unknown.map((c) => JSON.stringify(c)).join(', ')}: a column is a run field (${RUN_FIELD_NAMES.join(', ')}) or a config or summary key (config.KEY, summary.KEY)`, 2);
     }
     // Never cut the list without a word (on stderr, so --json stays one array).

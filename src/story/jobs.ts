@@ -1,7 +1,9 @@
 // The jobs of a group: each launch of a job under the same group name is a
 // job of its own (issue 34). A run belongs to the launch that was still going
 // when it was created: a run created after every run of the latest job had
-// ended starts a new job. torchrun's run id (config.torchrun.TORCHELASTIC_RUN_ID,
+// ended, and that repeats a rank (or, for runs of no rank, a name) that job
+// already has, starts a new job; runs made one after another with new ranks
+// or names (a sweep's trials in one group) stay one job. torchrun's run id (config.torchrun.TORCHELASTIC_RUN_ID,
 // `--rdzv-id`, a fresh uuid with `--standalone`) separates jobs that overlap
 // in time; its default "none" (a static rendezvous) says nothing, and time
 // decides. Pure: the CLI, the dashboard and the story split a group alike.
@@ -26,6 +28,15 @@ function torchrunId(r: RunInfo): string {
   }
 }
 
+function rankOf(r: RunInfo): number | null {
+  try {
+    const m = JSON.parse(r.metadataJson || '{}') as { rank?: { rank?: number } | null };
+    return typeof m.rank?.rank === 'number' && m.rank.rank >= 0 ? m.rank.rank : null;
+  } catch {
+    return null;
+  }
+}
+
 const open = (r: RunInfo) => r.state === 'running' || r.state === 'finishing' || !(Number(r.finishedAt) > 0);
 
 /** The group's jobs, oldest first (runs of other groups are not looked at: pass one group's runs). */
@@ -39,7 +50,10 @@ export function splitJobs(runs: readonly RunInfo[]): GroupJob[] {
       const last = jobs[jobs.length - 1];
       const lastIds = last ? [...last.ids] : [];
       const overlaps = last && (last.anyOpen || r.createdAt <= last.endedAt);
-      const sameLaunch = overlaps && (!id || lastIds.length === 0 || lastIds.includes(id));
+      // Runs made one after another are one job (a sweep's trials, ranks started in turn) unless the run repeats
+      // a rank (or, without ranks, a name) the job already has: then the job was launched again.
+      const repeats = last && last.runs.some((x) => (rankOf(x) !== null ? rankOf(x) === rankOf(r) : rankOf(r) === null && x.name === r.name));
+      const sameLaunch = last && (overlaps || !repeats) && (!id || lastIds.length === 0 || lastIds.includes(id));
       job = sameLaunch ? last : undefined;
     }
     if (!job) {

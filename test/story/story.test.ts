@@ -3,6 +3,8 @@
 import { describe, it, expect } from 'vitest';
 import { tellStory, tracebackError, nonFiniteKeys, type StoryRank } from '../../src/story/story.js';
 import { decodeWaitStatus, describeEnd, type RunEnd } from '../../src/story/end.js';
+import { splitJobs, pickJob } from '../../src/story/jobs.js';
+import type { RunInfo } from '../../src/wire.js';
 
 const T = 1_800_000_000;
 function end(p: Partial<RunEnd>): RunEnd {
@@ -71,5 +73,20 @@ describe('the job story', () => {
     expect([f.cause, f.evidence[0]]).toEqual(['exception', "KeyError: 'label'"]);
     expect(tracebackError(['no traceback', 'ValueError: x'])).toBeNull();
     expect(nonFiniteKeys('{"loss":"NaN","acc":1,"_step":"Infinity"}')).toEqual(['loss']);
+  });
+
+  it('jobs of a group: a relaunch repeating ranks is a new job; runs made one after another with new ranks or names stay one', () => {
+    const run = (id: string, rank: number | null, created: number, finished: number, name = id): RunInfo => ({
+      id, project: 'p', name, group: 'g', jobType: '', tags: [], state: finished ? 'crashed' : 'running', stateReason: '', createdAt: created, finishedAt: finished, exitCode: 0,
+      configJson: '{}', summaryJson: '{}', metadataJson: JSON.stringify({ rank: rank === null ? null : { rank } }), historyRows: 0, writers: 0, runToken: '', mode: '', notes: '', ownerWriterId: '' });
+    const twice = splitJobs([run('a0', 0, 100, 110), run('a1', 1, 100.5, 110), run('b0', 0, 200, 210), run('b1', 1, 200.2, 210)]);
+    expect(twice.map((j) => j.runs.map((r) => r.id))).toEqual([['a0', 'a1'], ['b0', 'b1']]);
+    expect(pickJob(twice, undefined).n).toBe(2);
+    expect(pickJob(twice, 'all').runs).toHaveLength(4);
+    expect(() => pickJob(twice, '3')).toThrow(/no job "3" in this group: it has 2 job\(s\)/);
+    const inTurn = splitJobs([run('r0', 0, 100, 101), run('r1', 1, 102, 103), run('r2', 2, 104, 105)]);
+    expect(inTurn).toHaveLength(1);
+    const sweep = splitJobs([run('t1', null, 100, 101, 'trial-1'), run('t2', null, 102, 103, 'trial-2'), run('t1b', null, 104, 105, 'trial-1')]);
+    expect(sweep.map((j) => j.runs.length)).toEqual([2, 1]);
   });
 });
