@@ -2,6 +2,7 @@
 // a group (daemon/health/ judges them; they travel in each run's
 // metadata.health, so the local store and the shared one read the same; the
 // dashboard's merge, daemon/ui/health.ts, makes one view of a group).
+import { runRank } from '../../src/run-rank.js';
 import type { Command } from 'commander';
 import { openSource, RunNotFound, type QuerySource, type RunInfo } from '../query/index.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
@@ -15,20 +16,12 @@ export interface GroupHealth extends MergedHealth {
   group: string;
 }
 
-function rankOf(r: RunInfo): number | null {
-  try {
-    const m = JSON.parse(r.metadataJson || '{}') as { rank?: { rank?: number } | null };
-    return typeof m.rank?.rank === 'number' ? m.rank.rank : null;
-  } catch {
-    return null;
-  }
-}
 
 /** The health of the groups `target` names (a run id, or a group), or of every open group when none. */
 export async function groupsHealth(src: QuerySource, target: string | undefined, job?: string): Promise<GroupHealth[]> {
   let runs: RunInfo[];
   if (!target) {
-    const open = (await src.listRuns({ state: 'running', limit: 1000 })).runs.filter((r) => r.group || rankOf(r) !== null);
+    const open = (await src.listRuns({ state: 'running', limit: 1000 })).runs.filter((r) => r.group || runRank(r) !== null);
     const keys = new Set(open.map((r) => `${r.project}\u0000${r.group}`));
     runs = [];
     for (const k of keys) {

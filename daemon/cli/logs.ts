@@ -2,6 +2,7 @@
 // the clients, stored in the run's record log as CONSOLE frames, read through
 // the daemon's ReadConsole), or from the shared store with LOGD_STORE_URL
 // (the uploader copies console output there).
+import { runRank } from '../../src/run-rank.js';
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { openSource, RunNotFound, type ConsoleLine, type RunInfo } from '../query/index.js';
 import { attemptsOf, attemptAt, attemptHeading, type AttemptInfo } from './attempts.js';
@@ -96,7 +97,7 @@ export function registerLogsCommand(program: Command, fail: (msg: string) => nev
         group = true;
       }
       const readers = runs.map((r) => new RunReader(r.id, (id, after) => src.console!(id, after)));
-      const rankOf = new Map(runs.map((r) => [r.id, rankFromInfo(r)]));
+      const rankOf = new Map(runs.map((r) => [r.id, runRank(r)]));
       /** A continued run's attempts: each line is marked with the one that printed it (by time). */
       const attemptsBy = new Map<string, AttemptInfo[]>(runs.map((r) => [r.id, attemptsOf(r)]));
       const wanted = (l: LogLine) => (o.rank === undefined || l.rank === o.rank) && (o.stream === undefined || l.stream === o.stream)
@@ -169,7 +170,7 @@ export function registerLogsCommand(program: Command, fail: (msg: string) => nev
             attemptsBy.set(r.id, attemptsOf(r)); // a run continued while followed
             if (rankOf.has(r.id)) continue;
             runs.push(r);
-            rankOf.set(r.id, rankFromInfo(r));
+            rankOf.set(r.id, runRank(r));
             readers.push(new RunReader(r.id, (id, after) => src.console!(id, after)));
             quietSince = Date.now();
           }
@@ -196,14 +197,6 @@ function write(chunks: string[]): void {
 }
 
 /** A run's RANK from its metadata (group output of a writer that had none). */
-function rankFromInfo(r: RunInfo): number | null {
-  try {
-    const m = JSON.parse(r.metadataJson || '{}') as { rank?: { rank?: number } | null };
-    return typeof m.rank?.rank === 'number' && m.rank.rank >= 0 ? m.rank.rank : null;
-  } catch {
-    return null;
-  }
-}
 
 /** A line for people (prefixed with its rank when the run had several processes), or as JSON. */
 function format(l: LogLine, json: boolean | undefined, prefix: boolean): string {

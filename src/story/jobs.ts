@@ -8,6 +8,7 @@
 // in time; its default "none" (a static rendezvous) says nothing, and time
 // decides. Pure: the CLI, the dashboard and the story split a group alike.
 import type { RunInfo } from '../wire.js';
+import { runRank } from '../run-rank.js';
 
 export interface GroupJob {
   /** 1 for the oldest launch of the group. */
@@ -28,14 +29,6 @@ function torchrunId(r: RunInfo): string {
   }
 }
 
-function rankOf(r: RunInfo): number | null {
-  try {
-    const m = JSON.parse(r.metadataJson || '{}') as { rank?: { rank?: number } | null };
-    return typeof m.rank?.rank === 'number' && m.rank.rank >= 0 ? m.rank.rank : null;
-  } catch {
-    return null;
-  }
-}
 
 const open = (r: RunInfo) => r.state === 'running' || r.state === 'finishing' || !(Number(r.finishedAt) > 0);
 
@@ -52,7 +45,7 @@ export function splitJobs(runs: readonly RunInfo[]): GroupJob[] {
       const overlaps = last && (last.anyOpen || r.createdAt <= last.endedAt);
       // Runs made one after another are one job (a sweep's trials, ranks started in turn) unless the run repeats
       // a rank (or, without ranks, a name) the job already has: then the job was launched again.
-      const repeats = last && last.runs.some((x) => (rankOf(x) !== null ? rankOf(x) === rankOf(r) : rankOf(r) === null && x.name === r.name));
+      const repeats = last && last.runs.some((x) => (runRank(x) !== null ? runRank(x) === runRank(r) : runRank(r) === null && x.name === r.name));
       const sameLaunch = last && (overlaps || !repeats) && (!id || lastIds.length === 0 || lastIds.includes(id));
       job = sameLaunch ? last : undefined;
     }
