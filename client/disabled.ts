@@ -19,6 +19,10 @@ export class DisabledRun {
   handle(): string {
     return '';
   }
+  async alert(_title: string, _opts: { text?: string; level?: 'info' | 'warn' | 'error' } = {}): Promise<boolean> {
+    return false;
+  }
+
   async flush(): Promise<boolean> {
     return true;
   }

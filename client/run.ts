@@ -1,4 +1,5 @@
 // A run as the training code sees it: log(), config, summary, handle(), finish().
+import { randomBytes } from 'node:crypto';
 import type { RunInfo, ServiceAddress } from '../src/wire.js';
 import { formatServiceAddress } from '../src/wire.js';
 import { parseJsonObject, ownRecord } from '../src/json.js';
@@ -221,6 +222,27 @@ export class Run {
    * was restarted while this writer was idle, or was not up yet when it was
    * looked for) looks for it again.
    */
+  /**
+   * Sends an alert to the daemon's sinks (docs/alerts.md), with the run, its group and a link. level: info, warn
+   * or error. At most 10 per run in any minute. Resolves whether it was queued; never rejects for a daemon that
+   * cannot take it (it says why on stderr).
+   */
+  async alert(title: string, opts: { text?: string; level?: 'info' | 'warn' | 'error'; timeoutMs?: number } = {}): Promise<boolean> {
+    const level = opts.level ?? 'info';
+    if (!['info', 'warn', 'error'].includes(level)) throw new TypeError(`logd: alert level ${JSON.stringify(level)} must be info, warn or error`);
+    if (typeof title !== 'string' || !title.trim()) throw new TypeError('logd: alert title must be a non-empty string');
+    try {
+      const res = await this.writer.connection.unary<unknown, { queued: boolean; message: string }>('alert',
+        { runId: this.id, runToken: this.runToken, title: title.slice(0, 200), text: String(opts.text ?? '').slice(0, 4000), level, alertId: randomBytes(12).toString('hex') },
+        opts.timeoutMs ?? 5000);
+      if (!res.queued) process.stderr.write(`logd: run.alert(${JSON.stringify(title.slice(0, 80))}) was not sent: ${res.message}\n`);
+      return res.queued;
+    } catch (e) {
+      process.stderr.write(`logd: run.alert(${JSON.stringify(title.slice(0, 80))}) was not sent: ${(e as Error).message}\n`);
+      return false;
+    }
+  }
+
   private async finishCall(exitCode: number, deadline: number): Promise<{ run: RunInfo; message: string; timedOut: boolean }> {
     let retried = false;
     /** Answers of UNAUTHENTICATED so far: the daemon at the address is not the one this writer found. */

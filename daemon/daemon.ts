@@ -87,7 +87,10 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
     log,
     groupRuns: (project, group) => registry.store.index.list({ project, group, limit: 4096 }).map((r) => registry.runs.get(r.id)?.info() ?? infoFromRow(r)),
   });
-  if (alerts) registry.finalListeners.push((info) => alerts.runEnded(info));
+  if (alerts) {
+    registry.finalListeners.push((info) => alerts.runEnded(info));
+    registry.userAlert = (info, a) => alerts.userAlert(info, a);
+  }
   const health = tunables.healthTickMs > 0
     ? new HealthMonitor(healthView(registry, stacksDir), { tickMs: tunables.healthTickMs, defaults: tunables.health, onStall: opts.onStall ?? tunables.onStall, onStallTimeoutMs: tunables.onStallTimeoutMs, log,
       onEvent: alerts ? (e, project) => alerts.healthEvent(e, project) : undefined })

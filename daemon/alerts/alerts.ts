@@ -16,9 +16,13 @@ import { Outbox } from './outbox.js';
 
 /** How long a failed job's story waits for ranks still running before it is told with what is known. */
 const STORY_WAIT_MS = 20_000;
+/** run.alert(): at most this many per run in any minute; more are refused, saying so. */
+export const USER_ALERTS_PER_MINUTE = 10;
 
 export class Alerts {
   private readonly waiting = new Map<string, NodeJS.Timeout>();
+  /** run.alert() times per run over the last minute (the rate limit). */
+  private readonly userTimes = new Map<string, number[]>();
   readonly node = process.env.LOGD_NODE || os.hostname();
 
   constructor(private readonly cfg: AlertsConfig, readonly outbox: Outbox, private readonly o: { groupRuns: (project: string, group: string) => RunInfo[]; log: (m: string) => void }) {}
@@ -71,6 +75,23 @@ export class Alerts {
         title: `job ${group} failed: ${who}`, text: story.line, link: this.link(group, null), detail: { story, job: { n: job.n, of: jobs.length, startedAt: job.startedAt } } });
     };
     this.waiting.set(k, setTimeout(check, 300).unref());
+  }
+
+  /** run.alert(title, text, level) from training code; at most USER_ALERTS_PER_MINUTE per run. */
+  userAlert(info: RunInfo, a: { title: string; text: string; level: string; id: string }): { queued: boolean; message: string } {
+    const now = Date.now();
+    const times = (this.userTimes.get(info.id) ?? []).filter((t) => now - t < 60_000);
+    if (times.length >= USER_ALERTS_PER_MINUTE) {
+      this.userTimes.set(info.id, times);
+      return { queued: false, message: `run ${info.id} sent ${USER_ALERTS_PER_MINUTE} alerts in the last minute, the most run.alert() sends; this one is dropped` };
+    }
+    times.push(now);
+    this.userTimes.set(info.id, times);
+    if (this.userTimes.size > 10_000) this.userTimes.delete(this.userTimes.keys().next().value!);
+    const n = this.outbox.enqueue({ key: `run alert|${info.id}|${a.id || now}`, kind: 'run alert', at: now / 1000, project: info.project, group: info.group, runId: info.id, node: this.node,
+      title: `${a.level === 'info' ? '' : `${a.level.toUpperCase()}: `}${a.title}`, text: `${a.text}${a.text ? '\n' : ''}(run ${info.name || info.id}, project ${info.project}${info.group ? `, group ${info.group}` : ''})`,
+      link: this.link(info.group, info.id), detail: { level: a.level, title: a.title, text: a.text } });
+    return { queued: n > 0, message: n > 0 ? `queued for ${n} sink(s)` : 'no sink takes run alerts for this run (its filters)' };
   }
 
   /** A health event (stalled, job stalled, straggler, recovered) as the monitor recorded it. */

@@ -4,10 +4,10 @@
 // file only, never argv, and is shown masked (maskUrl) everywhere.
 import fs from 'node:fs';
 
-export const EVENT_KINDS = ['job failed', 'run crashed', 'job stalled', 'stalled', 'straggler', 'recovered', 'run finished'] as const;
+export const EVENT_KINDS = ['job failed', 'run crashed', 'job stalled', 'stalled', 'straggler', 'recovered', 'run alert', 'run finished'] as const;
 export type AlertKind = (typeof EVENT_KINDS)[number];
 /** Sent unless a sink lists its own: every failure and health event, not `run finished`. */
-export const DEFAULT_KINDS: AlertKind[] = ['job failed', 'run crashed', 'job stalled', 'stalled', 'straggler', 'recovered'];
+export const DEFAULT_KINDS: AlertKind[] = ['job failed', 'run crashed', 'job stalled', 'stalled', 'straggler', 'recovered', 'run alert'];
 
 export interface Sink {
   /** A short name for lists and `logd alerts test NAME`. */

@@ -256,6 +256,15 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       };
     }),
 
+    alert: unary(ctx, (req: { runId: string; runToken: string; title: string; text: string; level: string; alertId: string }) => {
+      const run = reg.authorizedRun(req.runId, req.runToken);
+      const level = req.level || 'info';
+      if (!['info', 'warn', 'error'].includes(level)) throw invalid(`alert: level must be info, warn or error, not ${JSON.stringify(level.slice(0, 40))}`);
+      if (!req.title.trim()) throw invalid('alert: the title is empty');
+      if (!reg.userAlert) return { queued: false, message: 'no alert sink is configured for this daemon (LOGD_ALERT_WEBHOOK or LOGD_ALERTS; docs/alerts.md)' };
+      return reg.userAlert(run.info(), { title: req.title.slice(0, 200), text: req.text.slice(0, 4000), level, id: req.alertId.slice(0, 64) });
+    }),
+
     reportExit: unary(ctx, (req: { pid: number; exitCode: number; signal: string; endedAt: number }) => ({ runs: fin.exitReported(req.pid, req.exitCode, req.signal, req.endedAt) })),
 
     shutdown: unary(ctx, () => {

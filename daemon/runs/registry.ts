@@ -357,6 +357,8 @@ export class Registry {
 
   /** Called with each run's info once its final state is written (the composition root hands them on: alerts). */
   readonly finalListeners: Array<(info: RunInfo) => void> = [];
+  /** run.alert() from training code (the composition root sets it when alerts are on): queued or why not. */
+  userAlert: ((info: RunInfo, a: { title: string; text: string; level: string; id: string }) => { queued: boolean; message: string }) | null = null;
 
   waitFor(pred: () => boolean, timeoutMs: number): Promise<boolean> {
     return this.commits.waitFor(pred, timeoutMs);

@@ -35,6 +35,7 @@ _UNARY = {
     "GetRun": (pb.GetRunRequest, pb.RunInfo),
     "ListRuns": (pb.ListRunsRequest, pb.ListRunsResponse),
     "Status": (pb.StatusRequest, pb.StatusResponse),
+    "Alert": (pb.AlertRequest, pb.AlertResponse),
 }
 
 

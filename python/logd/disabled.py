@@ -29,6 +29,9 @@ class DisabledRun:
     def flush(self, timeout=10.0):
         return True
 
+    def alert(self, title, text="", level="info", timeout=5.0):
+        return False
+
     def finish(self, exit_code=None, timeout=None):
         from .finish_result import FinishResult
 

@@ -326,6 +326,33 @@ class Run:
             self._warn("logd: flush: " + lost)
         return w.wait_acked(max(0.0, deadline - time.monotonic())) and not lost
 
+    def alert(self, title: str, text: str = "", level: str = "info", timeout: float = 5.0) -> bool:
+        """Sends an alert to the daemon's sinks (docs/alerts.md), like its own alerts: with the run, its group and a
+        link. level: "info", "warn" or "error". At most 10 per run in any minute (more are dropped, said on stderr).
+        Returns whether it was queued; never raises for a daemon that cannot take it (it says why on stderr)."""
+        if level not in ("info", "warn", "error"):
+            raise ValueError("logd: alert level=%r must be 'info', 'warn' or 'error'" % (level,))
+        if not isinstance(title, str) or not title.strip():
+            raise ValueError("logd: alert title must be a non-empty string")
+        import uuid
+
+        from ._pb import logd_pb2 as pb
+
+        w = self._writer
+        conn = getattr(w, "conn", None) if w is not None else None
+        if conn is None or getattr(w, "deferred", None):
+            self._warn("logd: run.alert(%r): no daemon has this run yet (it is deferred); the alert is not sent" % title[:80])
+            return False
+        req = pb.AlertRequest(run_id=self.id, run_token=self._token, title=title[:200], text=str(text)[:4000], level=level, alert_id=uuid.uuid4().hex)
+        try:
+            res = conn.unary("Alert", req, timeout)
+        except Exception as e:
+            self._warn("logd: run.alert(%r) was not sent: %s" % (title[:80], e))
+            return False
+        if not res.queued:
+            self._warn("logd: run.alert(%r) was not sent: %s" % (title[:80], res.message))
+        return bool(res.queued)
+
     # How the process ends, for the daemon's end record (docs/story.md): exception_type, exception_message and
     # ended_at of FinishRunRequest, set by the exit hook (exit_hooks.py) or __exit__ before finish().
     _end_said = None

@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeEnv, startDaemon, killDaemon, cli, cliJson, script, spawnScript, waitUntil, type TestEnv } from '../helpers.js';
-import { FIXTURES, PYTHON, torchMissing, pyEnv, freePort } from '../python/py-helpers.js';
+import { FIXTURES, PYTHON, torchMissing, pythonMissing, pyEnv, freePort, runPython } from '../python/py-helpers.js';
 
 interface Received { at: number; body: any }
 interface Receiver { url: string; port: number; got: Received[]; close: () => Promise<void> }
@@ -207,6 +207,42 @@ describe('alerts to a webhook', () => {
     expect(rx.got.length).toBeLessThanOrEqual(3);
     const summary = rx.got.find((g) => g.body.kind === 'summary')!.body;
     expect(summary.title).toMatch(/^\d+ alerts at once \(\d+ × run crashed\)$/);
+  }, 60_000);
+
+  it('run.alert() from Python and TypeScript: one alert each with its text and level; the 11th in a minute is dropped, saying so', async () => {
+    const rx = await receiver();
+    closers.push(rx.close);
+    t = makeEnv({ LOGD_ALERT_WEBHOOK: rx.url });
+    await startDaemon(t);
+    if (pythonMissing === null) {
+      const py = await runPython(t, ['-c', `
+import logd
+run = logd.init(project="alerts", name="py", group="gp")
+print("queued", run.alert("val/acc dropped", "from 0.91 to 0.42 at step 1200", level="warn"))
+run.finish()
+`]);
+      expect(py.stdout.trim(), py.all).toBe('queued True');
+    }
+    const file = script(t, 'ts-alert.mjs', `
+      const run = await logd.init({ project: 'alerts', name: 'ts' });
+      const got = [];
+      for (let i = 0; i < 11; i++) got.push(await run.alert('note ' + i, { text: 'i=' + i }));
+      console.log(JSON.stringify(got));
+      await run.finish();
+    `);
+    const p = spawnScript(t, file);
+    const [code] = await p.closed;
+    expect(code).toBe(0);
+    expect(JSON.parse(p.lines[0])).toEqual([...Array(10).fill(true), false]);
+    const want = (pythonMissing === null ? 1 : 0) + 10;
+    await waitUntil(() => rx.got.reduce((n, g) => n + (g.body.kind === 'summary' ? g.body.count : 1), 0) >= want, 20_000, 'the alerts');
+    const all = rx.got.flatMap((g) => (g.body.kind === 'summary' ? g.body.alerts : [g.body]));
+    if (pythonMissing === null) {
+      const py = all.find((a: any) => a.title === 'WARN: val/acc dropped');
+      expect(py).toBeTruthy();
+      if (py.text) expect(py.text).toBe('from 0.91 to 0.42 at step 1200\n(run py, project alerts, group gp)');
+    }
+    expect(all.filter((a: any) => String(a.title).startsWith('note ')).map((a: any) => a.title).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `note ${i}`).sort());
   }, 60_000);
 
   it('`logd alerts test` sends a sample to the sink and says what the receiver answered', async () => {
