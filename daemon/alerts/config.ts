@@ -4,10 +4,41 @@
 // file only, never argv, and is shown masked (maskUrl) everywhere.
 import fs from 'node:fs';
 
-export const EVENT_KINDS = ['job failed', 'run crashed', 'job stalled', 'stalled', 'straggler', 'recovered', 'run alert', 'run finished'] as const;
+export const EVENT_KINDS = ['job failed', 'run crashed', 'job stalled', 'stalled', 'straggler', 'recovered', 'run alert', 'metric', 'run finished'] as const;
 export type AlertKind = (typeof EVENT_KINDS)[number];
 /** Sent unless a sink lists its own: every failure and health event, not `run finished`. */
-export const DEFAULT_KINDS: AlertKind[] = ['job failed', 'run crashed', 'job stalled', 'stalled', 'straggler', 'recovered', 'run alert'];
+export const DEFAULT_KINDS: AlertKind[] = ['job failed', 'run crashed', 'job stalled', 'stalled', 'straggler', 'recovered', 'run alert', 'metric'];
+
+/**
+ * A rule on a metric's latest value, checked every 2 s on the open runs' summaries (never on the ingest path):
+ * `non-finite` (NaN or ±inf), or a comparison (`> 10`, `<= 0.5`); `afterStep` holds it back until the run is past
+ * that step. It fires once per run.
+ */
+export interface MetricRule {
+  metric: string;
+  when: string;
+  op: 'non-finite' | '>' | '>=' | '<' | '<=';
+  value: number;
+  afterStep: number;
+}
+
+/** Without a rules list: a metric named `loss` that turns NaN or ±inf. */
+export const DEFAULT_RULES: MetricRule[] = [{ metric: 'loss', when: 'non-finite', op: 'non-finite', value: 0, afterStep: -1 }];
+
+export function parseRule(r: unknown, where: string): MetricRule {
+  if (!r || typeof r !== 'object' || Array.isArray(r)) throw new AlertsConfigError(`${where}: a rule is {"metric": NAME, "when": "non-finite" | "> 10" | "< 0.5", "after_step": N}`);
+  const o = r as Record<string, unknown>;
+  const unknown = Object.keys(o).filter((k) => !['metric', 'when', 'after_step'].includes(k));
+  if (unknown.length) throw new AlertsConfigError(`${where}: unknown key(s) ${unknown.join(', ')}; known: metric, when, after_step`);
+  if (typeof o.metric !== 'string' || !o.metric) throw new AlertsConfigError(`${where}: metric must name a metric`);
+  const when = typeof o.when === 'string' ? o.when.trim() : '';
+  const afterStep = o.after_step === undefined ? -1 : Number(o.after_step);
+  if (!Number.isInteger(afterStep) || afterStep < -1) throw new AlertsConfigError(`${where}: after_step must be a whole step`);
+  if (when === 'non-finite') return { metric: o.metric, when, op: 'non-finite', value: 0, afterStep };
+  const m = /^(>=|<=|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)$/i.exec(when);
+  if (!m) throw new AlertsConfigError(`${where}: when must be "non-finite" or a comparison such as "> 10" or "< 0.5", not ${JSON.stringify(when)}`);
+  return { metric: o.metric, when, op: m[1] as MetricRule['op'], value: Number(m[2]), afterStep };
+}
 
 export interface Sink {
   /** A short name for lists and `logd alerts test NAME`. */
@@ -25,6 +56,7 @@ export interface Sink {
 
 export interface AlertsConfig {
   sinks: Sink[];
+  rules: MetricRule[];
   /** A dashboard's address (LOGD_ALERT_LINK_BASE, `https://host:port`): alerts link to the run's or group's page under it. */
   linkBase: string | null;
 }
@@ -145,6 +177,10 @@ function strings(v: unknown, where: string): string[] | null {
 
 /** Parses an alerts file (JSON; docs/alerts.md). Errors name the file and where. */
 export function parseAlertsFile(text: string, file: string, env: NodeJS.ProcessEnv): Sink[] {
+  return parseAlertsDoc(text, file, env).sinks;
+}
+
+export function parseAlertsDoc(text: string, file: string, env: NodeJS.ProcessEnv): { sinks: Sink[]; rules: MetricRule[] | null } {
   let doc: unknown;
   try {
     doc = JSON.parse(text);
@@ -154,8 +190,13 @@ export function parseAlertsFile(text: string, file: string, env: NodeJS.ProcessE
     throw new AlertsConfigError(`${file}: not valid JSON at ${lineOf(text, at)} (${what})`);
   }
   const sinks = (doc as { sinks?: unknown })?.sinks;
-  if (!Array.isArray(sinks)) throw new AlertsConfigError(`${file}: expected {"sinks": [ … ]}`);
-  return sinks.map((s: Record<string, unknown>, i) => {
+  if (!Array.isArray(sinks)) throw new AlertsConfigError(`${file}: expected {"sinks": [ … ], "rules": [ … ]}`);
+  const top = Object.keys(doc as object).filter((k) => k !== 'sinks' && k !== 'rules');
+  if (top.length) throw new AlertsConfigError(`${file}: unknown key(s) ${top.join(', ')}; known: sinks, rules`);
+  const rawRules = (doc as { rules?: unknown }).rules;
+  if (rawRules !== undefined && !Array.isArray(rawRules)) throw new AlertsConfigError(`${file}: rules must be a list`);
+  const rules = rawRules === undefined ? null : (rawRules as unknown[]).map((r, i) => parseRule(r, `${file}: rules[${i}]`));
+  return { rules, sinks: sinks.map((s: Record<string, unknown>, i) => {
     const where = `${file}: sinks[${i}]${typeof s?.name === 'string' ? ` (${s.name})` : ''}`;
     if (!s || typeof s !== 'object' || Array.isArray(s)) throw new AlertsConfigError(`${where}: must be an object`);
     const known = new Set(['name', 'url', 'url_env', 'format', 'events', 'projects', 'groups', 'timeout_ms']);
@@ -176,12 +217,13 @@ export function parseAlertsFile(text: string, file: string, env: NodeJS.ProcessE
     if (!Number.isInteger(timeoutMs) || timeoutMs < 100 || timeoutMs > 300_000) throw new AlertsConfigError(`${where}: timeout_ms must be a whole number of milliseconds from 100 to 300000`);
     return { name: typeof s.name === 'string' && s.name ? s.name : `sink${i + 1}`, url: checkUrl(url, where), format, kinds: kinds as AlertKind[],
       projects: strings(s.projects, `${where}: projects`), groups: strings(s.groups, `${where}: groups`), timeoutMs };
-  });
+  }) };
 }
 
 /** The alerts configuration of this environment; throws AlertsConfigError (the daemon then runs with alerts off and says why). */
 export function alertsConfig(env: NodeJS.ProcessEnv = process.env): AlertsConfig {
   const sinks: Sink[] = [];
+  let rules: MetricRule[] | null = null;
   if (env.LOGD_ALERT_WEBHOOK) {
     sinks.push({ name: 'webhook', url: checkUrl(env.LOGD_ALERT_WEBHOOK, 'LOGD_ALERT_WEBHOOK'), format: 'json', kinds: DEFAULT_KINDS, projects: null, groups: null, timeoutMs: 10_000 });
   }
@@ -192,12 +234,14 @@ export function alertsConfig(env: NodeJS.ProcessEnv = process.env): AlertsConfig
     } catch (e) {
       throw new AlertsConfigError(`LOGD_ALERTS=${env.LOGD_ALERTS}: cannot read it (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})`);
     }
-    sinks.push(...parseAlertsFile(text, env.LOGD_ALERTS, env));
+    const doc = parseAlertsDoc(text, env.LOGD_ALERTS, env);
+    sinks.push(...doc.sinks);
+    rules = doc.rules;
   }
   const names = new Set<string>();
   for (const s of sinks) {
     if (names.has(s.name)) throw new AlertsConfigError(`two sinks are named ${JSON.stringify(s.name)}; give each its own name`);
     names.add(s.name);
   }
-  return { sinks, linkBase: env.LOGD_ALERT_LINK_BASE ? env.LOGD_ALERT_LINK_BASE.replace(/\/+$/, '') : null };
+  return { sinks, rules: rules ?? DEFAULT_RULES, linkBase: env.LOGD_ALERT_LINK_BASE ? env.LOGD_ALERT_LINK_BASE.replace(/\/+$/, '') : null };
 }

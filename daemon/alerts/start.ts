@@ -36,7 +36,7 @@ function writeStatus(dataDir: string, s: AlertsStatus): void {
   }
 }
 
-export function startAlerts(dataDir: string, env: NodeJS.ProcessEnv, o: { groupRuns: (project: string, group: string) => RunInfo[]; log: (m: string) => void }): Alerts | null {
+export function startAlerts(dataDir: string, env: NodeJS.ProcessEnv, o: { groupRuns: (project: string, group: string) => RunInfo[]; openRuns?: () => RunInfo[]; log: (m: string) => void }): Alerts | null {
   let cfg;
   try {
     cfg = alertsConfig(env);
@@ -54,6 +54,6 @@ export function startAlerts(dataDir: string, env: NodeJS.ProcessEnv, o: { groupR
   const outbox = new Outbox(alertsDir(dataDir), cfg.sinks, { giveUpMs: Number.isFinite(giveUp) && giveUp > 0 ? giveUp : 15 * 60_000, log: o.log });
   outbox.start();
   writeStatus(dataDir, { state: 'on', problem: null, sinks: cfg.sinks.map((s) => ({ name: s.name, target: maskUrl(s.url), format: s.format, events: s.kinds })) });
-  o.log(`alerts: on: ${cfg.sinks.map((s) => `${s.name} (${maskUrl(s.url)}, ${s.format})`).join(', ')}`);
+  o.log(`alerts: on: ${cfg.sinks.map((s) => `${s.name} (${maskUrl(s.url)}, ${s.format})`).join(', ')}; rules: ${cfg.rules.map((r) => `${r.metric} ${r.when}`).join(', ') || 'none'}`);
   return new Alerts(cfg, outbox, o);
 }

@@ -245,6 +245,35 @@ run.finish()
     expect(all.filter((a: any) => String(a.title).startsWith('note ')).map((a: any) => a.title).sort()).toEqual(Array.from({ length: 10 }, (_, i) => `note ${i}`).sort());
   }, 60_000);
 
+  it('metric rules: a loss that turns NaN and a rule (acc < 0.5 after step 10) fire once each; a rule on a metric that never appears never fires', async () => {
+    const rx = await receiver();
+    closers.push(rx.close);
+    const file = path.join(makeEnv().dir, 'alerts.json');
+    fs.writeFileSync(file, JSON.stringify({ sinks: [{ name: 'hook', url: rx.url }], rules: [
+      { metric: 'loss', when: 'non-finite' }, { metric: 'acc', when: '< 0.5', after_step: 10 }, { metric: 'never_logged', when: '> 0' }] }));
+    t = makeEnv({ LOGD_ALERTS: file });
+    await startDaemon(t);
+    const trainer = script(t, 'nan.mjs', `
+      const run = await logd.init({ project: 'alerts', name: 'diverge' });
+      for (let step = 0; step < 30; step++) {
+        run.log({ loss: step < 20 ? 1 / (step + 1) : NaN, acc: step < 5 ? 0.1 : step < 25 ? 0.9 : 0.3 }, { step });
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      await run.flush();
+      await new Promise((r) => setTimeout(r, 5000));
+      await run.finish();
+    `);
+    const p = spawnScript(t, trainer);
+    closers.push(async () => void p.kill('SIGKILL'));
+    await waitUntil(() => rx.got.filter((g) => g.body.kind === 'metric').length >= 2, 30_000, 'two rule alerts');
+    await p.closed;
+    await new Promise((r) => setTimeout(r, 2500));
+    const rules = rx.got.filter((g) => g.body.kind === 'metric').map((g) => g.body);
+    expect(rules.map((b) => b.title).sort()).toEqual(['acc < 0.5 in run diverge', 'loss is non-finite in run diverge']);
+    expect(rules.find((b) => b.event.metric === 'loss').text).toMatch(/^loss = NaN at step \d+ \(rule: loss non-finite\)$/);
+    expect(rules.find((b) => b.event.metric === 'acc').event).toMatchObject({ value: '0.3', rule: { when: '< 0.5', afterStep: 10 } });
+  }, 60_000);
+
   it('`logd alerts test` sends a sample to the sink and says what the receiver answered', async () => {
     const rx = await receiver();
     closers.push(rx.close);
