@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // The logd command line. Parsing lives here; each command is a small function.
+import { describeEnd, type RunEnd } from '../src/story/end.js';
 import fs from 'node:fs';
 import { Command, Option, InvalidArgumentError } from 'commander';
 import { resolvePaths, LOGD_VERSION } from '../src/config.js';
@@ -47,6 +48,11 @@ const STORE_HELP = 'read the shared PostgreSQL store instead of the local one';
 function fail(msg: string, code = 1): never {
   process.stderr.write(`logd: ${msg}\n`);
   process.exit(code);
+}
+
+/** A number as people read it in a table: about 6 significant digits (integers whole); --json keeps every digit. */
+export function shortNumber(v: number): number {
+  return Number.isInteger(v) || !Number.isFinite(v) ? v : Number(v.toPrecision(6));
 }
 
 /** The stable JSON shape of a run (documented in the README). */
@@ -195,7 +201,7 @@ program
       const j = columns.length ? (runJson(r) as RunFields) : null;
       const extra = columns.map((c) => {
         const v = fieldValue(j!, c);
-        return v === undefined || v === null ? '-' : typeof v === 'string' ? v : JSON.stringify(v);
+        return v === undefined || v === null ? '-' : typeof v === 'string' ? v : typeof v === 'number' ? String(shortNumber(v)) : JSON.stringify(v);
       });
       rows.push([r.id, r.project, r.group || '-', r.name, r.state, String(r.historyRows), rank, ...(shared ? [meta.node ?? '-'] : []), ...extra, new Date(r.createdAt * 1000).toISOString()]);
     }
@@ -234,9 +240,15 @@ program
     console.log(`state: ${r.state}${r.stateReason ? ` (${r.stateReason})` : ''}, exit code ${r.exitCode}, ${r.historyRows} rows`);
     console.log(`created: ${j.createdAt}${j.finishedAt ? `, finished: ${j.finishedAt}` : ''}`);
     console.log(`config:  ${JSON.stringify(j.config)}`);
-    console.log(`summary: ${JSON.stringify(j.summary)}`);
-    const meta = j.metadata as { host?: string; pid?: number; rank?: unknown; system?: { gpus: Array<{ index: number; name: string }>; last: Record<string, number> | null } | null };
-    console.log(`host: ${meta.host}, pid ${meta.pid}, rank ${JSON.stringify(meta.rank)}`);
+    // About 6 significant digits for people; --json keeps every digit.
+    console.log(`summary: ${JSON.stringify(j.summary, (_k, v) => (typeof v === 'number' ? shortNumber(v) : v))}`);
+    const meta = j.metadata as { host?: string; pid?: number; rank?: { rank: number; worldSize?: number; localRank?: number; nodeRank?: number } | null; end?: RunEnd; system?: { gpus: Array<{ index: number; name: string }>; last: Record<string, number> | null } | null };
+    const rk = meta.rank && meta.rank.rank >= 0 ? `rank ${meta.rank.rank}${(meta.rank.worldSize ?? -1) > 0 ? ` of ${meta.rank.worldSize}` : ''}${(meta.rank.localRank ?? -1) >= 0 ? ` (local rank ${meta.rank.localRank}${(meta.rank.nodeRank ?? -1) >= 0 ? `, node rank ${meta.rank.nodeRank}` : ''})` : ''}` : 'no rank';
+    console.log(`host: ${meta.host}, pid ${meta.pid}, ${rk}`);
+    if (meta.end && r.state !== 'running') {
+      console.log(`ended: its process ${describeEnd(meta.end)} at ${new Date(meta.end.at * 1000).toISOString()}${meta.end.lastStep >= 0 ? `, last step ${meta.end.lastStep}` : ''}${meta.end.exception ? '' : ''}`);
+      if (meta.end.lastLines.length && r.state !== 'finished') console.log(`last console lines:\n${meta.end.lastLines.slice(-5).map((l) => `  ${l}`).join('\n')}`);
+    }
     const { attempts, supersededRows, forkedFrom } = j.metadata as {
       attempts?: Array<{ n: number; startedAt: number; host: string; pid: number; fromStep: number; resumedFromStep?: number; state?: string; reason?: string; endedAt?: number }>;
       supersededRows?: number; forkedFrom?: { runId: string; step: number };

@@ -155,6 +155,8 @@ describe.skipIf(torchMissing !== null)(`a failed job's story${torchMissing ? ` (
     expect(two.metadata.end?.signal).toBe('SIGKILL');
     const shown = (await cli(t, ['show', (j as unknown as Array<{ id: string; metadata: { rank: { rank: number } } }>).find((r) => r.metadata.rank.rank === 2)!.id])).stdout;
     expect(shown).toMatch(/state: crashed \(its process \d+ was killed by SIGKILL without calling finish\(\)\), exit code -1/);
+    expect(shown).toMatch(/^host: \S+, pid \d+, rank 2 of 4 \(local rank 2, node rank 0\)$/m);
+    expect(shown).toMatch(/^ended: its process was killed by SIGKILL at \d{4}-\d\d-\d\dT[\d:.]+Z, last step \d+$/m);
   });
 
   it('`logd launch`: one line names the rank and its signal (the launcher reports what it collected), the group the script used; the same group run again is a job of its own', async () => {
