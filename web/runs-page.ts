@@ -3,6 +3,9 @@
 // summary keys all go to the server (they page) and live in the URL, so a
 // link reproduces the view. Runs of a group fold into one row that opens;
 // states change live.
+import { splitJobs } from '../src/story/jobs.js';
+import { storyOfRuns } from '../src/story/story.js';
+import type { RunInfo } from '../src/wire.js';
 import { h, clear, link, stateBadge, ago, debounce, fmt } from './dom.js';
 import { api, live, type Run } from './api.js';
 import { fieldValue } from '../src/run-filter.js';
@@ -190,7 +193,7 @@ export function runsPage(root: HTMLElement): () => void {
         h('td', { class: 'name' }, link(['groups', r.group], r.group), h('span', { class: 'muted' }, ` ${members.length} runs`)),
         h('td', {}, r.project),
         h('td', { class: 'group-cell' }, link(['groups', r.group], r.group)),
-        h('td', { class: 'state-cell' }, ...[...counts].map(([s, n]) => h('span', {}, stateBadge(s), n > 1 ? ` ×${n} ` : ' '))),
+        h('td', { class: 'state-cell' }, ...[...counts].map(([s, n]) => h('span', {}, stateBadge(s), n > 1 ? ` ×${n} ` : ' ')), ...firstFailure(members)),
         h('td', { class: 'num' }, members.reduce((n, m) => n + m.historyRows, 0)),
         h('td', {}, ago(r.createdAt)),
         ...f.cols.map((c) => groupCell(members, c)),
@@ -216,4 +219,20 @@ export function runsPage(root: HTMLElement): () => void {
     runs: () => void reload(),
   });
   return close;
+}
+
+/** A failed group's first failure, for its row (the latest job's story, src/story): "first: rank 2, killed". */
+function firstFailure(members: Run[]): HTMLElement[] {
+  if (!members.some((m) => m.state === 'crashed')) return [];
+  const asInfo = (m: Run): RunInfo => ({
+    id: m.id, project: m.project, name: m.name, group: m.group, jobType: m.jobType, tags: m.tags, state: m.state, stateReason: m.stateReason,
+    createdAt: Date.parse(m.createdAt) / 1000, finishedAt: m.finishedAt ? Date.parse(m.finishedAt) / 1000 : 0, exitCode: m.exitCode,
+    configJson: JSON.stringify(m.config), summaryJson: JSON.stringify(m.summary), metadataJson: JSON.stringify(m.metadata), historyRows: m.historyRows,
+    writers: m.writersAttached, runToken: '', mode: m.mode, notes: m.notes, ownerWriterId: '',
+  });
+  const jobs = splitJobs(members.map(asInfo));
+  const story = storyOfRuns(jobs[jobs.length - 1].runs);
+  if (!story || story.verdict !== 'failed') return [];
+  const who = story.first.length ? story.first.map((f) => `${f.rank === null ? f.runId : `rank ${f.rank}`}, ${f.cause}`).join('; ') : 'outside these runs';
+  return [h('span', { class: 'group-story muted', title: story.line }, `first: ${who}`)];
 }

@@ -198,6 +198,12 @@ describe.skipIf(torchMissing !== null)(`a failed job's story${torchMissing ? ` (
       const roles = await strip.locator('tr.story-rank').evaluateAll((trs) => trs.map((tr) => [tr.children[1].textContent, tr.getAttribute('data-role'), tr.getAttribute('data-cause')]));
       expect(roles[0]).toEqual(['rank 2', 'first', 'killed']);
       expect(roles.slice(1).map((r) => r[1])).toEqual(['consequence', 'consequence', 'consequence']);
+      // The runs table: the crashed group's row names its first failure.
+      await page.goto(`${ui.base}/`);
+      const row = page.locator('tr.group-row[data-group="story-kill"] .group-story');
+      await row.waitFor({ timeout: 15_000 });
+      expect(await row.textContent()).toBe('first: rank 2, killed');
+      expect(await row.getAttribute('title')).toBe(g.story!.line);
       // A group launched twice: the page shows the latest job, the earlier one a click away.
       await page.goto(`${ui.base}/groups/story-launch`);
       const jobs = page.locator('#group-jobs');
