@@ -4,6 +4,7 @@
 //   synchronously, with the exit code; the daemon ingests it and finalises.
 // - a signal the process handles itself is not an exit: runs stay open.
 import { liveRuns } from './run.js';
+import { watchUncaught } from './uncaught.js';
 
 let installed = false;
 let finishingAtExit = false;
@@ -11,6 +12,7 @@ let finishingAtExit = false;
 export function installExitHooks(): void {
   if (installed) return;
   installed = true;
+  watchUncaught();
   process.on('beforeExit', () => {
     if (finishingAtExit || liveRuns().length === 0) return;
     finishingAtExit = true;

@@ -1,4 +1,5 @@
 // A run as the training code sees it: log(), config, summary, handle(), finish().
+import { uncaughtException } from './uncaught.js';
 import { randomBytes } from 'node:crypto';
 import type { RunInfo, ServiceAddress } from '../src/wire.js';
 import { formatServiceAddress } from '../src/wire.js';
@@ -298,8 +299,8 @@ export class Run {
       this.writer.spill(null);
       return;
     }
-    // The exit code finishes the run for an owner and detaches anyone else.
-    this.writer.spill(exitCode);
+    // The exit code finishes the run for an owner and detaches anyone else; an uncaught exception goes with it.
+    this.writer.spill(exitCode, uncaughtException());
     this.writer.close();
     live.delete(this);
   }

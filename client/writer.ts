@@ -381,7 +381,7 @@ export class BatchWriter {
    * Writes everything not yet acknowledged to a spill file, synchronously (for
    * process exit). `exitCode` non-null asks the daemon to finish the run with it.
    */
-  spill(exitCode: number | null): string | null {
+  spill(exitCode: number | null, exception: SpillHeader['exception'] = null): string | null {
     this.seal();
     const pending = this.backlog.takeAll();
     if (pending.length === 0 && exitCode === null) {
@@ -390,7 +390,7 @@ export class BatchWriter {
     }
     const header: SpillHeader = {
       runId: this.o.runId, runToken: this.o.runToken, writerId: this.o.writerId, pid: process.pid, host: os.hostname(),
-      keys: this.batch.keys, exitCode, ...(this.o.deferred ? { create: this.o.deferred } : {}),
+      keys: this.batch.keys, exitCode, ...(this.o.deferred ? { create: this.o.deferred } : {}), ...(exception && exitCode !== null ? { exception } : {}),
     };
     const name = (this.o.deferred ? deferredSpillFileName : spillFileName)(this.o.runId, this.o.writerId);
     let file: string;

@@ -22,6 +22,8 @@ export interface SpillHeader {
    * `writerId` as its owner. Absent for runs a daemon created.
    */
   create?: DeferredCreate | null;
+  /** The process's uncaught exception, when it died of one (docs/story.md): type, message, when (seconds since the epoch). */
+  exception?: { type: string; message: string; at: number } | null;
 }
 
 /** What CreateRun would have carried, for a run created later from its spill file. */

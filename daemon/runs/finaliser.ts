@@ -199,7 +199,7 @@ export class Finaliser {
    * `resumable`: a daemon stop, which the run's owner may come back from.
    */
   /** finalise() as the spool's callback: a run its owner's spill file ends. */
-  readonly finaliseRun: FinaliseRun = (run, state, reason, exitCode) => {
+  readonly finaliseRun: FinaliseRun = (run, state, reason, exitCode, exception) => {
     // The owner's spill says how it ended (its exit code; 128 + n from the client's handler of signal n) where the
     // kernel's status was already collected: that goes in its end record.
     const had = run.pendingEnd;
@@ -207,6 +207,9 @@ export class Finaliser {
       const owner = run.writers.get(run.meta.ownerWriterId);
       const sig = exitCode > 128 && exitCode < 160 ? signalName(exitCode - 128) : null;
       run.pendingEnd = this.endRecord(run, owner, { ...(had ? { at: had.at, atWithinS: had.atWithinS } : {}), source: sig ? 'signal-handler' : 'client', exitCode: sig ? null : exitCode, signal: sig });
+    }
+    if (exception && run.pendingEnd && !run.pendingEnd.exception) {
+      run.pendingEnd = { ...run.pendingEnd, exception: { type: exception.type, message: exception.message }, ...(exception.at > 0 && run.pendingEnd.source !== 'wait-status' ? { at: exception.at, atWithinS: 0 } : {}) };
     }
     void this.finalise(run, state, reason, exitCode);
   };

@@ -15,7 +15,7 @@ import type { Registry } from './registry.js';
 import type { LiveRun } from './run.js';
 
 /** Ends a run whose owner's spill file says it exited (the finaliser's finalise, passed in). */
-export type FinaliseRun = (run: LiveRun, state: 'finished' | 'crashed', reason: string, exitCode: number) => void;
+export type FinaliseRun = (run: LiveRun, state: 'finished' | 'crashed', reason: string, exitCode: number, exception?: SpillHeader['exception']) => void;
 
 const WriteRequest = messageType('WriteRequest');
 /** Files read and waiting for their rows to be durable before they are removed: not read twice meanwhile. */
@@ -172,8 +172,9 @@ function ingestFile(reg: Registry, finalise: FinaliseRun, file: string): { batch
   if (h.exitCode !== null && (h.writerId === run.meta.ownerWriterId || lateCreate) && run.state === 'running') {
     finished = true;
     const code = h.exitCode;
-    const how = code === 0 ? 'exited with code 0' : code > 128 && code < 160 ? `was stopped by ${signalName(code - 128)} (exit code ${code})` : `exited with code ${code}`;
-    finalise(run, code === 0 ? 'finished' : 'crashed', `its process ${how} without calling finish()${code === 0 ? '; finished for it' : ''}`, code);
+    const ex = h.exception && typeof h.exception.type === 'string' ? { type: h.exception.type.slice(0, 200), message: String(h.exception.message ?? '').slice(0, 2000), at: Number(h.exception.at) || 0 } : null;
+    const how = ex ? `raised ${ex.type}: ${ex.message.split('\n')[0].slice(0, 200)} (exit code ${code})` : code === 0 ? 'exited with code 0' : code > 128 && code < 160 ? `was stopped by ${signalName(code - 128)} (exit code ${code})` : `exited with code ${code}`;
+    finalise(run, code === 0 ? 'finished' : 'crashed', `its process ${how} without calling finish()${code === 0 ? '; finished for it' : ''}`, code, ex);
   } else if (h.exitCode !== null) {
     w.detached = true;
   }
