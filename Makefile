@@ -80,12 +80,13 @@ check-imports:
 
 # `make test`: the suite a newcomer runs (about 10 minutes on 2 cores, 8 of them tests). `make test-slow`: the
 # slower suites (chaos, PostgreSQL, packages, DDP, the browser; about 25 minutes), which .ci/run runs too. The two
-# sets are named in vitest.config.ts; `npx vitest run` alone runs both.
+# sets are named in vitest.config.ts; `npx vitest run` alone runs both. scripts/run-tests.sh stops whatever the
+# tests left running when the run ends, Ctrl-C included.
 test: check-imports system-deps build native python
-	LOGD_TESTS=fast npx vitest run
+	@bash scripts/run-tests.sh fast
 
 test-slow: check-imports system-deps build native python packages-for-test
-	LOGD_TESTS=slow npx vitest run
+	@bash scripts/run-tests.sh slow
 
 # The chaos, fuzz and load tests at soak length (docs/reliability.md).
 soak: build
