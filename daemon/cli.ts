@@ -1,5 +1,6 @@
 #!/usr/bin/env node
 // The logd command line. Parsing lives here; each command is a small function.
+import { shortNumber } from '../src/number.js';
 import { describeEnd, type RunEnd } from '../src/story/end.js';
 import fs from 'node:fs';
 import { Command, Option, InvalidArgumentError } from 'commander';
@@ -48,11 +49,6 @@ const STORE_HELP = 'read the shared PostgreSQL store instead of the local one';
 function fail(msg: string, code = 1): never {
   process.stderr.write(`logd: ${msg}\n`);
   process.exit(code);
-}
-
-/** A number as people read it in a table: about 6 significant digits (integers whole); --json keeps every digit. */
-export function shortNumber(v: number): number {
-  return Number.isInteger(v) || !Number.isFinite(v) ? v : Number(v.toPrecision(6));
 }
 
 /** The stable JSON shape of a run (documented in the README). */

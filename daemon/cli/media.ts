@@ -4,6 +4,7 @@
 // their counts and edges: what an export of them is); `--save DIR` writes the
 // images out as files. From the node's store, or the shared one with
 // LOGD_STORE_URL (the uploader copies media there, images as bytea).
+import { shortNumber } from '../../src/number.js';
 import fs from 'node:fs';
 import path from 'node:path';
 import { Command, Option } from 'commander';
@@ -21,12 +22,13 @@ export function imageFileName(m: MediaItem): string {
 }
 
 /** A line for people: step, rank, kind, key and what the value is, control characters escaped. */
-function describe(m: MediaItem): string {
+function describe(m: MediaItem, keyWidth: number): string {
   let what: string;
   if (m.kind === 'histogram') {
     const total = (m.counts ?? []).reduce((a, b) => a + b, 0);
     const e = m.edges ?? [];
-    what = `${m.counts?.length ?? 0} bins, ${total} values in [${e[0]}, ${e[e.length - 1]}]${m.nonfinite ? `, ${m.nonfinite} NaN/inf left out` : ''}`;
+    const short = (v: number | undefined) => (typeof v === 'number' ? shortNumber(v) : v);
+    what = `${m.counts?.length ?? 0} bins, ${total} values in [${short(e[0])}, ${short(e[e.length - 1])}]${m.nonfinite ? `, ${m.nonfinite} NaN/inf left out` : ''}`;
   } else if (m.kind === 'image') {
     what = m.lost ? `LOST: ${m.lost}` : `${m.width}x${m.height} ${m.format}, ${m.bytes} bytes${m.caption ? `, ${JSON.stringify(m.caption)}` : ''}`;
   } else {
@@ -34,7 +36,7 @@ function describe(m: MediaItem): string {
     what = JSON.stringify(t.length > 100 ? t.slice(0, 100) + '…' : t);
   }
   const rank = m.rank !== null ? String(m.rank) : '-';
-  return `${String(m.step).padStart(8)}  ${rank.padStart(4)}  ${m.kind.padEnd(9)}  ${JSON.stringify(m.key)}  ${what}\n`;
+  return `${String(m.step).padStart(8)}  ${rank.padStart(4)}  ${m.kind.padEnd(9)}  ${JSON.stringify(m.key).padEnd(keyWidth)}  ${what}\n`;
 }
 
 export function registerMediaCommand(program: Command, fail: (msg: string) => never): void {
@@ -51,13 +53,22 @@ export function registerMediaCommand(program: Command, fail: (msg: string) => ne
       if (!src.media) fail(`${src.where} does not keep histograms, images or text; read them from the node's own store`);
       if (o.save) fs.mkdirSync(o.save, { recursive: true });
       // A continued run's items are marked with the attempt that logged them (by time); a run with one attempt is not.
-      const attempts = attemptsOf(await src.getRun(id).catch(() => null));
+      const info = await src.getRun(id).catch(() => null);
+      const attempts = attemptsOf(info);
+      // The key column as wide as the run's widest key (its media index), at most 40: the values line up.
+      let keyWidth = 5;
+      try {
+        const idx = (JSON.parse(info?.metadataJson || '{}') as { media?: Record<string, unknown> }).media ?? {};
+        keyWidth = Math.min(40, Math.max(5, ...Object.keys(idx).map((k) => JSON.stringify(k).length)));
+      } catch {
+        /* no index: the default width */
+      }
       // After a rewind (init(resume_from=...)), an earlier attempt's items above the step resumed from are superseded.
       const cut = rewindCutoffs(attempts);
       let shownAttempt: number | null = null;
       let n = 0;
       let saved = 0;
-      if (!o.json) process.stdout.write(`${'step'.padStart(8)}  rank  kind       key  value\n`);
+      if (!o.json) process.stdout.write(`${'step'.padStart(8)}  rank  kind       ${'key'.padEnd(keyWidth)}  value\n`);
       for (let after = 0; ;) {
         const page = await src.media!(id, after, { kind: o.kind, key: o.key }).catch((e: Error) => fail(e.message));
         const out: string[] = [];
@@ -68,7 +79,7 @@ export function registerMediaCommand(program: Command, fail: (msg: string) => ne
           if (o.json) out.push(JSON.stringify(attempt === null ? m : { ...m, attempt, ...(superseded ? { superseded } : {}) }) + '\n');
           else {
             if (attempt !== null && attempt !== shownAttempt) out.push(attemptHeading(attempts, (shownAttempt = attempt)) + '\n');
-            const line = describe(m);
+            const line = describe(m, keyWidth);
             out.push(superseded ? line.replace(/\n$/, "  (superseded: a later attempt resumed from an earlier step)\n") : line);
           }
           if (o.save && m.kind === 'image' && m.sha256) {

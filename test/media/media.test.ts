@@ -145,6 +145,10 @@ describe('histograms, images and text from the TypeScript client', () => {
     expect(text.stdout).toMatch(/media: "grad\/w1" \(3 histograms\)/);
     const table = await cli(t, ['media', out.id, '--kind', 'image']);
     expect(table.stdout).toMatch(/sample.*16x8 png/);
+    // The columns line up under the header, whatever each key's length.
+    const lines = table.stdout.trimEnd().split('\n');
+    const col = lines[0].indexOf('value');
+    for (const l of lines.slice(1)) expect(l.slice(col), table.stdout).toMatch(/^(\d+x\d+ (png|jpeg)|LOST)/);
   });
 
   it('a daemon killed with SIGKILL after the batch was acknowledged: the next daemon has every histogram, image and text', async () => {
