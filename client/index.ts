@@ -27,6 +27,8 @@ import { checkRunId } from '../src/names.js';
 export { Run, DisabledRun, CallError, DaemonStartError, DaemonUnavailableError, UntrustedDirError, UntrustedDaemonError };
 export type { FinishOptions, FinishResult, LogOptions, RunState } from './run.js';
 export { Histogram, Image, Text } from './media/index.js';
+export { api } from './readback/index.js';
+export type { RunRecord, HistoryColumns } from './readback/index.js';
 export type { HistogramOptions, PixelsOptions } from './media/index.js';
 
 export interface InitOptions {

@@ -1,0 +1,106 @@
+// Reading runs back from TypeScript (issue 33): the node's runs as plain
+// objects, and a run's full history as columns (typed arrays, NaN where a
+// row has no value), every stored row, unsampled. The Python side is
+// logd.Api (python/logd/readback/); docs/api.md, "Reading runs back".
+//
+//   import { api } from 'logd';
+//   const runs = await api.runs({ project: 'sweep' });
+//   const h = await api.history(runs[0].id, { keys: ['loss'] });   // h.step, h.time, h.columns.loss
+import type { Connection } from '../connection.js';
+import { connectionFor } from '../connection.js';
+import { checkedDaemon } from '../stale-service.js';
+import { readHistory } from '../history.js';
+import type { RunInfo } from '../../src/wire.js';
+
+/** A run as the daemon lists it, its JSON fields parsed. */
+export interface RunRecord {
+  id: string; name: string; project: string; group: string; jobType: string; tags: string[]; notes: string;
+  state: string; stateReason: string; exitCode: number | null;
+  /** Seconds since the epoch; finishedAt 0 while it runs. */
+  createdAt: number; finishedAt: number;
+  rows: number; rank: number | null; node: string | null;
+  config: Record<string, unknown>; summary: Record<string, unknown>; metadata: Record<string, unknown>;
+}
+
+/** A run's history as columns: row i is step[i], time[i] and columns[key][i] (NaN: the row has no value for key). */
+export interface HistoryColumns {
+  rows: number;
+  keys: string[];
+  step: Float64Array;
+  time: Float64Array;
+  columns: Record<string, Float64Array>;
+}
+
+let conn: Connection | null = null;
+
+async function connection(): Promise<Connection> {
+  if (conn) return conn;
+  const addr = await checkedDaemon({ autoStart: true, timeoutMs: 10_000 });
+  if (!addr) throw new Error('logd: no daemon could be found or started to read runs from; start one with `logd serve`');
+  conn = connectionFor(addr);
+  return conn;
+}
+
+function record(r: RunInfo): RunRecord {
+  const parse = (s: string) => {
+    try {
+      return JSON.parse(s || '{}') as Record<string, unknown>;
+    } catch {
+      return {};
+    }
+  };
+  const metadata = parse(r.metadataJson);
+  const rank = (metadata.rank as { rank?: number } | null | undefined)?.rank;
+  return {
+    id: r.id, name: r.name, project: r.project, group: r.group, jobType: r.jobType, tags: r.tags, notes: r.notes,
+    state: r.state, stateReason: r.stateReason, exitCode: r.state === 'running' || r.state === 'finishing' ? null : r.exitCode,
+    createdAt: r.createdAt, finishedAt: r.finishedAt, rows: Number(r.historyRows), rank: typeof rank === 'number' && rank >= 0 ? rank : null,
+    node: (metadata.node ?? metadata.host ?? null) as string | null, config: parse(r.configJson), summary: parse(r.summaryJson), metadata,
+  };
+}
+
+/** The runs of this node's store, newest first (every one, unless limit). */
+async function runs(filter: { project?: string; group?: string; state?: string; tag?: string; search?: string; limit?: number } = {}): Promise<RunRecord[]> {
+  const c = await connection();
+  const out: RunRecord[] = [];
+  for (let offset = 0; ;) {
+    const want = filter.limit === undefined ? 1000 : Math.min(1000, filter.limit - out.length);
+    if (want <= 0) break;
+    const page = await c.unary<unknown, { runs: RunInfo[]; total: number; nextOffset: number }>('listRuns',
+      { project: filter.project ?? '', group: filter.group ?? '', state: filter.state ?? '', tag: filter.tag ?? '', text: filter.search ?? '', limit: want, offset }, 60_000);
+    out.push(...page.runs.map(record));
+    offset = Number(page.nextOffset) || offset + page.runs.length;
+    if (page.runs.length === 0 || offset >= Number(page.total)) break;
+  }
+  return out;
+}
+
+/** One run; rejects naming the id when there is none. */
+async function run(id: string): Promise<RunRecord> {
+  return record(await (await connection()).unary<unknown, RunInfo>('getRun', { runId: id }, 30_000));
+}
+
+/** Every stored row of a run, unsampled, as columns; `keys` limits the metrics (a key no row has is an all-NaN column). */
+async function history(id: string, opts: { keys?: string[]; timeoutMs?: number } = {}): Promise<HistoryColumns> {
+  const h = await readHistory(await connection(), id, { keys: opts.keys, timeoutMs: opts.timeoutMs });
+  const keys = opts.keys && opts.keys.length ? opts.keys : h.keys;
+  const index = new Map(h.keys.map((k, i) => [k, i]));
+  const columns: Record<string, Float64Array> = Object.create(null) as Record<string, Float64Array>;
+  const byId: Array<Float64Array | undefined> = [];
+  for (const k of keys) {
+    const col = new Float64Array(h.rows).fill(NaN);
+    columns[k] = col;
+    const i = index.get(k);
+    if (i !== undefined) byId[i] = col;
+  }
+  for (let r = 0; r < h.rows; r++) {
+    for (let p = h.start[r]; p < h.start[r + 1]; p++) {
+      const col = byId[h.keyIds[p]];
+      if (col) col[r] = h.values[p];
+    }
+  }
+  return { rows: h.rows, keys, step: h.steps, time: h.times, columns };
+}
+
+/** Reading runs back: `api.runs()`, `api.run(id)`, `api.history(id)`. */
+export const api = { runs, run, history };
