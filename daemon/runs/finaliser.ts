@@ -222,6 +222,8 @@ export class Finaliser {
       if (run.crashTimer) clearTimeout(run.crashTimer);
       run.crashTimer = null;
       await this.reg.system?.sampleNow(); // the run's last system sample
+      // Removed meanwhile (Registry.abandon: its creator gave up on the CreateRun before it was told of the run).
+      if (run.final || this.reg.runs.get(run.id) !== run) return;
       run.state = state;
       run.reason = reason;
       run.exitCode = exitCode;

@@ -25,7 +25,7 @@ print("ids", r.id, a.id)
 describe.skipIf(pythonMissing !== null)(`init() announces its run${pythonMissing ? ` (skipped: ${pythonMissing})` : ''}`, () => {
   it('one line per run, once per group, none with quiet=True, none from rank 1, none with LOGD_QUIET=1', async () => {
     t = makeEnv();
-    const r = await runPython(t, ['-c', code]);
+    const r = await runPython(t, ['-c', code], { env: { LOGD_QUIET: '0' } });
     expect(r.exitCode, r.all).toBe(0);
     const [, id, gid] = r.stdout.trim().split(' ');
     const said = r.stderr.split('\n').filter((l) => l.startsWith('logd: run '));
@@ -33,7 +33,7 @@ describe.skipIf(pythonMissing !== null)(`init() announces its run${pythonMissing
       `logd: run ${id} (p/first) stored in ${t.dataDir}; see it with \`logd show ${id}\` or \`logd ui\``,
       `logd: run ${gid} (p/r0, group g) stored in ${t.dataDir}; see it with \`logd health g\` or \`logd ui\``,
     ]);
-    for (const env of [{ RANK: '1' }, { LOGD_QUIET: '1' }]) {
+    for (const env of [{ RANK: '1', LOGD_QUIET: '0' }, { LOGD_QUIET: '1' }]) {
       const s = await runPython(t, ['-c', code], { env });
       expect(s.exitCode, s.all).toBe(0);
       expect(s.stderr).not.toMatch(/^logd: run /m);

@@ -36,7 +36,8 @@ export function logdBin(t: TestEnv): string {
 }
 
 export function pyEnv(t: TestEnv, extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...t.env, LOGD_BIN: logdBin(t), PYTHONUNBUFFERED: '1', ...extra };
+  // LOGD_QUIET: init()'s line about its run would be in every test's stderr (test/python/announce.test.ts turns it on).
+  const env: NodeJS.ProcessEnv = { ...t.env, LOGD_BIN: logdBin(t), PYTHONUNBUFFERED: '1', LOGD_QUIET: '1', ...extra };
   for (const k of ['LOCAL_RANK', 'LOCAL_WORLD_SIZE', 'GROUP_RANK', 'ROLE_RANK', 'TORCHELASTIC_RUN_ID', 'TORCHELASTIC_RESTART_COUNT', 'MASTER_ADDR', 'MASTER_PORT']) delete env[k];
   return env;
 }
