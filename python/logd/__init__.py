@@ -223,6 +223,7 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
 
 
 _announced = set()
+_ANNOUNCE_MAX = 5  # lines per process: a sweep of many runs in one process says the first few
 
 
 def _announce(run) -> None:
@@ -232,9 +233,12 @@ def _announce(run) -> None:
         if os.environ.get("RANK", "0") != "0" or getattr(run, "problem", None):
             return
         key = run.group or run.id
-        if key in _announced:
+        if key in _announced or len(_announced) > _ANNOUNCE_MAX:
             return
         _announced.add(key)
+        if len(_announced) > _ANNOUNCE_MAX:
+            (sys.__stderr__ or sys.stderr).write("logd: (more runs follow; their lines are left out: LOGD_QUIET=1 or init(quiet=True) silences them)\n")
+            return
         from .paths import resolve_paths
 
         where = " in %s" % resolve_paths().data_dir
