@@ -90,11 +90,18 @@ const copy = (rel, to = rel) => {
 const client = fs.readFileSync(path.join(root, 'dist', 'client', 'logd.js'), 'utf8').replace(/\n\/\/# sourceMappingURL=.*\n?$/, '\n');
 fs.mkdirSync(path.join(stage, 'dist', 'client'), { recursive: true });
 fs.writeFileSync(path.join(stage, 'dist', 'client', 'logd.js'), client);
-for (const dir of ['client', 'client/transport', 'client/media', 'src', 'addon', 'native']) {
+// Every declaration under these folders, their subfolders too (client/readback, src/story, ...): a type the
+// client's index.d.ts reaches must be in the package.
+const declarations = (dir) => {
   const d = path.join(root, 'dist', dir);
-  if (!fs.existsSync(d)) continue;
-  for (const f of fs.readdirSync(d)) if (f.endsWith('.d.ts')) copy(`dist/${dir}/${f}`);
-}
+  if (!fs.existsSync(d)) return;
+  for (const e of fs.readdirSync(d, { withFileTypes: true })) {
+    if (e.isDirectory()) declarations(`${dir}/${e.name}`);
+    else if (e.name.endsWith('.d.ts')) copy(`dist/${dir}/${e.name}`);
+  }
+};
+for (const dir of ['client', 'src', 'addon']) declarations(dir);
+for (const f of fs.readdirSync(path.join(root, 'dist', 'native'))) if (f.endsWith('.d.ts')) copy(`dist/native/${f}`);
 copy('dist/addon/logd_addon.node');
 for (const f of fs.readdirSync(path.join(root, 'dist', 'native'))) if (f.endsWith('.js')) copy(`dist/native/${f}`);
 copy('README.md');

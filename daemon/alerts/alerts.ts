@@ -145,7 +145,7 @@ export class Alerts {
 
   /** A health event (stalled, job stalled, straggler, recovered) as the monitor recorded it. */
   healthEvent(e: HealthEvent, project: string): void {
-    const who = e.ranks.map((r, i) => rankLabel(r, e.runIds[i])).join(', ');
+    const who = e.ranks.map((r, i) => [r, rankLabel(r, e.runIds[i])] as const).sort((a, b) => (a[0] ?? 1e9) - (b[0] ?? 1e9)).map((x) => x[1]).join(', ');
     const cause = e.cause ? `; likely cause: ${e.cause.ranks.map((r, i) => rankLabel(r, e.cause!.runIds[i])).join(', ')} (${e.cause.why})` : '';
     const { stacks: _stacks, ...event } = e;
     this.outbox.enqueue({ key: `health|${e.at}|${e.kind}|${e.runIds.join(',')}`, kind: e.kind, at: e.at, project, group: e.group, runId: e.runIds[0] ?? null, node: this.node,
