@@ -51,4 +51,17 @@ describe.skipIf(missing !== null)(`reading runs back as DataFrames${missing ? ` 
     expect(runs).toEqual({ n: 2, names: ['a', 'b'], cols: ['config.lr', 'config.opt.beta', 'config.opt.name', 'summary.acc', 'summary.loss'], lr: [0.01, 0.1], state: ['finished'] });
     expect(lines[4]).toMatch(/^LOOKUP logd: no run 'nope-no-such-run' in this node's store/);
   }, 120_000);
+
+  it('a run with 20 000 metric names: every column, or two named keys (one named twice) without a column for each of the others', async () => {
+    t = makeEnv();
+    const r = await runPython(t, [path.join(FIXTURES, 'readback_wide.py')], { timeout: 180_000 });
+    expect(r.exitCode, r.all).toBe(0);
+    const got = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(got.every).toEqual([40, 20_000]);
+    expect(got.cols).toEqual(['_step', '_time', 'layer5/g', 'layer19999/g']);
+    expect(got.rows).toBe(10); // the rows that hold one of the two
+    expect(got.last).toEqual([19999, 20000, 20001, 20002, 20003]);
+    // 40 x 20 000 float64 is 6.4 MB: the reader stays far from the gigabytes a matrix grown by rows of 1 024 took.
+    expect(got.maxrss_mb).toBeLessThan(400);
+  }, 240_000);
 });

@@ -130,7 +130,8 @@ class RunView:
         if format not in ("pandas", "numpy"):
             raise ValueError("logd: format=%r must be 'pandas' or 'numpy'" % (format,))
         summary_keys = [k for k in self.summary if not k.startswith("_")] if not self.metadata.get("summaryCapped") else None
-        cols = self._api._history(self.id, list(keys) if keys is not None else None, superseded, timeout, rows_hint=self.rows, known=summary_keys)
+        asked = list(dict.fromkeys(keys)) if keys is not None else None  # a key named twice is one column
+        cols = self._api._history(self.id, asked, superseded, timeout, rows_hint=self.rows, known=summary_keys)
         if format == "numpy":
             return cols
         pd = _need("pandas", "history()")
@@ -209,30 +210,37 @@ class Api:
         names: List[str] = list(keys) if keys else list(known or [])
         col_of = {k: i for i, k in enumerate(names)}
         stream_cols: List[int] = []  # the stream's key ids (in the order it names keys) -> columns
-        cap = max(rows_hint, 1024)
+        # Rows: the run's count when known (grown by doubling if more come); columns: grown by doubling as keys come.
+        cap = rows_hint if rows_hint > 0 else 1024
         mat = np.full((cap, max(1, len(names))), np.nan)
         step = np.empty(cap)
         time_ = np.empty(cap)
         attempts = np.zeros(cap if superseded else 0, dtype=np.uint32)
         sup = np.zeros(cap if superseded else 0, dtype=bool)
+        stream_arr = np.zeros(0, dtype=np.int64)
         rows = 0
         try:
             for c in call(req, timeout=timeout, metadata=self._conn.metadata):
-                for k in c.keys:
-                    if k not in col_of:
-                        col_of[k] = len(names)
-                        names.append(k)
-                    stream_cols.append(col_of[k])
+                if c.keys:
+                    for k in c.keys:
+                        col = col_of.get(k)
+                        if col is None and not keys:  # with keys asked, a key the daemon names unasked has no column
+                            col = col_of[k] = len(names)
+                            names.append(k)
+                        stream_cols.append(-1 if col is None else col)
+                    stream_arr = np.asarray(stream_cols, dtype=np.int64)
                 n = c.rows
                 if rows + n > mat.shape[0] or len(names) > mat.shape[1]:
-                    grown = np.full((max(rows + n, mat.shape[0] * 2 if rows + n > mat.shape[0] else mat.shape[0]), max(len(names), mat.shape[1])), np.nan)
+                    height = mat.shape[0] if rows + n <= mat.shape[0] else max(rows + n, mat.shape[0] * 2)
+                    width = mat.shape[1] if len(names) <= mat.shape[1] else max(len(names), mat.shape[1] * 2)
+                    grown = np.full((height, width), np.nan)
                     grown[:rows, :mat.shape[1]] = mat[:rows]
                     mat = grown
-                    step = np.resize(step, mat.shape[0])
-                    time_ = np.resize(time_, mat.shape[0])
+                    step = np.resize(step, height)
+                    time_ = np.resize(time_, height)
                     if superseded:
-                        attempts = np.resize(attempts, mat.shape[0])
-                        sup = np.resize(sup, mat.shape[0])
+                        attempts = np.resize(attempts, height)
+                        sup = np.resize(sup, height)
                 step[rows:rows + n] = np.frombuffer(c.steps, dtype="<f8")
                 time_[rows:rows + n] = np.frombuffer(c.times, dtype="<f8")
                 if superseded:
@@ -241,11 +249,15 @@ class Api:
                 vals = np.frombuffer(c.values, dtype="<f8")
                 if vals.size:
                     cnt = np.frombuffer(c.counts, dtype="<u4")
-                    cols = np.asarray(stream_cols, dtype=np.int64)[np.frombuffer(c.key_ids, dtype="<u4")]
+                    cols = stream_arr[np.frombuffer(c.key_ids, dtype="<u4")]
                     width = mat.shape[1]
                     flat = np.repeat(np.arange(rows, rows + n, dtype=np.int64) * width, cnt)
                     flat += cols
-                    mat.reshape(-1)[flat] = vals
+                    keep = cols >= 0
+                    if keep.all():
+                        mat.reshape(-1)[flat] = vals
+                    else:
+                        mat.reshape(-1)[flat[keep]] = vals[keep]
                 rows += n
         except CallError:
             raise
@@ -258,10 +270,7 @@ class Api:
         width = len(names)
         mat = mat[:rows, :width] if (rows, width) != mat.shape else mat
         if keys:
-            # The order asked; a key no row has stays an all-NaN column (and a key the daemon named unasked goes).
-            if len(names) != len(keys):
-                mat = mat[:, [col_of[k] for k in keys]]
-            names = list(keys)
+            names = list(keys)  # the order asked; a key no row has stays an all-NaN column
         elif known:
             # Expected keys that no row had (a summary key set by hand): not columns.
             seen = [i for i in range(width) if not np.isnan(mat[:, i]).all()] if rows else []
