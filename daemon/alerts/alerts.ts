@@ -14,6 +14,13 @@ import type { AlertsConfig } from './config.js';
 import type { Alert } from './alert.js';
 import { Outbox } from './outbox.js';
 
+/** An open run as the metric rules read it: its names, its last step, a metric's last value. */
+export interface RuleRun {
+  id: string; name: string; project: string; group: string;
+  lastStep: number;
+  latest(metric: string): number | undefined;
+}
+
 /** How long a failed job's story waits for ranks still running before it is told with what is known. */
 const STORY_WAIT_MS = 20_000;
 /** How often the metric rules look at the open runs' latest values. */
@@ -31,46 +38,37 @@ export class Alerts {
   /** Rules already fired, per run (`runId|rule index`): once per run. */
   private readonly fired = new Set<string>();
 
-  constructor(private readonly cfg: AlertsConfig, readonly outbox: Outbox, private readonly o: { groupRuns: (project: string, group: string) => RunInfo[]; openRuns?: () => RunInfo[]; log: (m: string) => void }) {
+  constructor(private readonly cfg: AlertsConfig, readonly outbox: Outbox, private readonly o: { groupRuns: (project: string, group: string) => RunInfo[]; openRuns?: () => RuleRun[]; log: (m: string) => void }) {
     if (cfg.rules.length && o.openRuns) {
       this.ruleTimer = setInterval(() => this.checkRules(), RULES_EVERY_MS);
       this.ruleTimer.unref();
     }
   }
 
-  /** The metric rules on every open run's latest values (its summary), off the ingest path. */
+  /** The metric rules on every open run's latest values, off the ingest path. */
   checkRules(): void {
-    let runs: RunInfo[];
+    let runs: RuleRun[];
     try {
       runs = this.o.openRuns!();
     } catch (e) {
       this.o.log(`alerts: rules: ${(e as Error).message}`);
       return;
     }
-    for (const info of runs) {
-      let summary: Record<string, unknown>;
-      let lastStep = -1;
-      try {
-        summary = JSON.parse(info.summaryJson || '{}') as Record<string, unknown>;
-        lastStep = (JSON.parse(info.metadataJson || '{}') as { lastStep?: number }).lastStep ?? -1;
-      } catch {
-        continue;
-      }
+    for (const run of runs) {
       this.cfg.rules.forEach((rule, i) => {
-        const key = `${info.id}|${i}`;
-        if (this.fired.has(key) || !(rule.metric in summary) || lastStep <= rule.afterStep) return;
-        const raw = summary[rule.metric];
-        const v = raw === 'NaN' ? NaN : raw === 'Infinity' ? Infinity : raw === '-Infinity' ? -Infinity : typeof raw === 'number' ? raw : null;
-        if (v === null) return;
+        const key = `${run.id}|${i}`;
+        if (this.fired.has(key) || run.lastStep <= rule.afterStep) return;
+        const v = run.latest(rule.metric);
+        if (v === undefined) return;
         const hit = rule.op === 'non-finite' ? !Number.isFinite(v)
           : rule.op === '>' ? v > rule.value : rule.op === '>=' ? v >= rule.value : rule.op === '<' ? v < rule.value : v <= rule.value;
         if (!hit) return;
         this.fired.add(key);
         const shown = Number.isNaN(v) ? 'NaN' : String(v);
-        this.outbox.enqueue({ key: `metric|${info.id}|${rule.metric}|${rule.when}`, kind: 'metric', at: Date.now() / 1000, project: info.project, group: info.group, runId: info.id, node: this.node,
-          title: `${rule.metric} ${rule.op === 'non-finite' ? 'is non-finite' : rule.when} in run ${info.name || info.id}`,
-          text: `${rule.metric} = ${shown} at step ${lastStep} (rule: ${rule.metric} ${rule.when}${rule.afterStep >= 0 ? ` after step ${rule.afterStep}` : ''})`,
-          link: this.link(info.group, info.id), detail: { metric: rule.metric, value: shown, step: lastStep, rule: { when: rule.when, afterStep: rule.afterStep } } });
+        this.outbox.enqueue({ key: `metric|${run.id}|${rule.metric}|${rule.when}`, kind: 'metric', at: Date.now() / 1000, project: run.project, group: run.group, runId: run.id, node: this.node,
+          title: `${rule.metric} ${rule.op === 'non-finite' ? 'is non-finite' : rule.when} in run ${run.name || run.id}`,
+          text: `${rule.metric} = ${shown} at step ${run.lastStep} (rule: ${rule.metric} ${rule.when}${rule.afterStep >= 0 ? ` after step ${rule.afterStep}` : ''})`,
+          link: this.link(run.group, run.id), detail: { metric: rule.metric, value: shown, step: run.lastStep, rule: { when: rule.when, afterStep: rule.afterStep } } });
       });
     }
     if (this.fired.size > 100_000) this.fired.clear();

@@ -7,7 +7,7 @@ import path from 'node:path';
 import type { RunInfo } from '../../src/wire.js';
 import { alertsConfig, maskUrl, AlertsConfigError } from './config.js';
 import { Outbox } from './outbox.js';
-import { Alerts } from './alerts.js';
+import { Alerts, type RuleRun } from './alerts.js';
 
 export interface AlertsStatus {
   state: 'on' | 'off';
@@ -36,7 +36,7 @@ function writeStatus(dataDir: string, s: AlertsStatus): void {
   }
 }
 
-export function startAlerts(dataDir: string, env: NodeJS.ProcessEnv, o: { groupRuns: (project: string, group: string) => RunInfo[]; openRuns?: () => RunInfo[]; log: (m: string) => void }): Alerts | null {
+export function startAlerts(dataDir: string, env: NodeJS.ProcessEnv, o: { groupRuns: (project: string, group: string) => RunInfo[]; openRuns?: () => RuleRun[]; log: (m: string) => void }): Alerts | null {
   let cfg;
   try {
     cfg = alertsConfig(env);

@@ -223,6 +223,12 @@ export class LiveRun {
     return [...this.writers.values()].filter((w) => !w.detached);
   }
 
+  /** The last value logged for a metric (the alerts' rules read it: no summary is built for that). */
+  latest(key: string): number | undefined {
+    const id = this.keyIndex.get(key);
+    return id === undefined ? undefined : this.summary.lastOf(id);
+  }
+
   /** Summary and stats, capped (see cappedSummary): what every RunInfo carries. */
   private capped(): ReturnType<typeof cappedSummary> {
     return cappedSummary(this.summary, this.keys, this.userSummary);

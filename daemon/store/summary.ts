@@ -99,6 +99,11 @@ export class RunSummary {
     return r;
   }
 
+  /** The last value logged for key `id`, or undefined before any. */
+  lastOf(id: number): number | undefined {
+    return id < this.size && this.count[id] > 0 ? this.last[id] : undefined;
+  }
+
   /** How many keys have at least one value. */
   keyCount(): number {
     let n = 0;
