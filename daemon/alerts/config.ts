@@ -175,11 +175,7 @@ function strings(v: unknown, where: string): string[] | null {
   return v as string[];
 }
 
-/** Parses an alerts file (JSON; docs/alerts.md). Errors name the file and where. */
-export function parseAlertsFile(text: string, file: string, env: NodeJS.ProcessEnv): Sink[] {
-  return parseAlertsDoc(text, file, env).sinks;
-}
-
+/** Parses an alerts file (JSON; docs/alerts.md): its sinks, and its rules (null: none given). Errors name the file and where. */
 export function parseAlertsDoc(text: string, file: string, env: NodeJS.ProcessEnv): { sinks: Sink[]; rules: MetricRule[] | null } {
   let doc: unknown;
   try {

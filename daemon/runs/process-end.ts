@@ -30,11 +30,10 @@ export function procState(pid: number, startTime: number | null): { alive: boole
   return { alive: false, status: Number.isInteger(code) ? code : null };
 }
 
-/** The OOM-kill counters that cover a process: its memory cgroup's and the kernel's. */
+/** The OOM-kill counter of a process's memory cgroup, as it joined (the kernel's count is OomWatch's). */
 export interface OomCounters {
   cgroupFile: string | null;
   cgroupCount: number | null;
-  globalCount: number | null;
 }
 
 function readCount(file: string, key: string): number | null {
@@ -76,7 +75,7 @@ export function globalOomKills(): number | null {
 
 export function oomCounters(pid: number): OomCounters {
   const cgroupFile = cgroupOomFile(pid);
-  return { cgroupFile, cgroupCount: cgroupFile ? readCount(cgroupFile, 'oom_kill') : null, globalCount: readCount('/proc/vmstat', 'oom_kill') };
+  return { cgroupFile, cgroupCount: cgroupFile ? readCount(cgroupFile, 'oom_kill') : null };
 }
 
 /**
