@@ -370,7 +370,7 @@ export class Uploader {
     else if (lacksPassword(e)) text = `the shared store at ${where} asks for a password and ${NO_PASSWORD}. The daemon reads ~/.pgpass again on each try; a new environment or file takes a restart`;
     else if (err.code === '28P01' || err.code === '28000') text = `the shared store at ${where} refused the login (${err.message}); fix the user or password where the daemon gets them: LOGD_UPLOAD_URL, the --upload-url-file or ~/.pgpass`;
     else if (err.code === '3D000') text = `the shared store at ${where}: ${err.message}; create it (createdb) or fix the database name in the upload URL`;
-    else if (['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'ENOENT'].includes(err.code ?? '') || /timeout|terminat|Connection/i.test(err.message)) {
+    else if (unreachable(err)) {
       text = `cannot reach the shared store at ${where} (${err.code ?? err.message}); uploads resume when it answers`;
     } else if (['42703', '42P01', '42804', '42P10'].includes(err.code ?? '')) {
       // A column or table missing, or of another type: the store's tables were altered by hand.
@@ -399,6 +399,15 @@ export class Uploader {
     this.status.updatedAt = new Date(now).toISOString();
     writeStatus(this.o.statusDir, this.status);
   }
+}
+
+/** A store that is away for now: not listening, restarting, shutting down or cut off. Uploads resume by themselves. */
+export function unreachable(err: Error & { code?: string }): boolean {
+  const code = err.code ?? '';
+  // 57P01-03: the server is shutting down, crashed, or not yet accepting connections; class 08: the connection failed.
+  if (['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'ENOENT', '57P01', '57P02', '57P03'].includes(code)) return true;
+  if (code.startsWith('08')) return true;
+  return /timeout|terminat|Connection/i.test(err.message);
 }
 
 export { SYNC_REQUEST };

@@ -25,3 +25,17 @@ describe('store URL', () => {
     expect(() => parseStoreUrl('mysql://a:s3cret@c/d')).not.toThrow(/s3cret/);
   });
 });
+
+describe('a store that is away', () => {
+  it('is "cannot reach" for a refused socket, a server shutting down or starting up, and a broken connection; not for a refused login', async () => {
+    const { unreachable } = await import('../../dist/daemon/upload/uploader.js');
+    const pgError = (code: string, message: string) => Object.assign(new Error(message), { code });
+    expect(unreachable(pgError('ECONNREFUSED', 'connect ECONNREFUSED 127.0.0.1:5432'))).toBe(true);
+    expect(unreachable(pgError('57P03', 'the database system is shutting down'))).toBe(true);
+    expect(unreachable(pgError('57P03', 'the database system is starting up'))).toBe(true);
+    expect(unreachable(pgError('57P01', 'terminating connection due to administrator command'))).toBe(true);
+    expect(unreachable(pgError('08006', 'connection failure'))).toBe(true);
+    expect(unreachable(pgError('28P01', 'password authentication failed for user "logd"'))).toBe(false);
+    expect(unreachable(pgError('42P01', 'relation "logd_rows" does not exist'))).toBe(false);
+  });
+});
