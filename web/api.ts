@@ -138,9 +138,10 @@ export const api = {
   system: (id: string, points: number) =>
     get<{ host: string; gpus: Array<Record<string, unknown>>; keys: string[]; series: Record<string, ChartSeries> }>(`/api/runs/${encodeURIComponent(id)}/system`, { points }),
   /** `job`: which launch of the group (1 = the oldest, `all`); the latest when absent (src/story/jobs.ts). */
-  group: (g: string, keys: string[] = [], points = 0, job?: string) =>
+  /** `aggregateOnly`: the mean and band per metric, not every rank's line (the compare page). */
+  group: (g: string, keys: string[] = [], points = 0, job?: string, aggregateOnly = false) =>
     get<{ group: string; job?: GroupJobInfo; runs: Run[]; total: number; keys: string[]; series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> }>(
-      `/api/groups/${encodeURIComponent(g)}`, { keys, points: points || undefined, job }),
+      `/api/groups/${encodeURIComponent(g)}`, { keys, points: points || undefined, job, aggregate: aggregateOnly ? '1' : undefined }),
   groupHealth: (g: string, job?: string) => get<GroupHealth>(`/api/groups/${encodeURIComponent(g)}/health`, { job }),
   media: (id: string, kind: string, key: string) => get<MediaAnswer>(`/api/runs/${encodeURIComponent(id)}/media`, { kind, key }),
   imageUrl: (id: string, sha256: string) => `/api/runs/${encodeURIComponent(id)}/images/${encodeURIComponent(sha256)}`,

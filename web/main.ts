@@ -5,7 +5,8 @@ import { h, clear } from './dom.js';
 import { runsPage } from './runs-page.js';
 import { runPage } from './run-page.js';
 import { groupPage } from './group-page.js';
-import { comparePage } from './compare-page.js';
+import { comparePage } from './compare/page.js';
+import { explorePage } from './explore/page.js';
 
 function route(root: HTMLElement): void {
   const parts = location.pathname.split('/').slice(1).map(decodeURIComponent);
@@ -13,6 +14,7 @@ function route(root: HTMLElement): void {
   else if (parts[0] === 'runs' && parts.length === 2) runPage(root, parts[1]);
   else if (parts[0] === 'groups' && parts.length === 2) groupPage(root, parts[1]);
   else if (parts[0] === 'compare') comparePage(root);
+  else if (parts[0] === 'explore') explorePage(root);
   else (clear(root), root.append(h('p', { class: 'error' }, 'no such page')));
 }
 

@@ -28,6 +28,8 @@ export function runsPage(root: HTMLElement): () => void {
   };
   const open = new Set<string>();
   const selected = new Set<string>();
+  /** Groups (jobs) selected as one item each for the compare page. */
+  const selectedGroups = new Set<string>();
   let runs: Run[] = [];
   let total = 0;
 
@@ -39,7 +41,8 @@ export function runsPage(root: HTMLElement): () => void {
   const addCol = h('input', { type: 'text', id: 'add-column', class: 'mono', placeholder: 'add a column: config.lr, summary.loss', list: 'column-keys' });
   const keyList = h('datalist', { id: 'column-keys' });
   const addBtn = h('button', { id: 'add-column-button' }, 'add column');
-  const compare = h('button', { id: 'compare', disabled: true }, 'Compare selected');
+  const compare = h('button', { id: 'compare', disabled: true, title: 'select 2 to 20 runs or groups' }, 'Compare selected');
+  const explore = h('button', { id: 'explore', title: 'parallel coordinates and a scatter of the selected runs, or of every run this view matches' }, 'Parameters');
   const info = h('span', { class: 'muted', id: 'count' });
   const prev = h('button', {}, '‹ newer'), next = h('button', {}, 'older ›');
   const table = h('table', { class: 'runs', id: 'runs' });
@@ -47,7 +50,7 @@ export function runsPage(root: HTMLElement): () => void {
   clear(root);
   root.append(
     h('header', {}, h('h1', {}, 'Runs'), info),
-    h('div', { class: 'filters' }, search, project, tag, state, compare),
+    h('div', { class: 'filters' }, search, project, tag, state, compare, explore),
     h('div', { class: 'filters' }, expr, addCol, keyList, addBtn),
     problem, table, h('div', { class: 'pager' }, prev, next),
   );
@@ -81,7 +84,25 @@ export function runsPage(root: HTMLElement): () => void {
   state.addEventListener('change', () => ((f.offset = 0), void reload()));
   prev.addEventListener('click', () => ((f.offset = Math.max(0, f.offset - PAGE)), void reload()));
   next.addEventListener('click', () => ((f.offset += PAGE), void reload()));
-  compare.addEventListener('click', () => (location.href = `/compare?runs=${[...selected].map(encodeURIComponent).join(',')}`));
+  compare.addEventListener('click', () => {
+    const u = new URLSearchParams();
+    if (selected.size) u.set('runs', [...selected].join(','));
+    if (selectedGroups.size) u.set('groups', [...selectedGroups].join(','));
+    location.href = `/compare?${u}`;
+  });
+  // The parameter views of the selected runs (two or more), else of every run the filters match.
+  explore.addEventListener('click', () => {
+    const u = new URLSearchParams();
+    if (selected.size >= 2) u.set('runs', [...selected].join(','));
+    else for (const [k, v] of Object.entries(query())) if (v && ['text', 'project', 'state', 'tag', 'filter'].includes(k)) u.set(k, String(v));
+    location.href = `/explore${u.toString() ? `?${u}` : ''}`;
+  });
+  const selectionChanged = () => {
+    const n = selected.size + selectedGroups.size;
+    compare.disabled = n < 2;
+    compare.textContent = `Compare selected (${n})`;
+    explore.textContent = selected.size >= 2 ? `Parameters of ${selected.size} runs` : 'Parameters';
+  };
 
   let keysAsked = false;
   addCol.addEventListener('focus', () => {
@@ -148,8 +169,7 @@ export function runsPage(root: HTMLElement): () => void {
     box.addEventListener('change', () => {
       if (box.checked) selected.add(r.id);
       else selected.delete(r.id);
-      compare.disabled = selected.size < 2;
-      compare.textContent = `Compare selected (${selected.size})`;
+      selectionChanged();
     });
     return h('tr', { class: inGroup ? 'run in-group' : 'run', 'data-run-id': r.id },
       h('td', {}, box),
@@ -188,8 +208,14 @@ export function runsPage(root: HTMLElement): () => void {
         else open.add(r.group);
         render();
       });
+      const groupBox = h('input', { type: 'checkbox', class: 'group-select', checked: selectedGroups.has(r.group), 'aria-label': `select group ${r.group}`, title: 'compare this group as one: the mean of its ranks' });
+      groupBox.addEventListener('change', () => {
+        if (groupBox.checked) selectedGroups.add(r.group);
+        else selectedGroups.delete(r.group);
+        selectionChanged();
+      });
       body.append(h('tr', { class: 'group-row', 'data-group': r.group },
-        h('td', {}, toggle),
+        h('td', { class: 'group-controls' }, toggle, groupBox),
         h('td', { class: 'name' }, link(['groups', r.group], r.group), h('span', { class: 'muted' }, ` ${members.length} runs`)),
         h('td', {}, r.project),
         h('td', { class: 'group-cell' }, link(['groups', r.group], r.group)),

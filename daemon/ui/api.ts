@@ -231,9 +231,11 @@ export class Api {
     for (const [, s] of loaded) for (const k of s.keys) keySet.add(k);
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
     const series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> = {};
+    // `aggregate=1`: the group's mean and band only (the compare page), not every rank's line.
+    const perRank = q.get('aggregate') !== '1';
     for (const k of keysParam(q)) {
       const per: Record<string, ChartSeries> = {};
-      for (const [id, s] of loaded) {
+      if (perRank) for (const [id, s] of loaded) {
         const kid = s.keyId(k);
         if (kid !== undefined) per[id] = metricSeries(s, kid, points);
       }

@@ -10,6 +10,7 @@ import { sameSecret } from '../../src/token.js';
 import type { QuerySource } from '../query/index.js';
 import { Api, HttpError } from './api.js';
 import { serveLive } from './live.js';
+import { explore } from './explore.js';
 import { shellPage, unauthorizedPage, notFoundPage, embeddedAnswer } from './pages.js';
 
 export interface UiOptions {
@@ -94,6 +95,7 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'groups' && id !== undefined && sub === undefined) return sendJson(res, 200, await api.group(id, q));
     if (what === 'groups' && id !== undefined && sub === 'console' && parts.length === 4) return sendJson(res, 200, await api.groupConsole(id, q));
     if (what === 'groups' && id !== undefined && sub === 'health') return sendJson(res, 200, await api.groupHealth(id, q));
+    if (what === 'explore' && id === undefined) return sendJson(res, 200, await explore(api.index, q));
     if (what === 'live' && id === undefined) return serveLive(api, q, req, res);
     throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; docs/dashboard.md (Dashboard API) lists them`);
   }
@@ -101,7 +103,7 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
   async function page(parts: string[], params: URLSearchParams, res: http.ServerResponse): Promise<void> {
     const [what, id] = parts;
     if (what === '' && parts.length === 1) return runsList(params, res);
-    if (what === 'compare' && parts.length === 1) return sendHtml(res, 200, shell);
+    if ((what === 'compare' || what === 'explore') && parts.length === 1) return sendHtml(res, 200, shell);
     if (what === 'runs' && id && parts.length === 2) {
       try {
         const r = await api.getRun(id);
