@@ -94,6 +94,49 @@ function durationTicks(_u: uPlot, splits: number[]): string[] {
   return splits.map((v) => duration(v, digits));
 }
 
+/**
+ * Tick labels of a value axis: the fewest decimals (up to 12) that tell every
+ * tick apart and write each within 1 % of the tick spacing of its value, so a
+ * flat series at 17.848 reads 17.846, 17.848, 17.85 rather than three 17.8s;
+ * exponents past a million or below 0.0001. Each tick exactly where uPlot put it.
+ */
+export function valueTicks(splits: number[]): string[] {
+  const finite = splits.filter((v) => Number.isFinite(v));
+  if (finite.length === 0) return splits.map(String);
+  const step = finite.length > 1 ? Math.min(...finite.slice(1).map((v, i) => Math.abs(v - finite[i])).filter((d) => d > 0)) : Math.abs(finite[0]) || 1;
+  const big = Math.max(...finite.map(Math.abs));
+  const exp = big >= 1e6 || (big > 0 && big < 1e-4);
+  for (let d = 0; d <= 12; d++) {
+    const labels = splits.map((v) => (exp ? v.toExponential(d).replace('e+', 'e') : v.toFixed(d)));
+    const close = splits.every((v, i) => !Number.isFinite(step) || Math.abs(Number(labels[i].replace(/e(\d)/, 'e+$1')) - v) <= step * 0.01 + Number.EPSILON * Math.abs(v));
+    if (close && new Set(labels).size === labels.length) return labels.map((l) => (l === '-0' || /^-0\.0*$/.test(l) ? l.slice(1) : l));
+  }
+  return splits.map((v) => String(v));
+}
+
+/**
+ * The y range: uPlot's (10 % padding, zero kept in view when near), except
+ * for a flat series, which gets ±0.5 % around its value: a constant 249.05
+ * reads 248 to 250, not 0 to 500.
+ */
+function yRange(_u: uPlot, min: number, max: number): uPlot.Range.MinMax {
+  if (min == null || max == null) return [min, max];
+  if (min === max && Number.isFinite(min)) {
+    const d = min === 0 ? 1 : Math.abs(min) * 0.005;
+    return [min - d, max + d];
+  }
+  return uPlot.rangeNum(min, max, 0.1, true);
+}
+
+/** The pixels a value axis needs for its widest label (uPlot's axis font), with room for the ticks. */
+let measurer: CanvasRenderingContext2D | null = null;
+function labelWidth(labels: string[]): number {
+  measurer ??= document.createElement('canvas').getContext('2d');
+  if (!measurer) return 8 * Math.max(0, ...labels.map((l) => l.length));
+  measurer.font = '12px system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", sans-serif';
+  return Math.ceil(Math.max(0, ...labels.map((l) => measurer!.measureText(l).width)));
+}
+
 /** A line's x values for the axis asked. */
 function xsOf(l: Line, x: XAxis): number[] {
   if (x === 'step') return l.data.step;
@@ -166,8 +209,22 @@ export function draw(el: HTMLElement, title: string, lines: Line[], o: ChartOpti
   const width = Math.max(240, el.clientWidth || 480);
   const u = new uPlot({
     title, width, height: 220, series, bands,
-    scales: { x: { time: o.x === 'time', range: xRange(o.x, data[0] as ArrayLike<number>) }, y: o.log ? { distr: 3 } : {} },
-    axes: o.x === 'relative' ? [{ values: durationTicks }, {}] : undefined,
+    scales: { x: { time: o.x === 'time', range: xRange(o.x, data[0] as ArrayLike<number>) }, y: o.log ? { distr: 3 } : { range: yRange } },
+    axes: [o.x === 'relative' ? { values: durationTicks } : {}, {
+      // Labels that tell ticks apart, and an axis as wide as its widest label (uPlot's default, 50 px, cuts "17.848" to "7.848").
+      values: (_u: uPlot, splits: number[]) => {
+        const labels = o.log ? splits.map((v) => String(Number(v.toPrecision(6)))) : valueTicks(splits);
+        el.dataset.yTicks = JSON.stringify(labels);
+        return labels;
+      },
+      size: (_u: uPlot, values: string[] | null) => {
+        const w = labelWidth(values ?? []);
+        el.dataset.yLabelWidth = String(w);
+        const size = Math.max(40, w + 18);
+        el.dataset.yAxisSize = String(size);
+        return size;
+      },
+    }],
     legend: { live: true },
     cursor: { drag: { x: true, y: false } },
     hooks: {

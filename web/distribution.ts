@@ -36,7 +36,13 @@ export class DistributionChart {
   constructor(readonly title: string, attrs: Record<string, string> = {}) {
     this.canvas = h('canvas', { class: 'dist-canvas', role: 'img', 'aria-label': `distribution of ${title} over steps` });
     this.readout = h('div', { class: 'dist-readout muted mono' }, '\u00a0');
-    this.el = h('div', { class: 'chart dist-chart', ...attrs }, h('div', { class: 'chart-title' }, title), this.canvas, this.readout);
+    // What the bands are, and what the axes carry (x: the step; y: the values of the histogram).
+    const legend = h('div', { class: 'dist-legend muted' },
+      h('span', { class: 'dist-axis-label' }, 'x: step · y: value · '),
+      ...[['min–max', 0], ['7–93 %', 1], ['16–84 %', 2], ['31–69 %', 3]].map(([label, i]) =>
+        h('span', { class: 'dist-key', 'data-band': String(label) }, h('span', { class: 'swatch', style: `background:${BAND_FILL[i as number]}` }), ` ${label} `)),
+      h('span', { class: 'dist-key', 'data-band': 'median' }, h('span', { class: 'swatch line', style: `background:${LINE}` }), ' median'));
+    this.el = h('div', { class: 'chart dist-chart', ...attrs }, h('div', { class: 'chart-title' }, title), this.canvas, legend, this.readout);
     this.canvas.addEventListener('mousemove', (e) => this.showAt(e.offsetX));
     this.canvas.addEventListener('mouseleave', () => (this.readout.textContent = '\u00a0'));
     window.addEventListener('resize', this.onResize);

@@ -129,6 +129,13 @@ export function logsView(container: HTMLElement, of: LogsOf): () => void {
       render(a);
       cursor = a.next;
       showStatus(a);
+      // Nothing to show and nothing coming: say why, rather than an empty box.
+      if (shown === 0 && !a.more && !live(a) && !list.querySelector('#logs-empty')) {
+        const filtered = rankSel.value !== '' || streamSel.value !== '' || search.value !== '';
+        list.append(h('p', { class: 'muted', id: 'logs-empty' }, filtered
+          ? 'no line matches these filters: clear the rank, stream or search to see every line'
+          : `${isGroup ? 'this group' : 'this run'} has no console output: it printed nothing, or its output was not captured (Python captures by default; TypeScript with init({ console: true }) or LOGD_CONSOLE=1; logd launch turns it on for every rank)`));
+      } else if (shown > 0) list.querySelector('#logs-empty')?.remove();
       if (a.more) step(gen, { ...query(), after: cursor });
       else if (live(a)) timer = setTimeout(() => step(gen, { ...query(), after: cursor }), POLL_MS);
       list.dataset.loaded = 'true';

@@ -198,15 +198,48 @@ function supersededToggle(rows: number, onChange: () => void): { el: HTMLElement
   };
 }
 
+/** Unix seconds or an ISO time as a local date and time with how long ago; anything else as it is. */
+function when(v: unknown): string {
+  const ms = typeof v === 'number' && v > 1e9 && v < 1e11 ? v * 1000 : typeof v === 'string' && /^\d{4}-\d\d-\d\dT/.test(v) ? Date.parse(v) : NaN;
+  if (!Number.isFinite(ms)) return v === undefined || v === null ? '' : String(v);
+  const iso = new Date(ms).toISOString();
+  return `${new Date(ms).toLocaleString()} (${ago(iso)})`;
+}
+
+/** Fields whose values are times (Unix seconds or ISO). */
+const TIME_FIELDS = /^(created|finished|joinedAt|leftAt|startedAt|endedAt|at|lastSeen|updatedAt|attachedAt|detachedAt)$/i;
+
+/** A writer or a rank as fields: times as times, nested objects as `key: value` pairs. */
+function fields(o: Record<string, unknown>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(o)) {
+    if (TIME_FIELDS.test(k)) out[k] = when(v);
+    else if (k === 'rank') out[k] = rankWords(v);
+    else if (v && typeof v === 'object' && !Array.isArray(v)) out[k] = Object.entries(v as Record<string, unknown>).map(([a, b]) => `${a}: ${typeof b === 'object' ? JSON.stringify(b) : String(b)}`).join(', ');
+    else out[k] = v;
+  }
+  return out;
+}
+
+/** The rank in words: `rank 2 of 4 (local rank 2, node rank 0)`. */
+function rankWords(rank: unknown): string {
+  if (!rank || typeof rank !== 'object') return 'none';
+  const x = rank as { rank?: number; worldSize?: number; world_size?: number; localRank?: number; local_rank?: number; nodeRank?: number; node_rank?: number };
+  const known = (v: number | undefined) => (typeof v === 'number' && v >= 0 ? v : undefined);
+  const world = known(x.worldSize ?? x.world_size), local = known(x.localRank ?? x.local_rank), node = known(x.nodeRank ?? x.node_rank);
+  const extra = [local !== undefined ? `local rank ${local}` : '', node !== undefined ? `node rank ${node}` : ''].filter(Boolean).join(', ');
+  return `rank ${x.rank ?? '?'}${world !== undefined ? ` of ${world}` : ''}${extra ? ` (${extra})` : ''}`;
+}
+
 function infoTab(body: HTMLElement, r: Run): void {
   const m = r.metadata as { host?: string; pid?: number; rank?: unknown; writers?: Array<Record<string, unknown>> };
   body.append(
     h('section', { id: 'metadata' }, h('h2', {}, 'Run'), objectTable({
       id: r.id, project: r.project, name: r.name, group: r.group, jobType: r.jobType, tags: r.tags.join(', '), notes: r.notes,
-      state: r.state, reason: r.stateReason, exitCode: r.exitCode, created: `${r.createdAt} (${ago(r.createdAt)})`, finished: r.finishedAt ?? '',
-      rows: r.historyRows, host: m.host ?? '', pid: m.pid ?? '', rank: m.rank ?? null, 'writers attached': r.writersAttached,
+      state: r.state, reason: r.stateReason, exitCode: r.exitCode, created: when(r.createdAt), finished: r.finishedAt ? when(r.finishedAt) : '',
+      rows: r.historyRows, host: m.host ?? '', pid: m.pid ?? '', rank: rankWords(m.rank), 'writers attached': r.writersAttached,
     })),
-    h('section', { id: 'writers' }, h('h2', {}, 'Writers'), ...(m.writers ?? []).map((w) => objectTable(w))),
+    h('section', { id: 'writers' }, h('h2', {}, 'Writers'), ...(m.writers ?? []).map((w) => objectTable(fields(w)))),
     h('section', { id: 'config' }, h('h2', {}, 'Config'), objectTable(r.config)),
     h('section', { id: 'summary' }, h('h2', {}, 'Summary'), objectTable(r.summary)),
   );

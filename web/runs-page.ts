@@ -25,6 +25,8 @@ export function runsPage(root: HTMLElement): () => void {
     sort: params.get('sort') ?? '',
     desc: params.get('desc') === '1',
     cols: (params.get('cols') ?? '').split(',').map((c) => c.trim()).filter(Boolean),
+    /** No `cols` in the URL: the runs' main metrics (their most common summary keys) are shown until a column is added or removed. */
+    autoCols: !params.has('cols'),
   };
   const open = new Set<string>();
   const selected = new Set<string>();
@@ -64,12 +66,13 @@ export function runsPage(root: HTMLElement): () => void {
     const q = query();
     const u = new URLSearchParams();
     for (const [k, v] of Object.entries(q)) if (v && k !== 'limit') u.set(k, String(v));
-    if (f.cols.length) u.set('cols', f.cols.join(','));
+    if (!f.autoCols) u.set('cols', f.cols.join(','));
     history.replaceState(null, '', '/' + (u.toString() ? `?${u}` : ''));
     try {
       const page = await api.runs(q);
       runs = page.runs;
       total = page.total;
+      if (f.autoCols) f.cols = mainMetrics(runs);
       problem.textContent = '';
       render();
     } catch (e) {
@@ -117,6 +120,7 @@ export function runsPage(root: HTMLElement): () => void {
     const c = addCol.value.trim();
     addCol.value = '';
     if (!c || f.cols.includes(c)) return;
+    f.autoCols = false;
     f.cols.push(c);
     void reload();
   };
@@ -140,6 +144,7 @@ export function runsPage(root: HTMLElement): () => void {
     if (extra) {
       const rm = h('button', { class: 'remove-column', title: `remove the column ${field}`, 'aria-label': `remove ${field}` }, '×');
       rm.addEventListener('click', () => {
+        f.autoCols = false;
         f.cols = f.cols.filter((c) => c !== field);
         if (f.sort === field) f.sort = '';
         void reload();
@@ -223,7 +228,7 @@ export function runsPage(root: HTMLElement): () => void {
         h('td', { class: 'num' }, members.reduce((n, m) => n + m.historyRows, 0)),
         h('td', {}, ago(r.createdAt)),
         ...f.cols.map((c) => groupCell(members, c)),
-        h('td', {})));
+        h('td', { class: 'muted mono group-ids', title: members.map((m) => m.id).join(' ') }, `${members.length} runs`)));
       if (isOpen) for (const m of members) body.append(runRow(m, true));
     }
     clear(table);
@@ -245,6 +250,15 @@ export function runsPage(root: HTMLElement): () => void {
     runs: () => void reload(),
   });
   return close;
+}
+
+/** The summary keys most of the runs shown have (numbers, not `_`-prefixed), up to 3, as columns. */
+export function mainMetrics(runs: Run[]): string[] {
+  const count = new Map<string, number>();
+  for (const r of runs) {
+    for (const [k, v] of Object.entries(r.summary ?? {})) if (!k.startsWith('_') && typeof v === 'number') count.set(k, (count.get(k) ?? 0) + 1);
+  }
+  return [...count].filter(([, n]) => n * 4 >= runs.length).sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : 1)).slice(0, 3).map(([k]) => `summary.${k}`);
 }
 
 /** A failed group's first failure, for its row (the latest job's story, src/story): "first: rank 2, killed". */

@@ -136,6 +136,12 @@ describe.skipIf(missing !== null)(`the first hour in the dashboard${missing ? ` 
   it('the runs table: config and summary columns, sorted by a config column, filtered by lr < 0.01 and state = crashed, all in the URL', async () => {
     const page = await openPage('/?project=sweep');
     await page.locator('tr.run').first().waitFor({ timeout: 30_000 });
+    // A first view shows the runs' main metrics: the summary keys most runs have (issue 38, item 17).
+    expect(await page.locator('th.extra').evaluateAll((els) => els.map((e) => e.getAttribute('data-sort')))).toEqual(['summary.acc', 'summary.best_acc', 'summary.loss']);
+    expect(await page.locator(`tr[data-run-id="${ids['lr-0.003']}"] td[data-column="summary.best_acc"]`).textContent()).toBe('0.93');
+    // A group row's id cell counts its runs (their ids in its title).
+    expect(await page.locator('tr.group-row[data-group="ddp/overlap"] td.group-ids').textContent()).toBe('3 runs');
+    expect(new URL(page.url()).searchParams.has('cols')).toBe(false);
     for (const col of ['config.lr', 'config.batch', 'summary.best_acc']) {
       await page.locator('#add-column').fill(col);
       await page.locator('#add-column-button').click();
@@ -163,12 +169,12 @@ describe.skipIf(missing !== null)(`the first hour in the dashboard${missing ? ` 
     await waitUntil(async () => (await namesShown(page)).join('|') === 'lr-0.03|lr-0.003', 10_000, 'a nested config key and a summary key');
     // The URL reproduces the view in another tab.
     const url = new URL(page.url());
-    expect(url.searchParams.get('cols')).toBe('config.lr,config.batch,summary.best_acc');
+    expect(url.searchParams.get('cols')).toBe('summary.acc,summary.best_acc,summary.loss,config.lr,config.batch');
     expect(url.searchParams.get('filter')).toBe('optimizer.name = adam and best_acc > 0.85');
     const again = await openPage(url.pathname + url.search);
     await again.locator('tr.run').first().waitFor({ timeout: 30_000 });
     expect(await namesShown(again)).toEqual(['lr-0.03', 'lr-0.003']);
-    expect(await again.locator('th.extra').count()).toBe(3);
+    expect(await again.locator('th.extra').count()).toBe(5);
     // A bad expression says what is wrong.
     await again.locator('#filter').fill('lr <');
     await again.locator('#filter').press('Enter');
