@@ -142,6 +142,8 @@ export const api = {
   group: (g: string, keys: string[] = [], points = 0, job?: string, aggregateOnly = false) =>
     get<{ group: string; job?: GroupJobInfo; runs: Run[]; total: number; keys: string[]; series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> }>(
       `/api/groups/${encodeURIComponent(g)}`, { keys, points: points || undefined, job, aggregate: aggregateOnly ? '1' : undefined }),
+  /** Runs as one line: per key the per-step mean, min and max across them. */
+  aggregate: (ids: string[], keys: string[], points: number) => get<{ runs: string[]; series: Record<string, ChartSeries> }>('/api/aggregate', { runs: ids.join(','), keys, points }),
   groupHealth: (g: string, job?: string) => get<GroupHealth>(`/api/groups/${encodeURIComponent(g)}/health`, { job }),
   media: (id: string, kind: string, key: string) => get<MediaAnswer>(`/api/runs/${encodeURIComponent(id)}/media`, { kind, key }),
   imageUrl: (id: string, sha256: string) => `/api/runs/${encodeURIComponent(id)}/images/${encodeURIComponent(sha256)}`,

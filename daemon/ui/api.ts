@@ -221,6 +221,23 @@ export class Api {
     return { group, job: page.job, ...mergeGroupHealth(page.runs) };
   }
 
+  /**
+   * Runs drawn as one line (the compare page's "group lines by"): per asked
+   * key the per-step mean, min and max across the runs named in `runs`, as a
+   * group's aggregate is.
+   */
+  async aggregate(q: URLSearchParams): Promise<unknown> {
+    const ids = [...new Set((q.get('runs') ?? '').split(',').map((s) => s.trim()).filter(Boolean))];
+    if (ids.length === 0) throw new HttpError(400, 'runs: name the runs to aggregate, runs=ID,ID');
+    if (ids.length > AGGREGATE_RUNS) throw new HttpError(400, `at most ${AGGREGATE_RUNS} runs in one line, not ${ids.length}`);
+    const infos = await Promise.all(ids.map((id) => this.getRun(id)));
+    const loaded = await Promise.all(infos.map((r) => this.cache.get(r.id, Number(r.historyRows), supersededOf(r))));
+    const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
+    const series: Record<string, ChartSeries> = {};
+    for (const k of keysParam(q)) series[k] = acrossRuns(loaded, k, points);
+    return { runs: ids, series };
+  }
+
   async group(group: string, q: URLSearchParams): Promise<unknown> {
     const page = await this.groupRuns(group, q);
     const byRank = page.runs.map((r) => ({ info: r, json: runJson(r) }))
@@ -244,6 +261,9 @@ export class Api {
     return { group, job: page.job, runs, total: page.total, keys: [...keySet].sort(), rows: Object.fromEntries(loaded.map(([id, s]) => [id, s.rows])), series };
   }
 }
+
+/** At most this many runs in one line of runs grouped by a key (`/api/aggregate`). */
+const AGGREGATE_RUNS = 256;
 
 /** A rewound run's count of superseded rows (metadata.supersededRows; 0 for any other run): the series cache's generation. */
 export function supersededOf(r: RunInfo): number {

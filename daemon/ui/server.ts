@@ -95,6 +95,7 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'groups' && id !== undefined && sub === undefined) return sendJson(res, 200, await api.group(id, q));
     if (what === 'groups' && id !== undefined && sub === 'console' && parts.length === 4) return sendJson(res, 200, await api.groupConsole(id, q));
     if (what === 'groups' && id !== undefined && sub === 'health') return sendJson(res, 200, await api.groupHealth(id, q));
+    if (what === 'aggregate' && id === undefined) return sendJson(res, 200, await api.aggregate(q));
     if (what === 'explore' && id === undefined) return sendJson(res, 200, await explore(api.index, q));
     if (what === 'live' && id === undefined) return serveLive(api, q, req, res);
     throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; docs/dashboard.md (Dashboard API) lists them`);

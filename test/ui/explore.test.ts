@@ -232,6 +232,36 @@ describe.skipIf(missing !== null)(`parameters and compare in the dashboard${miss
     await page.close();
   });
 
+  it('compare runs grouped by a config key: one line per value, the mean of its runs with their band (GET /api/aggregate), coloured by a key', async () => {
+    const six = sweep.slice(0, 6);
+    const adam = six.filter((s) => s.optimizer === 'adam'), sgd = six.filter((s) => s.optimizer === 'sgd');
+    const q = new URLSearchParams({ runs: adam.map((s) => s.id).join(','), keys: 'val_loss' });
+    const { body } = await getJson(ui, `/api/aggregate?${q}`);
+    const agg = body.series.val_loss;
+    expect(agg.step).toEqual([0, 1, 2, 3, 4]);
+    agg.step.forEach((step: number, i: number) => {
+      const vs = adam.map((s) => s.loss + (4 - step) * 0.1);
+      expect(agg.value[i]).toBeCloseTo(vs.reduce((a, b) => a + b, 0) / vs.length, 9);
+      expect(agg.min[i]).toBeCloseTo(Math.min(...vs), 9);
+      expect(agg.max[i]).toBeCloseTo(Math.max(...vs), 9);
+    });
+    expect((await getJson(ui, '/api/aggregate?keys=val_loss')).status).toBe(400);
+    const page = await openPage(`/compare?runs=${six.map((s) => s.id).join(',')}&by=config.optimizer&colour=config.optimizer`);
+    const chart = page.locator('.chart[data-key="val_loss"]');
+    await chart.locator('.u-legend').waitFor({ timeout: 30_000 });
+    const legend = await chart.locator('.u-legend .u-series .u-label').allTextContents();
+    expect(legend.filter((l) => l.startsWith('config.optimizer'))).toEqual([
+      `config.optimizer = adam (${adam.length} runs)`, `config.optimizer = adam (${adam.length} runs) max`, `config.optimizer = adam (${adam.length} runs) min`,
+      `config.optimizer = sgd (${sgd.length} runs)`, `config.optimizer = sgd (${sgd.length} runs) max`, `config.optimizer = sgd (${sgd.length} runs) min`,
+    ]);
+    expect(await page.locator('#group-by').inputValue()).toBe('config.optimizer');
+    // Ungrouped again: one line per run.
+    await page.locator('#group-by').selectOption('');
+    await page.waitForFunction(() => document.querySelector('#charts')?.getAttribute('data-lines') === '6');
+    expect(new URL(page.url()).searchParams.has('by')).toBe(false);
+    await page.close();
+  });
+
   it('two runs named alike are told apart in the legend and the table', async () => {
     const [a0] = groupIds['job-a'], [b0] = groupIds['job-b'];
     const page = await openPage(`/compare?runs=${a0},${b0}`);

@@ -2,12 +2,21 @@
 // side. The config and summary keys that differ first (the ones they share
 // behind a toggle), then one chart per metric any of them logged: a run as its
 // line, a group as the mean of its ranks with their min–max band. The legend
-// tells items apart where names repeat (name · group · short id).
+// tells items apart where names repeat (name · group · short id). `by=KEY`
+// draws the runs that share a config key's value as one line (their mean and
+// band, /api/aggregate); `colour=KEY` colours each line by its value.
 import { h, clear, link, stateBadge, fmt, append } from '../dom.js';
 import { api, type Run, type ChartSeries } from '../api.js';
 import { LazyChart, type Line } from '../chart.js';
 import { chartControls, byPrefix } from '../controls.js';
 import { labels, flatten, groupConfig, groupSummary, diffRows, type Compared } from './diff.js';
+import { makeAxis, colourOf, type Cell } from '../explore/axes.js';
+
+/** A colour as #rrggbb: the chart adds alpha digits to it for bands and raw lines. */
+function hex(c: string): string {
+  const m = /^rgb\((\d+),(\d+),(\d+)\)$/.exec(c);
+  return m ? '#' + m.slice(1).map((x) => Number(x).toString(16).padStart(2, '0')).join('') : c;
+}
 
 /** At most this many items compared at once. */
 const MAX_ITEMS = 20;
@@ -30,9 +39,10 @@ export function comparePage(root: HTMLElement): () => void {
   const head = h('div', { id: 'compare-runs' });
   const diff = h('div', { id: 'compare-diff' });
   const list = h('div', { id: 'charts' });
+  const lineControls = h('span', { class: 'controls', id: 'line-controls' });
   const what = [ids.length ? `${ids.length} run${ids.length === 1 ? '' : 's'}` : '', groups.length ? `${groups.length} group${groups.length === 1 ? '' : 's'}` : ''].filter(Boolean).join(' and ');
   clear(root);
-  append(root, h('p', {}, link([], '← all runs')), h('header', {}, h('h1', {}, `Comparing ${what || 'nothing'}`)), head, diff, h('div', { class: 'filters' }, controls), list);
+  append(root, h('p', {}, link([], '← all runs')), h('header', {}, h('h1', {}, `Comparing ${what || 'nothing'}`)), head, diff, h('div', { class: 'filters' }, controls, lineControls), list);
   if (asked === 0) {
     list.append(h('p', { class: 'muted' }, 'nothing chosen: select runs or groups in the runs list and press "Compare selected"'));
     return () => {};
@@ -69,21 +79,85 @@ export function comparePage(root: HTMLElement): () => void {
         h('td', {}, it.kind === 'run' ? stateBadge(it.state) : h('span', { class: 'muted' }, it.state)),
         h('td', { class: 'muted mono' }, it.kind === 'run' ? it.id : ''))))));
     drawDiff(items, names);
+    drawControls(items);
+    drawCharts(items, names);
+  }
+
+  /** "Group lines by" and "colour by": a config key (or tags) of the compared runs; in the URL as `by=` and `colour=`. */
+  function drawControls(items: Item[]): void {
+    const keys = [...new Set(items.flatMap((it) => Object.keys(it.config)))].sort().map((k) => `config.${k}`);
+    const choice = (id: string, label: string, param: string, title: string) => {
+      const current = p.get(param) ?? '';
+      const s = h('select', { id, title }, h('option', { value: '' }, 'none'), h('option', { value: 'tags', selected: current === 'tags' }, 'tags'),
+        ...keys.map((k) => h('option', { value: k, selected: k === current }, k)));
+      s.addEventListener('change', () => {
+        if (s.value) p.set(param, s.value);
+        else p.delete(param);
+        history.replaceState(null, '', `${location.pathname}?${p}`);
+        drawCharts(items, labels(items));
+      });
+      return h('label', {}, `${label} `, s);
+    };
+    lineControls.replaceChildren(
+      choice('group-by', 'group lines by', 'by', 'runs with the same value of this key become one line: their mean with its min–max band'),
+      choice('colour-by', 'colour by', 'colour', 'each line coloured by its value of this key'));
+  }
+
+  /** One chart per metric; the runs grouped by `by` are one line each value. */
+  function drawCharts(items: Item[], names: string[]): void {
+    for (const c of charts.splice(0)) c.destroy();
+    clear(list);
+    const by = p.get('by') ?? '', colourKey = p.get('colour') ?? '';
+    const valueOf = (it: Item, key: string): Cell => {
+      if (key === 'tags') return it.kind === 'run' ? (it.members[0]?.tags ?? []).join(', ') || null : null;
+      const v = it.config[key.replace(/^config\./, '')];
+      return v === undefined || v === null || (typeof v === 'object' && (v as { mixed?: boolean }).mixed) ? null : typeof v === 'number' ? v : typeof v === 'string' ? v : JSON.stringify(v);
+    };
+    // What each line is: an item, or the runs sharing a value of `by`.
+    type Drawn = { label: string; colourValue: Cell; start: number; read: (k: string, points: number) => Promise<{ data: ChartSeries; band: boolean } | null> };
+    const drawn: Drawn[] = [];
+    const partitions = new Map<string, Item[]>();
+    items.forEach((it, i) => {
+      if (by && it.kind === 'run') {
+        const v = valueOf(it, by);
+        const key = v === null ? '(none)' : String(v);
+        (partitions.get(key) ?? partitions.set(key, []).get(key)!).push(it);
+        return;
+      }
+      drawn.push({
+        label: names[i], colourValue: colourKey ? valueOf(it, colourKey) : null, start: it.start,
+        read: async (k, points) => {
+          if (it.kind === 'run') {
+            const s = (await api.history(it.id, [k], points)).series[k];
+            return s ? { data: s, band: false } : null;
+          }
+          const s = (await api.group(it.id, [k], points, undefined, true)).series[k]?.aggregate;
+          return s && s.step.length ? { data: s, band: true } : null;
+        },
+      });
+    });
+    for (const [value, runs] of [...partitions].sort((a, b) => (a[0] < b[0] ? -1 : 1))) {
+      drawn.push({
+        label: `${by} = ${value} (${runs.length} run${runs.length === 1 ? '' : 's'})`,
+        colourValue: colourKey === by ? (valueOf(runs[0], by)) : colourKey ? valueOf(runs[0], colourKey) : null,
+        start: Math.min(...runs.map((r) => r.start)),
+        read: async (k, points) => {
+          const s = (await api.aggregate(runs.map((r) => r.id), [k], points)).series[k];
+          return s && s.step.length ? { data: s, band: runs.length > 1 } : null;
+        },
+      });
+    }
+    const colourAxis = colourKey ? makeAxis(colourKey, drawn.map((d) => d.colourValue)) : null;
+    list.dataset.lines = String(drawn.length);
     const keys = [...new Set(items.flatMap((it) => it.keys))].sort();
     for (const [prefix, ks] of byPrefix(keys)) {
       const grid = h('div', { class: 'grid' });
       list.append(h('details', { open: true, class: 'section' }, h('summary', {}, prefix || 'metrics'), grid));
       for (const k of ks) {
         const c = new LazyChart(k, async (points) => {
-          const got = await Promise.all(items.map(async (it): Promise<{ data: ChartSeries; band: boolean } | null> => {
-            if (it.kind === 'run') {
-              const s = (await api.history(it.id, [k], points)).series[k];
-              return s ? { data: s, band: false } : null;
-            }
-            const s = (await api.group(it.id, [k], points, undefined, true)).series[k]?.aggregate;
-            return s && s.step.length ? { data: s, band: true } : null;
-          }));
-          return items.map((it, i): Line | null => (got[i] ? { label: names[i], data: got[i]!.data, band: got[i]!.band, start: it.start } : null)).filter((l): l is Line => l !== null);
+          const got = await Promise.all(drawn.map((d) => d.read(k, points)));
+          return drawn.map((d, i): Line | null => (got[i] ? { label: d.label, data: got[i]!.data, band: got[i]!.band, start: d.start, ...(colourAxis ? { color: hex(colourOf(colourAxis, d.colourValue)) } : {}) } : null))
+            .filter((l): l is Line => l !== null);
         }, options, { 'data-key': k });
         charts.push(c);
         grid.append(c.el);
