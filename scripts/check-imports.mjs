@@ -30,13 +30,15 @@ const ROOMS = {
   'daemon/upload': ['src', 'daemon/store', 'daemon/sampler'],
   // The query layer reads the local store through the daemon (as a client does) or the shared store.
   'daemon/query': ['src', 'client', 'daemon/store', 'daemon/upload'],
-  'daemon/ui': ['src', 'daemon/query'],
+  'daemon/ui': ['src', 'daemon/query', 'daemon/views'],
+  // Saved dashboard views: a file in the data dir, or a table of the shared store.
+  'daemon/views': ['src', 'daemon/upload'],
   'daemon/alerts': ['src'],
   // The composition root: the only file that wires the daemon's stages together.
   'daemon/daemon.ts': ['src', 'addon', 'daemon/store', 'daemon/sampler', 'daemon/process', 'daemon/runs', 'daemon/grpc', 'daemon/upload', 'daemon/health', 'daemon/alerts'],
   'launcher': ['src', 'client'],
   // The `logd` command: every program's entry point.
-  'daemon/cli': ['src', 'client', 'launcher', 'daemon/daemon.ts', 'daemon/process', 'daemon/query', 'daemon/ui', 'daemon/upload', 'daemon/store', 'daemon/alerts'],
+  'daemon/cli': ['src', 'client', 'launcher', 'daemon/daemon.ts', 'daemon/process', 'daemon/query', 'daemon/ui', 'daemon/upload', 'daemon/store', 'daemon/alerts', 'daemon/views'],
   'daemon/cli.ts': ['src', 'client', 'launcher', 'daemon/daemon.ts', 'daemon/process', 'daemon/query', 'daemon/ui', 'daemon/upload', 'daemon/store', 'daemon/cli', 'daemon/alerts'],
   'native': [],
   'web': ['src'],

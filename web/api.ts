@@ -92,6 +92,20 @@ export async function get<T>(path: string, params: Record<string, string | numbe
   return body;
 }
 
+/** A write (POST or DELETE, saved views only), with the same errors as get(). */
+export async function send<T>(method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
+  let res: Response;
+  try {
+    res = await fetch(path, { method, credentials: 'same-origin', headers: { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body !== undefined ? JSON.stringify(body) : undefined });
+  } catch (e) {
+    throw new ApiError(0, `the dashboard server does not answer (${(e as Error).message}); is \`logd ui\` still running?`);
+  }
+  const answer = (await res.json().catch(() => ({ error: `the server answered ${res.status} without JSON` }))) as T & { error?: string };
+  if (res.status === 401) askForToken();
+  if (!res.ok) throw new ApiError(res.status, answer.error ?? `HTTP ${res.status}`);
+  return answer;
+}
+
 /** A form for the token that reloads this very page with it (the server keeps it and drops it from the URL). */
 function askForToken(): void {
   if (document.getElementById('token-form')) return;

@@ -9,6 +9,7 @@ import type { RunInfo } from '../src/wire.js';
 import { h, clear, link, stateBadge, ago, debounce, fmt } from './dom.js';
 import { api, live, type Run } from './api.js';
 import { fieldValue } from '../src/run-filter.js';
+import { saveViewControl, savedViewsList } from './saved-views.js';
 
 /** daemon/ui/server.ts embeds a first page of as many runs (RUNS_PAGE). */
 const PAGE = 100;
@@ -51,7 +52,8 @@ export function runsPage(root: HTMLElement): () => void {
   const problem = h('p', { class: 'error', id: 'runs-problem' });
   clear(root);
   root.append(
-    h('header', {}, h('h1', {}, 'Runs'), info),
+    h('header', {}, h('h1', {}, 'Runs'), info, saveViewControl()),
+    savedViewsList(),
     h('div', { class: 'filters' }, search, project, tag, state, compare, explore),
     h('div', { class: 'filters' }, expr, addCol, keyList, addBtn),
     problem, table, h('div', { class: 'pager' }, prev, next),

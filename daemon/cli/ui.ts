@@ -2,7 +2,8 @@
 // node's daemon, or on the shared store with --store.
 import type { Command } from 'commander';
 import { InvalidArgumentError } from 'commander';
-import { daemonTunables } from '../../src/config.js';
+import { daemonTunables, resolvePaths } from '../../src/config.js';
+import { parseStoreUrl } from '../upload/url.js';
 import { openSource } from '../query/index.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
 
@@ -36,7 +37,11 @@ export function registerUiCommand(program: Command, fail: (msg: string, code?: n
       // restarted, an on-demand daemon that stopped), the next call finds or starts a new one.
       const source = await openSource({ store, onReconnect: (why) => log(`ui: ${why}`) }).catch((e: Error) => fail(e.message));
       const { startUi } = await import('../ui/server.js');
-      const ui = await startUi({ source, port: o.port, host: o.host, log }).catch((e: NodeJS.ErrnoException) =>
+      // Saved views live beside the store shown: views.json in the data dir, or the shared store's logd_views table.
+      const views = store || process.env.LOGD_STORE_URL
+        ? new (await import('../views/shared.js')).SharedViews(parseStoreUrl(store || process.env.LOGD_STORE_URL!))
+        : new (await import('../views/file.js')).FileViews(resolvePaths().dataDir);
+      const ui = await startUi({ source, port: o.port, host: o.host, log, views }).catch((e: NodeJS.ErrnoException) =>
         fail(e.code === 'EADDRINUSE' ? `port ${o.port} on ${o.host} is in use; pick another with --port (0 picks a free one)` : e.message));
       // A daemon started on demand stops when no call comes for a while: the
       // dashboard calls now and then so that it keeps serving while open.

@@ -11,6 +11,7 @@ import type { QuerySource } from '../query/index.js';
 import { Api, HttpError } from './api.js';
 import { serveLive } from './live.js';
 import { explore } from './explore.js';
+import { checkView, BadView, type ViewStore } from '../views/views.js';
 import { shellPage, unauthorizedPage, notFoundPage, embeddedAnswer } from './pages.js';
 
 export interface UiOptions {
@@ -20,6 +21,8 @@ export interface UiOptions {
   /** Given by a test or a config; a random one otherwise. */
   token?: string;
   log?: (line: string) => void;
+  /** Where saved views are kept (daemon/views); none: the page offers no saving. */
+  views?: ViewStore;
 }
 
 export interface UiServer {
@@ -60,8 +63,12 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://ui.invalid');
-    if (req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: 'the dashboard only answers GET' });
     const parts = url.pathname.split('/').slice(1).map(decodeSegment);
+    const write = req.method === 'POST' || req.method === 'DELETE';
+    // Writes: only saved views, only from this dashboard's own page (or a script with the token header).
+    if (write && !(parts[0] === 'api' && parts[1] === 'views')) return sendJson(res, 405, { error: 'the dashboard only answers GET, except POST and DELETE of /api/views' });
+    if (!write && req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: 'the dashboard only answers GET, except POST and DELETE of /api/views' });
+    if (write && req.headers.origin !== undefined && req.headers.origin !== `http://${req.headers.host}`) return sendJson(res, 403, { error: 'a view is saved from the dashboard\'s own page, not from another site' });
     if (parts[0] === 'assets') return sendAsset(res, parts.slice(1).join('/'), url.searchParams.get('v') === version);
     if (parts[0] === 'favicon.ico') return void res.writeHead(204).end();
     const isApi = parts[0] === 'api';
@@ -95,10 +102,39 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'groups' && id !== undefined && sub === undefined) return sendJson(res, 200, await api.group(id, q));
     if (what === 'groups' && id !== undefined && sub === 'console' && parts.length === 4) return sendJson(res, 200, await api.groupConsole(id, q));
     if (what === 'groups' && id !== undefined && sub === 'health') return sendJson(res, 200, await api.groupHealth(id, q));
+    if (what === 'views') return views(req, res, id);
     if (what === 'aggregate' && id === undefined) return sendJson(res, 200, await api.aggregate(q));
     if (what === 'explore' && id === undefined) return sendJson(res, 200, await explore(api.index, q));
     if (what === 'live' && id === undefined) return serveLive(api, q, req, res);
     throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; docs/dashboard.md (Dashboard API) lists them`);
+  }
+
+  /** GET /api/views, POST /api/views {name, url}, DELETE /api/views/{name}. */
+  async function views(req: http.IncomingMessage, res: http.ServerResponse, name: string | undefined): Promise<void> {
+    const store = o.views;
+    if (!store) throw new HttpError(404, 'this dashboard keeps no saved views');
+    if (req.method === 'GET' && name === undefined) return sendJson(res, 200, { where: store.where, views: await store.list() });
+    if (req.method === 'POST' && name === undefined) {
+      if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) throw new HttpError(415, 'send the view as JSON (content-type: application/json)');
+      const body = await readBody(req, 16 * 1024);
+      let view;
+      try {
+        view = checkView(JSON.parse(body));
+      } catch (e) {
+        if (e instanceof BadView) throw new HttpError(400, e.message);
+        if (e instanceof SyntaxError) throw new HttpError(400, `the view is not JSON: ${e.message}`);
+        throw e;
+      }
+      const saved = await store.save(view).catch((e: Error) => {
+        throw e instanceof BadView ? new HttpError(409, e.message) : e;
+      });
+      return sendJson(res, 200, { saved, views: await store.list() });
+    }
+    if (req.method === 'DELETE' && name !== undefined) {
+      if (!(await store.remove(name))) throw new HttpError(404, `no saved view is named ${JSON.stringify(name.slice(0, 100))}`);
+      return sendJson(res, 200, { views: await store.list() });
+    }
+    throw new HttpError(405, 'views: GET /api/views, POST /api/views {name, url}, DELETE /api/views/{name}');
   }
 
   async function page(parts: string[], params: URLSearchParams, res: http.ServerResponse): Promise<void> {
@@ -178,6 +214,22 @@ function decodeSegment(s: string): string {
 function bearer(req: http.IncomingMessage): string | null {
   const h = req.headers.authorization;
   return h && /^Bearer /i.test(h) ? h.slice(7).trim() : null;
+}
+
+/** A request's body as text, at most `max` bytes (413 past it). */
+function readBody(req: http.IncomingMessage, max: number): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    req.on('data', (d: Buffer) => {
+      size += d.length;
+      // Past the limit: answered at once; the rest is read and dropped, so the answer reaches the client.
+      if (size > max) reject(new HttpError(413, `a view is at most ${max} bytes`));
+      else parts.push(d);
+    });
+    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('error', reject);
+  });
 }
 
 function cookie(req: http.IncomingMessage, name: string): string | null {

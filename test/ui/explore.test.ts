@@ -262,6 +262,66 @@ describe.skipIf(missing !== null)(`parameters and compare in the dashboard${miss
     await page.close();
   });
 
+  it('a saved view: named on the page, listed on the runs page, opens the same charts after a reload; kept in views.json (0600)', async () => {
+    const axes = ['config.lr', 'config.batch', 'summary.val_loss'];
+    const page = await openPage(`/explore?project=sweep&axes=${encodeURIComponent(axes.join(','))}&colour=summary.val_loss&x=config.lr&y=summary.val_loss`);
+    await page.locator('svg.parallel path.pc-line').first().waitFor({ timeout: 30_000 });
+    const url = new URL(page.url());
+    await page.locator('#view-name').fill('best <b>lr</b>');
+    await page.locator('#save-view').click();
+    await page.waitForFunction(() => /saved as/.test(document.querySelector('#save-view-said')?.textContent ?? ''));
+    const file = `${t.env.LOGD_DIR}/views.json`;
+    expect((await import('node:fs')).statSync(file).mode & 0o777).toBe(0o600);
+    await page.goto(`${ui.base}/`);
+    const link = page.locator('#saved-views .saved-view[data-view="best <b>lr</b>"] a');
+    await link.waitFor({ timeout: 30_000 });
+    expect(await link.textContent()).toBe('best <b>lr</b>');
+    expect(await page.locator('#saved-views b').count()).toBe(0);
+    await link.click();
+    await page.waitForURL(/\/explore\?/);
+    await page.locator('svg.parallel path.pc-line').first().waitFor({ timeout: 30_000 });
+    expect(new URL(page.url()).search).toBe(url.search);
+    expect(await page.locator('svg.parallel path.pc-line').count()).toBe(50);
+    expect(await page.locator('.pc-axis').evaluateAll((els) => els.map((e) => e.getAttribute('data-key')))).toEqual(axes);
+    // Deleted from the runs page.
+    await page.goto(`${ui.base}/`);
+    await page.locator('#saved-views .saved-view button').click();
+    await page.waitForFunction(() => document.querySelectorAll('#saved-views .saved-view').length === 0);
+    expect(JSON.parse((await import('node:fs')).readFileSync(file, 'utf8')).views).toEqual([]);
+    await page.close();
+  });
+
+  it('saving views refuses what is not a view of this dashboard, and writes nothing else', async () => {
+    const post = (body: unknown, headers: Record<string, string> = {}) => fetch(`${ui.base}/api/views`, {
+      method: 'POST', body: typeof body === 'string' ? body : JSON.stringify(body),
+      headers: { authorization: `Bearer ${ui.token}`, 'content-type': 'application/json', ...headers },
+    }).then(async (r) => ({ status: r.status, body: await r.json() as any }));
+    expect((await post({ name: 'x', url: '/?project=sweep' })).status).toBe(200);
+    for (const url of ['//evil.example/', 'https://evil.example/', '/\\evil.example', 'javascript:alert(1)', '/api/runs', '/nope']) {
+      const r = await post({ name: 'bad', url });
+      expect(r.status, url).toBe(400);
+      expect(r.body.error).toMatch(/must be a page of this dashboard/);
+    }
+    expect((await post({ name: '', url: '/' })).status).toBe(400);
+    expect((await post({ name: 'a\u0000b', url: '/' })).status).toBe(400);
+    expect((await post('{not json')).status).toBe(400);
+    expect((await post({ name: 'x', url: '/' }, { 'content-type': 'text/plain' })).status).toBe(415);
+    expect((await post({ name: 'x', url: '/' }, { origin: 'http://evil.example' })).status).toBe(403);
+    expect((await post('x'.repeat(20_000))).status).toBe(413);
+    const noToken = await fetch(`${ui.base}/api/views`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+    expect(noToken.status).toBe(401);
+    const other = await fetch(`${ui.base}/api/runs`, { method: 'POST', headers: { authorization: `Bearer ${ui.token}` } });
+    expect(other.status).toBe(405);
+    // A token in a saved URL is not kept.
+    const kept = await post({ name: 'tok', url: `/?token=${ui.token}&project=sweep` });
+    expect(kept.body.saved.url).toBe('/?project=sweep');
+    const del = (name: string) => fetch(`${ui.base}/api/views/${encodeURIComponent(name)}`, { method: 'DELETE', headers: { authorization: `Bearer ${ui.token}` } });
+    expect((await del('tok')).status).toBe(200);
+    expect((await del('tok')).status).toBe(404);
+    expect((await del('x')).status).toBe(200);
+    expect((await getJson(ui, '/api/views')).body.views).toEqual([]);
+  });
+
   it('two runs named alike are told apart in the legend and the table', async () => {
     const [a0] = groupIds['job-a'], [b0] = groupIds['job-b'];
     const page = await openPage(`/compare?runs=${a0},${b0}`);

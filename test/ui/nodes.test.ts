@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
 import { script, runScript, startDaemon, ROOT, type TestEnv } from '../helpers.js';
 import { nodeEnv, reading, waitUploaded } from '../upload/helpers.js';
-import { startUi, type UiProcess } from './helpers.js';
+import { startUi, getJson, type UiProcess } from './helpers.js';
 import { chromiumMissing, launchChromium, type Chromium } from './browser.js';
 
 const why = chromiumMissing() ?? pgUnavailable();
@@ -48,6 +48,24 @@ describe.skipIf(why !== null)(`a group on two nodes, from the shared store${why 
     await ui?.stop();
     for (const t of nodes) await t.cleanup();
     pgc?.destroy();
+  });
+
+  it('a view saved on the shared store is kept in its logd_views table: another dashboard of it lists it; not in the node\'s views.json', async () => {
+    const res = await fetch(`${ui.base}/api/views`, {
+      method: 'POST', body: JSON.stringify({ name: 'both nodes', url: '/groups/two-nodes?mode=ranks' }),
+      headers: { authorization: `Bearer ${ui.token}`, 'content-type': 'application/json' },
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect(pgc.psql("SELECT name || '|' || url FROM logd_views", 'logd').trim()).toBe('both nodes|/groups/two-nodes?mode=ranks');
+    const other = await startUi(reading(nodes[1], pgc.url));
+    try {
+      const listed = await getJson(other, '/api/views');
+      expect(listed.body.views.map((v: any) => [v.name, v.url])).toEqual([['both nodes', '/groups/two-nodes?mode=ranks']]);
+      expect(listed.body.where).toMatch(/logd_views of postgres:\/\/logd:\*\*\*@/);
+    } finally {
+      await other.stop();
+    }
+    expect(fs.existsSync(path.join(nodes[0].env.LOGD_DIR!, 'views.json'))).toBe(false);
   });
 
   it('the group page names each rank\'s node (LOGD_NODE, not the shared hostname) and shows the system of every node', async () => {

@@ -11,6 +11,7 @@ import { LazyChart, type Line } from '../chart.js';
 import { chartControls, byPrefix } from '../controls.js';
 import { labels, flatten, groupConfig, groupSummary, diffRows, type Compared } from './diff.js';
 import { makeAxis, colourOf, type Cell } from '../explore/axes.js';
+import { saveViewControl } from '../saved-views.js';
 
 /** A colour as #rrggbb: the chart adds alpha digits to it for bands and raw lines. */
 function hex(c: string): string {
@@ -42,7 +43,7 @@ export function comparePage(root: HTMLElement): () => void {
   const lineControls = h('span', { class: 'controls', id: 'line-controls' });
   const what = [ids.length ? `${ids.length} run${ids.length === 1 ? '' : 's'}` : '', groups.length ? `${groups.length} group${groups.length === 1 ? '' : 's'}` : ''].filter(Boolean).join(' and ');
   clear(root);
-  append(root, h('p', {}, link([], '← all runs')), h('header', {}, h('h1', {}, `Comparing ${what || 'nothing'}`)), head, diff, h('div', { class: 'filters' }, controls, lineControls), list);
+  append(root, h('p', {}, link([], '← all runs')), h('header', {}, h('h1', {}, `Comparing ${what || 'nothing'}`), saveViewControl()), head, diff, h('div', { class: 'filters' }, controls, lineControls), list);
   if (asked === 0) {
     list.append(h('p', { class: 'muted' }, 'nothing chosen: select runs or groups in the runs list and press "Compare selected"'));
     return () => {};

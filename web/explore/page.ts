@@ -9,6 +9,7 @@ import { get } from '../api.js';
 import { makeAxis, brushFromParam, brushToParam, inBrush, short, type Axis, type Brush, type Cell } from './axes.js';
 import { parallelCoordinates } from './parallel.js';
 import { scatter } from './scatter.js';
+import { saveViewControl } from '../saved-views.js';
 
 interface ExploreAnswer {
   total: number;
@@ -46,7 +47,7 @@ export function explorePage(root: HTMLElement): () => void {
   clear(root);
   append(root,
     h('p', {}, h('a', { href: '/' + (back.toString() ? `?${back}` : '') }, '← the runs table')),
-    h('header', {}, title, count),
+    h('header', {}, title, count, saveViewControl()),
     listing.filter ? h('p', { class: 'muted mono' }, `filter: ${listing.filter}`) : null,
     problem, controls, pcBox, scBox, table,
   );
