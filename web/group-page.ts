@@ -6,6 +6,7 @@
 // 2 s while a rank runs (a stall brings no rows, so the feed cannot tell).
 // Live while any rank runs. The Logs tab (?tab=logs) shows every rank's
 // console output merged by time instead of the charts.
+import { shownRows, RANK_ROWS } from './many-ranks.js';
 import { h, clear, link, stateBadge, debounce } from './dom.js';
 import { api, live, ApiError, type Run } from './api.js';
 import { LazyChart, type Line } from './chart.js';
@@ -99,14 +100,26 @@ export function groupPage(root: HTMLElement, group: string): () => void {
         g.job.n === 0 ? '' : h('a', { href: href('all'), class: 'job-link' }, 'all')));
     }
     const states = new Map<string, HTMLElement>();
-    runsEl.append(h('table', { class: 'runs' },
-      h('thead', {}, h('tr', {}, h('th', {}, 'rank'), h('th', {}, 'name'), h('th', {}, 'node'), h('th', {}, 'state'), h('th', { class: 'num' }, 'rows'))),
-      h('tbody', {}, ...g.runs.map((r) => {
+    // Hundreds of ranks: a page of rows (ranks that crashed or were killed first) until "show all".
+    const body = h('tbody');
+    const fill = (all: boolean) => {
+      clear(body);
+      body.append(...shownRows(g.runs, RANK_ROWS, all, (r) => r.state === 'crashed' || r.state === 'killed').map((r) => {
         const cell = h('td', { class: 'state-cell' }, stateBadge(r.state));
         states.set(r.id, cell);
         return h('tr', { class: 'run', 'data-run-id': r.id }, h('td', {}, link(['runs', r.id], rankLabel(r))), h('td', {}, r.name),
           h('td', { class: 'node-cell' }, nodeOf(r)), cell, h('td', { class: 'num' }, r.historyRows));
-      }))));
+      }));
+    };
+    fill(false);
+    runsEl.append(h('table', { class: 'runs' },
+      h('thead', {}, h('tr', {}, h('th', {}, 'rank'), h('th', {}, 'name'), h('th', {}, 'node'), h('th', {}, 'state'), h('th', { class: 'num' }, 'rows'))), body));
+    if (g.runs.length > RANK_ROWS) {
+      const all = h('button', { id: 'group-show-all' }, `show all ${g.runs.length}`);
+      const note = h('p', { class: 'muted', id: 'group-more' }, `${RANK_ROWS} of ${g.runs.length} ranks shown (those that crashed or were killed first) `, all);
+      all.addEventListener('click', () => (fill(true), note.remove()));
+      runsEl.append(note);
+    }
     if (g.total > g.runs.length) runsEl.append(h('p', { class: 'muted' }, `showing ${g.runs.length} of ${g.total} runs`));
     if (tab === 'logs') {
       closers.push(logsView(logsEl, { group, names: new Map(g.runs.map((r) => [r.id, rankLabel(r)])) }));
@@ -119,6 +132,12 @@ export function groupPage(root: HTMLElement, group: string): () => void {
       list.append(h('details', { open: true, class: 'section', 'data-prefix': prefix }, h('summary', {}, prefix || 'metrics'), grid));
       for (const k of keys) {
         const c = new LazyChart(k, async (points) => {
+          if (mode === 'band' && g.runs.length > RANK_ROWS) {
+            // Hundreds of ranks: only the mean and band travel, not every rank's line.
+            const agg = (await api.group(group, [k], points, job, true)).series[k]?.aggregate;
+            c.el.dataset.mode = 'band';
+            return agg && agg.step.length ? [{ label: `mean of ${g.runs.length}`, data: agg, band: true, start: groupStart }] : [];
+          }
           const res = await api.group(group, [k], points, job);
           const s = res.series[k];
           if (!s) return [];

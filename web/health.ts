@@ -10,6 +10,7 @@ import type { JobStory } from '../src/story/story.js';
 import type uPlot from 'uplot';
 import { h, clear, stateBadge } from './dom.js';
 import { draw, type Line } from './chart.js';
+import { shownRows, slowest, RANK_ROWS, RATE_LINES, RATE_SLOWEST } from './many-ranks.js';
 import { rankLabel, type HealthEvent, type RankStack, type StepRatePoint } from '../src/health.js';
 import type { GroupHealth, RankHealth } from './api.js';
 
@@ -113,6 +114,9 @@ export class HealthStrip {
   private readonly rateLatest = h('p', { class: 'health-rate-latest muted' });
   private plot: uPlot | null = null;
   private rateShown = '';
+  /** Every rank's row, once "show all" was pressed (a group of more than RANK_ROWS ranks). */
+  private allRanks = false;
+  private last: GroupHealth | null = null;
 
   constructor() {
     this.rate.append(this.rateChart, this.rateLatest);
@@ -120,6 +124,7 @@ export class HealthStrip {
   }
 
   update(g: GroupHealth): void {
+    this.last = g;
     const story = g.story ?? null;
     // A group with a rank that did not finish is never "ok", judged or not.
     const ended = g.ranks.some((r) => r.runState === 'crashed' || r.runState === 'killed');
@@ -168,23 +173,35 @@ export class HealthStrip {
     this.plot = null;
     this.rate.hidden = withRate.length === 0;
     if (withRate.length === 0) return;
-    const lines: Line[] = withRate.map((r) => ({
+    // Hundreds of ranks: the slowest few, not a line each.
+    const many = withRate.length > RATE_LINES;
+    const drawn = many ? slowest(withRate, RATE_SLOWEST, (r) => r.rate[r.rate.length - 1].stepsPerS) : withRate;
+    this.rate.dataset.lines = String(drawn.length);
+    const lines: Line[] = drawn.map((r) => ({
       label: rankLabel(r.rank, r.runId),
       // Drawn as steps: each rate holds over its interval, the first one from the sample before it.
       data: { step: [r.rate[0].step, ...r.rate.map((p) => p.step)], time: [r.rate[0].from, ...r.rate.map((p) => p.at)],
         value: [r.rate[0].stepsPerS, ...r.rate.map((p) => p.stepsPerS)], points: r.rate.length + 1 },
     }));
-    this.plot = draw(this.rateChart, 'steps/s per rank over time', lines, { x: 'time', smoothing: 0, log: false, stepped: true });
+    this.plot = draw(this.rateChart, many ? `steps/s over time: the ${drawn.length} slowest of ${withRate.length} ranks` : 'steps/s per rank over time', lines, { x: 'time', smoothing: 0, log: false, stepped: true });
     clear(this.rateLatest);
-    this.rateLatest.append('latest sample: ', ...withRate.flatMap((r, i) => {
+    this.rateLatest.append(many ? 'latest sample of the slowest: ' : 'latest sample: ', ...drawn.flatMap((r, i) => {
       const last = r.rate[r.rate.length - 1].stepsPerS;
       return [i ? ' · ' : '', h('span', { class: 'rate-latest', 'data-health-run-id': r.runId, 'data-steps-per-s': String(last) }, `${rankLabel(r.rank, r.runId)} ${last.toFixed(2)} steps/s`)];
     }));
   }
 
-  private table(ranks: RankHealth[], now: number): HTMLElement {
+  private table(all: RankHealth[], now: number): HTMLElement {
     const num = (v: string | number) => h('td', { class: 'num' }, v);
-    return h('table', { class: 'runs health-table' },
+    // Hundreds of ranks: a page of rows, the ranks that are not ok first.
+    const ranks = shownRows(all, RANK_ROWS, this.allRanks, (r) => r.state !== 'ok');
+    const more = all.length - ranks.length;
+    const showAll = h('button', { id: 'health-show-all' }, `show all ${all.length} ranks`);
+    showAll.addEventListener('click', () => {
+      this.allRanks = true;
+      if (this.last) this.update(this.last);
+    });
+    const table = h('table', { class: 'runs health-table' },
       h('thead', {}, h('tr', {}, ...['rank', 'state', 'step', 'steps/s', 'last step', 'lag', 'CPU/step'].map((c, i) => h('th', i >= 2 ? { class: 'num' } : {}, c)))),
       h('tbody', {}, ...ranks.map((r) => h('tr', { class: 'rank-health', 'data-health-run-id': r.runId, 'data-state': r.state },
         h('td', {}, rankLabel(r.rank, r.runId)),
@@ -194,5 +211,6 @@ export class HealthStrip {
         num(r.stepAt > 0 ? agoS(Math.max(0, now - r.stepAt)) : '–'),
         num(r.step < 0 ? '–' : r.lag > 0 ? `${r.lag} behind` : r.lag < 0 ? `${-r.lag} ahead` : '0'),
         num(r.cpuPerStepS === null ? '–' : seconds(r.cpuPerStepS))))));
+    return more > 0 ? h('div', {}, table, h('p', { class: 'muted', id: 'health-more' }, `${ranks.length} of ${all.length} ranks shown (those not ok first) `, showAll)) : table;
   }
 }
