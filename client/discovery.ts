@@ -88,19 +88,24 @@ function tail(file: string, bytes = 2000): string {
 export async function startSidecar(given: LogdPaths, timeoutMs: number): Promise<ServiceAddress> {
   // The sidecar gets the runtime dir chosen here (LOGD_RUNTIME_DIR), so it never chooses another.
   const paths = privateRuntime(given, true);
-  const logFd = fs.openSync(paths.daemonLog, 'a', 0o600);
-  const logStart = fs.fstatSync(logFd).size;
+  const logStart = fs.existsSync(paths.daemonLog) ? fs.statSync(paths.daemonLog).size : 0;
   const env: NodeJS.ProcessEnv = { ...process.env, LOGD_DIR: paths.dataDir, LOGD_RUNTIME_DIR: paths.runtimeDir };
   delete env.LOGD_SERVICE;
   // node:child_process loads only here: most processes find a daemon running.
   const { spawn } = createRequire(import.meta.url)('node:child_process') as typeof import('node:child_process');
-  const child = spawn(process.execPath, [cliPath, 'serve', '--sidecar'], { detached: true, stdio: ['ignore', logFd, logFd], env });
-  fs.closeSync(logFd);
-  child.unref();
   let exitCode: number | null = null;
-  child.once('exit', (code, signal) => (exitCode = code ?? (signal ? 128 : 1)));
-  child.once('error', () => (exitCode = 127));
-  const startedAt = Date.now();
+  const launch = () => {
+    const logFd = fs.openSync(paths.daemonLog, 'a', 0o600);
+    const child = spawn(process.execPath, [cliPath, 'serve', '--sidecar'], { detached: true, stdio: ['ignore', logFd, logFd], env });
+    fs.closeSync(logFd);
+    child.unref();
+    exitCode = null;
+    child.once('exit', (code, signal) => (exitCode = code ?? (signal ? 128 : 1)));
+    child.once('error', () => (exitCode = 127));
+  };
+  launch();
+  let relaunches = 0;
+  let startedAt = Date.now();
   const deadline = startedAt + timeoutMs;
   while (Date.now() < deadline) {
     const addr = fromServiceFile(paths);
@@ -116,6 +121,13 @@ export async function startSidecar(given: LogdPaths, timeoutMs: number): Promise
       // or none known after 2 s: say so.
       const owner = liveOwner(paths.ownerFile);
       const elsewhere = owner !== null && owner.runtimeDir !== paths.runtimeDir && untrustedDirReason(owner.runtimeDir) !== null;
+      // The daemon it lost to is gone without serving (it was stopping, or died starting): start one again.
+      if (owner === null && !fromServiceFile(paths) && relaunches < 3 && Date.now() - startedAt > 100) {
+        relaunches++;
+        startedAt = Date.now();
+        launch();
+        continue;
+      }
       if (elsewhere || (owner === null && Date.now() - startedAt > 2000)) {
         const log = fs.readFileSync(paths.daemonLog, 'utf8').slice(logStart).trim();
         throw new DaemonStartError(`${log || 'another logd daemon serves this data dir'}${elsewhere ? ` (from the runtime dir ${owner.runtimeDir}; give this process LOGD_RUNTIME_DIR=${owner.runtimeDir})` : ''}\n(full log: ${paths.daemonLog})`, true);

@@ -4,7 +4,7 @@ import { shortNumber } from '../src/number.js';
 import { describeEnd, type RunEnd } from '../src/story/end.js';
 import fs from 'node:fs';
 import { Command, Option, InvalidArgumentError } from 'commander';
-import { resolvePaths, LOGD_VERSION } from '../src/config.js';
+import { resolvePaths, daemonTunables, LOGD_VERSION } from '../src/config.js';
 import { type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { connectionFor } from '../client/connection.js';
 import { checkedDaemon } from '../client/stale-service.js';
@@ -84,12 +84,13 @@ program
   .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number; onStall?: string } & UrlOptions) => {
     const uploadUrl = urlOrExit('upload', o);
     // The lock first: a daemon that loses the start race exits before loading the daemon proper.
-    const { acquireLock, refuseSecondDaemon } = await import('./process/lock.js');
+    const { acquireLockWhenFree, refuseSecondDaemon } = await import('./process/lock.js');
     const paths = resolvePaths();
     process.umask(0o077);
     let lock;
     try {
-      lock = acquireLock(paths);
+      // A daemon that is stopping hands the lock over: wait for it (at most its own stop deadline and 2 s).
+      lock = await acquireLockWhenFree(paths, daemonTunables().shutdownTimeoutMs + 2000);
     } catch (e) {
       fail((e as Error).message);
     }

@@ -28,7 +28,7 @@ import type { DataDirLock } from './process/data-dir-lock.js';
 import { limitYoungGeneration, releaseMemoryWhenQuiet } from './process/memory.js';
 import { stopWhenUninstalled } from './process/installed.js';
 import { SystemMetrics } from './sampler/system-metrics.js';
-import { acquireLock, refuseSecondDaemon, EXIT_ALREADY_RUNNING } from './process/lock.js';
+import { acquireLock, refuseSecondDaemon, markStopping, EXIT_ALREADY_RUNNING } from './process/lock.js';
 import { HealthMonitor, type HealthView } from './health/monitor.js';
 import { isAlive } from './runs/liveness.js';
 
@@ -140,6 +140,7 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
     shuttingDown = true;
     log(`server: stopping (${why}); finalising ${registry.openRuns().length} open run(s)`);
     registry.stopping = why;
+    markStopping(paths, why);
     const failsafe = setTimeout(() => {
       log(`server: graceful stop took longer than ${tunables.shutdownTimeoutMs} ms; exiting anyway`);
       process.exit(1);

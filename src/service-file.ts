@@ -83,6 +83,8 @@ export interface OwnerFile {
   procStart?: number;
   runtimeDir: string;
   serviceFile: string;
+  /** Set as the daemon begins to stop (why): a daemon starting meanwhile waits for the lock rather than give up. */
+  stopping?: string;
 }
 
 export function writeOwnerFile(file: string, o: OwnerFile): void {

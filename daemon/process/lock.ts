@@ -8,7 +8,7 @@ import type { LogdPaths } from '../../src/config.js';
 import { DataDirLock } from './data-dir-lock.js';
 import { refuseNewerFormat, stampFormat } from './data-format.js';
 import { privateRuntime } from '../../src/runtime-dir.js';
-import { writeOwnerFile } from '../../src/service-file.js';
+import { writeOwnerFile, liveOwner, type OwnerFile } from '../../src/service-file.js';
 import { procStartTime } from '../../src/proc.js';
 
 export const EXIT_ALREADY_RUNNING = 3;
@@ -35,6 +35,37 @@ export function acquireLock(paths: LogdPaths): DataDirLock | null {
     nameOwner(paths);
   }
   return lock;
+}
+
+/**
+ * The lock, waiting while its holder is stopping: a daemon that went idle
+ * and is finalising when a client needs one again (the client started this
+ * one because the other no longer answers) hands over in milliseconds to
+ * seconds; exiting here would leave that client waiting for a daemon that
+ * never comes. Null when the holder is not stopping, or still holds the lock
+ * after `maxMs`.
+ */
+export async function acquireLockWhenFree(paths: LogdPaths, maxMs: number): Promise<DataDirLock | null> {
+  const until = Date.now() + maxMs;
+  for (;;) {
+    const lock = acquireLock(paths);
+    if (lock) return lock;
+    const owner = liveOwner(paths.ownerFile);
+    // Starting (or serving): that one is the daemon. Gone between the two looks: try again at once.
+    if (owner && !owner.stopping) return null;
+    if (Date.now() > until) return null;
+    await new Promise((r) => setTimeout(r, owner ? 25 : 5));
+  }
+}
+
+/** Marks the owner file: this daemon is stopping (acquireLockWhenFree waits for it). */
+export function markStopping(paths: LogdPaths, why: string): void {
+  try {
+    const o = JSON.parse(fs.readFileSync(paths.ownerFile, 'utf8')) as OwnerFile;
+    if (o.pid === process.pid) writeOwnerFile(paths.ownerFile, { ...o, stopping: why });
+  } catch {
+    /* no owner file: nothing to mark */
+  }
 }
 
 /**
