@@ -71,11 +71,24 @@ export class SystemMetrics {
       this.logLine(`sampler: a run asked for a ${intervalMs} ms interval; sampling every ${intervalMs} ms from now on`);
     }
     this.runningIntervalMs = intervalMs;
-    const s = new SystemSampler({ intervalMs, log: this.logLine, nvidiaSmi: this.nvidiaSmi });
+    const s = new SystemSampler({ intervalMs, log: (l) => this.sayOnce(l), nvidiaSmi: this.nvidiaSmi });
     s.onSample((x) => this.record(x));
     this.sampler = s;
     this.watched.clear();
     void s.start().catch((e) => this.logLine(`sampler: could not start: ${(e as Error).message}`));
+  }
+
+  /**
+   * The sampler starts again with each run after a pause; what it finds at
+   * start (no nvidia-smi, or these GPUs) is said once per daemon, not once per
+   * run, unless it changes.
+   */
+  private said = '';
+  private sayOnce(line: string): void {
+    const found = /^sampler: (no \S+ found|\d+ GPU\(s\) )/.test(line);
+    if (found && line === this.said) return;
+    if (found) this.said = line;
+    this.logLine(line);
   }
 
   /** Stops sampling after one last sample (no open runs left). */
