@@ -45,6 +45,7 @@ export function runsPage(root: HTMLElement): () => void {
   const keyList = h('datalist', { id: 'column-keys' });
   const addBtn = h('button', { id: 'add-column-button' }, 'add column');
   const compare = h('button', { id: 'compare', disabled: true, title: 'select 2 to 20 runs or groups' }, 'Compare selected');
+  const chartsOf = h('button', { id: 'chart-view', title: 'the charts of the runs this view shows (the first 20), overlaid; group lines and colour them by a config key there' }, 'Charts');
   const explore = h('button', { id: 'explore', title: 'parallel coordinates and a scatter of the selected runs, or of every run this view matches' }, 'Parameters');
   const info = h('span', { class: 'muted', id: 'count' });
   const prev = h('button', {}, '‹ newer'), next = h('button', {}, 'older ›');
@@ -54,7 +55,7 @@ export function runsPage(root: HTMLElement): () => void {
   root.append(
     h('header', {}, h('h1', {}, 'Runs'), info, saveViewControl()),
     savedViewsList(),
-    h('div', { class: 'filters' }, search, project, tag, state, compare, explore),
+    h('div', { class: 'filters' }, search, project, tag, state, compare, chartsOf, explore),
     h('div', { class: 'filters' }, expr, addCol, keyList, addBtn),
     problem, table, h('div', { class: 'pager' }, prev, next),
   );
@@ -94,6 +95,11 @@ export function runsPage(root: HTMLElement): () => void {
     if (selected.size) u.set('runs', [...selected].join(','));
     if (selectedGroups.size) u.set('groups', [...selectedGroups].join(','));
     location.href = `/compare?${u}`;
+  });
+  // The runs shown as charts: the compare page of the first 20 (selected ones when two or more are ticked).
+  chartsOf.addEventListener('click', () => {
+    const ids = selected.size >= 2 ? [...selected] : runs.map((r) => r.id);
+    location.href = `/compare?runs=${ids.slice(0, 20).join(',')}`;
   });
   // The parameter views of the selected runs (two or more), else of every run the filters match.
   explore.addEventListener('click', () => {

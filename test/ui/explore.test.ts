@@ -203,6 +203,12 @@ describe.skipIf(missing !== null)(`parameters and compare in the dashboard${miss
     await page.locator('svg.parallel path.pc-line').first().waitFor({ timeout: 30_000 });
     expect(new Set(Object.keys(Object.fromEntries(await linesDrawn(page))))).toEqual(new Set(chosen));
     expect(await page.locator('h1').textContent()).toBe('Parameters of 5 selected runs');
+    // "Charts": the runs the view shows, overlaid on the compare page (there grouped by a key: the compare test below).
+    await page.goto(`${ui.base}/?project=sweep&filter=${encodeURIComponent('batch = 64')}`);
+    await page.waitForFunction(() => document.querySelectorAll('#runs tbody tr.run').length === 10);
+    await page.locator('#chart-view').click();
+    await page.waitForURL(/\/compare\?/);
+    expect(new Set(new URL(page.url()).searchParams.get('runs')!.split(','))).toEqual(new Set(sweep.filter((s) => s.batch === 64).map((s) => s.id)));
     await page.goto(`${ui.base}/?project=jobs`);
     for (const g of ['job-a', 'job-b']) await page.locator(`tr.group-row[data-group="${g}"] input.group-select`).check();
     await page.locator('#compare').click();
