@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { resolvePaths, clientTunables, type LogdPaths } from '../src/config.js';
 import { parseServiceAddress, formatServiceAddress, type ServiceAddress } from '../src/wire.js';
-import { readServiceFile, serviceAlive, liveOwner } from '../src/service-file.js';
+import { readServiceFile, serviceAlive, liveOwner, stoppedAt, stopMarker } from '../src/service-file.js';
 import { privateRuntime } from '../src/runtime-dir.js';
 import { untrustedDirReason } from '../src/private-dir.js';
 
@@ -60,7 +60,7 @@ function socketReady(addr: ServiceAddress): boolean {
  * The daemon to use. `ignoreEnv`: LOGD_SERVICE proved unreachable, look again.
  * Exports LOGD_SERVICE so that children inherit the answer.
  */
-export async function findDaemon(opts: { ignoreEnv?: boolean; autoStart?: boolean } = {}): Promise<ServiceAddress> {
+export async function findDaemon(opts: { ignoreEnv?: boolean; autoStart?: boolean; reader?: boolean } = {}): Promise<ServiceAddress> {
   const t = clientTunables();
   if (t.service && !opts.ignoreEnv) return parseServiceAddress(t.service);
   const paths = resolvePaths();
@@ -68,6 +68,11 @@ export async function findDaemon(opts: { ignoreEnv?: boolean; autoStart?: boolea
   if (!addr) {
     if (!(opts.autoStart ?? t.autoStart)) {
       throw new DaemonStartError(`no logd daemon is running for ${paths.dataDir}; start one with \`logd serve\` (or unset LOGD_NO_AUTOSTART)`, true);
+    }
+    // A reader (the dashboard, `logd runs`) does not undo `logd stop`: only a trainer or `logd serve` does.
+    const stopped = opts.reader ? stoppedAt(paths.dataDir) : null;
+    if (stopped !== null) {
+      throw new DaemonStartError(`the logd daemon of ${paths.dataDir} was stopped with \`logd stop\` at ${new Date(stopped).toISOString()} and stays stopped until a trainer starts one or you run \`logd serve\``, true);
     }
     addr = await startSidecar(paths, t.startTimeoutMs);
   }
@@ -103,6 +108,8 @@ export async function startSidecar(given: LogdPaths, timeoutMs: number): Promise
     child.once('exit', (code, signal) => (exitCode = code ?? (signal ? 128 : 1)));
     child.once('error', () => (exitCode = 127));
   };
+  // A trainer needs a daemon: `logd stop` is undone (readers start one again too from now on).
+  fs.rmSync(stopMarker(paths.dataDir), { force: true });
   launch();
   let relaunches = 0;
   let startedAt = Date.now();

@@ -39,7 +39,7 @@ export function warnStale(addr: ServiceAddress, e: unknown): void {
  * (which may start a sidecar when `autoStart`); null when none runs and none
  * may be started.
  */
-export async function checkedDaemon(opts: { autoStart?: boolean; timeoutMs: number }): Promise<ServiceAddress | null> {
+export async function checkedDaemon(opts: { autoStart?: boolean; timeoutMs: number; reader?: boolean }): Promise<ServiceAddress | null> {
   const env = envService();
   if (env) {
     try {
@@ -51,7 +51,7 @@ export async function checkedDaemon(opts: { autoStart?: boolean; timeoutMs: numb
     }
   }
   try {
-    return await findDaemon({ ignoreEnv: true, autoStart: opts.autoStart });
+    return await findDaemon({ ignoreEnv: true, autoStart: opts.autoStart, reader: opts.reader });
   } catch (e) {
     if (opts.autoStart === false) return null;
     throw e;

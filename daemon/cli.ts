@@ -8,6 +8,7 @@ import { resolvePaths, daemonTunables, LOGD_VERSION } from '../src/config.js';
 import { type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { connectionFor } from '../client/connection.js';
 import { checkedDaemon } from '../client/stale-service.js';
+import { stopMarker } from '../src/service-file.js';
 import { mergeBySteps, rawRows, jsonLines, csvLines } from '../client/history.js';
 import { lastRows } from './cli/last-rows.js';
 import { parseFilter, selectRuns, fieldValue, isRunField, RUN_FIELD_NAMES, type FilterTerm, type RunFields } from '../src/run-filter.js';
@@ -363,6 +364,8 @@ program
     const addr = await runningDaemon();
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}`, 3);
     const r = await connectionFor(addr).unary<unknown, { runsKilled: number }>('shutdown', {}, CALL_MS).catch((e: Error) => fail(e.message, 3));
+    // Stopped on purpose: readers (`logd ui`, `logd runs`) do not start another; a trainer or `logd serve` does.
+    fs.writeFileSync(stopMarker(resolvePaths().dataDir), JSON.stringify({ at: Date.now(), pid: process.pid }) + '\n', { mode: 0o600 });
     console.log(`logd: daemon stopping; ${r.runsKilled} open run(s) finalised as killed (a run whose owner goes on resumes on the next daemon)`);
   });
 

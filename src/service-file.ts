@@ -103,3 +103,22 @@ export function liveOwner(file: string): OwnerFile | null {
     return null;
   }
 }
+
+/**
+ * `logd stop` leaves this in the data dir: the daemon was stopped on purpose,
+ * and readers (the dashboard, `logd runs`, `show`, `export`) do not start
+ * another; a trainer does, and a daemon that starts removes it.
+ */
+export function stopMarker(dataDir: string): string {
+  return `${dataDir}/daemon.stopped`;
+}
+
+/** When `logd stop` stopped the daemon (Unix ms), or null when it was not stopped so. */
+export function stoppedAt(dataDir: string): number | null {
+  try {
+    const at = (JSON.parse(fs.readFileSync(stopMarker(dataDir), 'utf8')) as { at?: number }).at;
+    return typeof at === 'number' ? at : null;
+  } catch {
+    return null;
+  }
+}

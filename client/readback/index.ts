@@ -35,7 +35,7 @@ let conn: Connection | null = null;
 
 async function connection(): Promise<Connection> {
   if (conn) return conn;
-  const addr = await checkedDaemon({ autoStart: true, timeoutMs: 10_000 });
+  const addr = await checkedDaemon({ autoStart: true, timeoutMs: 10_000, reader: true });
   if (!addr) throw new Error('logd: no daemon could be found or started to read runs from; start one with `logd serve`');
   conn = connectionFor(addr);
   return conn;

@@ -8,7 +8,7 @@ import type { LogdPaths } from '../../src/config.js';
 import { DataDirLock } from './data-dir-lock.js';
 import { refuseNewerFormat, stampFormat } from './data-format.js';
 import { privateRuntime } from '../../src/runtime-dir.js';
-import { writeOwnerFile, liveOwner, type OwnerFile } from '../../src/service-file.js';
+import { writeOwnerFile, liveOwner, stopMarker, type OwnerFile } from '../../src/service-file.js';
 import { procStartTime } from '../../src/proc.js';
 
 export const EXIT_ALREADY_RUNNING = 3;
@@ -33,6 +33,8 @@ export function acquireLock(paths: LogdPaths): DataDirLock | null {
       throw e;
     }
     nameOwner(paths);
+    // A daemon serves again: `logd stop` is undone.
+    fs.rmSync(stopMarker(paths.dataDir), { force: true });
   }
   return lock;
 }

@@ -21,6 +21,6 @@ export async function openSource(opts: OpenOptions = {}): Promise<QuerySource> {
     return openSharedSource(url);
   }
   // A stale LOGD_SERVICE (a daemon since gone or restarted) is reported once and passed over.
-  const addr = await checkedDaemon({ timeoutMs: 5_000 });
+  const addr = await checkedDaemon({ timeoutMs: 5_000, reader: true });
   return new LocalSource(addr!, `the local store (${resolvePaths().dataDir})`, opts.onReconnect);
 }

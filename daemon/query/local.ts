@@ -111,7 +111,7 @@ export class LocalSource implements QuerySource {
         if (!gone(e) || Date.now() > deadline) throw e;
         if (attempt === 0) this.onReconnect?.(`the daemon went away (${(e as Error).message.split('\n')[0].slice(0, 160)}); reconnecting`);
         await new Promise((r) => setTimeout(r, Math.min(1000, 100 * 2 ** attempt)));
-        this.conn = connectionFor(await findDaemon({ ignoreEnv: true }));
+        this.conn = connectionFor(await findDaemon({ ignoreEnv: true, reader: true }));
       }
     }
   }

@@ -48,13 +48,17 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
   const api = new Api(o.source);
   const server = http.createServer((req, res) => {
     handle(req, res).catch((e: Error) => {
-      const status = e instanceof HttpError ? e.status : 500;
+      // No daemon to read through (stopped with `logd stop`, or not coming up): 503, said once per cause, no stack.
+      const noDaemon = e.name === 'DaemonStartError';
+      const status = e instanceof HttpError ? e.status : noDaemon ? 503 : 500;
+      if (noDaemon && e.message !== lastNoDaemon) log(`ui: ${(lastNoDaemon = e.message)}`);
       if (status === 500) log(`ui: ${req.method} ${req.url?.slice(0, 200)} failed: ${e.stack ?? e.message}`);
-      if (!res.headersSent) sendJson(res, status, { error: status === 500 ? `the dashboard could not answer: ${e.message}` : e.message });
+      if (!res.headersSent) sendJson(res, status, { error: status >= 500 ? `the dashboard could not answer: ${e.message}` : e.message });
       else res.end();
     });
   });
   let cookieName = 'logd_ui';
+  let lastNoDaemon = '';
 
   function authorised(req: http.IncomingMessage, url: URL): boolean {
     const given = bearer(req) ?? url.searchParams.get('token') ?? cookie(req, cookieName);
