@@ -135,7 +135,9 @@ export class Finaliser {
       setTimeout(() => {
         this.goneSeen.delete(run.id);
         if (run.pendingEnd || run.final) return;
-        run.pendingEnd = this.endRecord(run, w, { at: seenAt, atWithinS: withinS, ...endFromStatus(null, undefined) });
+        // How is not known, but an OOM kill counted where this process's memory is (its cgroup, or the kernel's count
+        // within OOM_WINDOW_MS) still says what ended it: under load the parent collects the status before a look.
+        run.pendingEnd = this.endRecord(run, w, { at: seenAt, atWithinS: withinS, ...endFromStatus(null, oomSince(w.oom, this.oomWatch)) });
         this.writerGone(run, w, '');
       }, PARENT_REPORT_MS).unref();
       return;
@@ -234,6 +236,8 @@ export class Finaliser {
       run.pendingEnd = null;
       run.log.append(FrameType.STATE, jsonFrame({ state, reason, exitCode, finishedAt: run.finishedAt, ...(resumable ? { resumable } : {}), ...(run.end ? { end: run.end } : {}) }));
       const durable = await this.reg.flushAll(flushMs);
+      // Removed while its final state was written (Registry.abandon): the index must not bring it back.
+      if (this.reg.runs.get(run.id) !== run) return;
       if (!durable) this.reg.log(`finaliser: run ${run.id}: the final state is not durable yet (${this.reg.storageProblem ?? 'slow disk'}); it is retried`);
       let indexed = true;
       try {

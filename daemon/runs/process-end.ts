@@ -97,10 +97,27 @@ export class OomWatch {
     this.count = c;
   }
 
-  /** The rise of the count within the window before `now`, as words, or undefined. */
-  recent(now = Date.now()): string | undefined {
+  /** The rise of the count within the window before `now`, as words, or undefined; `claim`: take one of its kills. */
+  recent(now = Date.now(), claim = false): string | undefined {
     this.look(now);
-    return this.rose && now - this.rose.at <= OOM_WINDOW_MS ? `/proc/vmstat oom_kill ${this.rose.from} -> ${this.rose.to}` : undefined;
+    if (!this.rose || now - this.rose.at > OOM_WINDOW_MS) return undefined;
+    if (claim && !this.claim('vmstat', this.rose.from, this.rose.to)) return undefined;
+    return `/proc/vmstat oom_kill ${this.rose.from} -> ${this.rose.to}`;
+  }
+
+  /** Per counter (`vmstat`, or a cgroup's file): the count up to which its kills were attributed to a process. */
+  private claimed = new Map<string, number>();
+
+  /**
+   * One kill of a counter that went from `base` to `now`, attributed to one process: each OOM kill the kernel
+   * counted explains one death, so the ranks that died after it (stopped by their launcher) are not called OOM
+   * kills too. False when every kill counted is taken.
+   */
+  claim(key: string, base: number, now: number): boolean {
+    const taken = Math.max(this.claimed.get(key) ?? base, base);
+    if (taken >= now) return false;
+    this.claimed.set(key, taken + 1);
+    return true;
   }
 }
 
@@ -113,9 +130,12 @@ export const OOM_WINDOW_MS = 5000;
 export function oomSince(base: OomCounters | null, global: OomWatch): string | undefined {
   if (base?.cgroupFile && base.cgroupCount !== null) {
     const now = readCount(base.cgroupFile, 'oom_kill');
-    if (now !== null && now > base.cgroupCount) return `memory cgroup ${base.cgroupFile.replace(/^\/sys\/fs\/cgroup\/?/, '/').replace(/\/memory\.(events|oom_control)$/, '')} oom_kill ${base.cgroupCount} -> ${now}`;
+    if (now !== null && now > base.cgroupCount && global.claim(base.cgroupFile, base.cgroupCount, now)) {
+      global.recent(Date.now(), true); // the kernel counted the same kill
+      return `memory cgroup ${base.cgroupFile.replace(/^\/sys\/fs\/cgroup\/?/, '/').replace(/\/memory\.(events|oom_control)$/, '')} oom_kill ${base.cgroupCount} -> ${now}`;
+    }
   }
-  return global.recent();
+  return global.recent(Date.now(), true);
 }
 
 /** The last console lines of a run, kept as batches arrive (what an end record carries). */
@@ -139,7 +159,7 @@ export class LastLines {
 
 /** The parts of an end record that come from the process's exit as the daemon read it. */
 export function endFromStatus(status: number | null, oom: string | undefined): Pick<RunEnd, 'exitCode' | 'signal' | 'coreDumped' | 'oom' | 'source'> {
-  if (status === null) return { exitCode: null, signal: null, source: 'gone' };
+  if (status === null) return { exitCode: null, signal: null, ...(oom ? { oom } : {}), source: 'gone' };
   const d = decodeWaitStatus(status);
   return { exitCode: d.exitCode, signal: d.signal, ...(d.coreDumped ? { coreDumped: true } : {}), ...(d.signal === 'SIGKILL' && oom ? { oom } : {}), source: 'wait-status' };
 }

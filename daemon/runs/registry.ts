@@ -248,6 +248,8 @@ export class Registry {
    */
   abandon(run: LiveRun, why = 'its creator gave up (CreateRun cancelled) before it was told of the run'): void {
     if (run.createsInFlight > 0 || run.createAnswered || this.runs.get(run.id) !== run) return;
+    // Its finalisation may be under way (its process exited as the create was cancelled): finaliser.ts looks
+    // again after each wait and leaves a run that is no longer here.
     this.runs.delete(run.id);
     if (run.crashTimer) clearTimeout(run.crashTimer);
     run.log.close();
