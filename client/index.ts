@@ -32,6 +32,8 @@ export type { RunRecord, HistoryColumns } from './readback/index.js';
 export type { HistogramOptions, PixelsOptions } from './media/index.js';
 
 export interface InitOptions {
+  /** Record the git commit, branch, dirty flag, command line and versions on the run (default true; LOGD_SAVE_CODE=0 turns it off). */
+  saveCode?: boolean;
   project?: string;
   name?: string;
   group?: string;
@@ -203,7 +205,10 @@ export async function init(opts: InitOptions = {}): Promise<Run | DisabledRun> {
   const writer = makeWriter(address, info, info.runToken, info.ownerWriterId);
   installExitHooks();
   ensureKeepalive();
-  return withConsole(new Run(info, writer, info.runToken, true, warn), opts, t.console);
+  const run = withConsole(new Run(info, writer, info.runToken, true, warn), opts, t.console);
+  // Its code and environment (client/environment.ts, loaded then): init({ saveCode }) first, then LOGD_SAVE_CODE.
+  if (opts.saveCode ?? process.env.LOGD_SAVE_CODE !== '0') run.sendEnvironment();
+  return run;
 }
 
 /** resumeFrom / forkFrom checked before anything is sent (the daemon checks them again). */

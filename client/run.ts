@@ -159,7 +159,23 @@ export class Run {
     }
   }
 
+  /** The code and environment on its way to the daemon (sendEnvironment): finish waits for it a moment. */
+  private environment: Promise<void> | null = null;
+
+  /** Gathers this process's code and environment (client/environment.ts) and records it on this writer, once. */
+  sendEnvironment(): void {
+    this.environment ??= (async () => {
+      const { gatherEnvironment } = await import('./environment.js');
+      const env = await gatherEnvironment();
+      await this.writer.connection.unary('setEnvironment', { runId: this.id, runToken: this.runToken, writerId: this.writer.writerId, environmentJson: JSON.stringify(env) }, 5000);
+    })().catch(() => {
+      /* not essential: a daemon that cannot take it leaves the run without it */
+    });
+  }
+
   private async finishWithin(exitCode: number, timeoutMs: number): Promise<FinishResult> {
+    // A short script finishes before its environment is sent: give it a moment (at most 1 s).
+    if (this.environment) await Promise.race([this.environment, new Promise((r) => setTimeout(r, Math.min(1000, timeoutMs / 4)))]);
     if (this.writer.deferred) {
       // No daemon ever created the run: its rows go where a daemon will find them. Nothing to wait for.
       const spilled = this.spillAndSay(this.isOwner ? exitCode : null, 'from which the daemon of this data dir creates and stores the run at its next start (or: logd sync --ingest FILE)');

@@ -39,6 +39,8 @@ export const MESSAGES: Record<string, readonly Field[]> = {
   ReportExitResponse: [['runs', 1, 'uint32', 0, 0]],
   AlertRequest: [['runId', 1, 'string', 0, 0], ['runToken', 2, 'string', 0, 0], ['title', 3, 'string', 0, 0], ['text', 4, 'string', 0, 0], ['level', 5, 'string', 0, 0], ['alertId', 6, 'string', 0, 0]],
   AlertResponse: [['queued', 1, 'bool', 0, 0], ['message', 2, 'string', 0, 0]],
+  SetEnvironmentRequest: [['runId', 1, 'string', 0, 0], ['runToken', 2, 'string', 0, 0], ['writerId', 3, 'string', 0, 0], ['environmentJson', 4, 'string', 0, 0]],
+  SetEnvironmentResponse: [],
   ReadConsoleRequest: [['runId', 1, 'string', 0, 0], ['afterOffset', 2, 'uint64', 0, 0], ['limit', 3, 'uint32', 0, 0]],
   ReadMediaRequest: [['runId', 1, 'string', 0, 0], ['afterOffset', 2, 'uint64', 0, 0], ['limit', 3, 'uint32', 0, 0], ['kind', 4, 'string', 0, 0], ['key', 5, 'string', 0, 0]],
   ReadMediaResponse: [['entriesJson', 1, 'string', 1, 0], ['nextOffset', 2, 'uint64', 0, 0]],
@@ -65,4 +67,5 @@ export const METHODS: Record<string, readonly [path: string, request: string, re
   shutdown: ['/logd.v1.Logd/Shutdown', 'ShutdownRequest', 'ShutdownResponse', false, false],
   reportExit: ['/logd.v1.Logd/ReportExit', 'ReportExitRequest', 'ReportExitResponse', false, false],
   alert: ['/logd.v1.Logd/Alert', 'AlertRequest', 'AlertResponse', false, false],
+  setEnvironment: ['/logd.v1.Logd/SetEnvironment', 'SetEnvironmentRequest', 'SetEnvironmentResponse', false, false],
 };

@@ -15,6 +15,7 @@ import { rowFromLive, infoFromRow } from '../runs/index-rows.js';
 import { Undecodable } from '../../src/proto.js';
 import { toJson } from '../../src/json.js';
 import { MEDIA_KINDS } from '../../src/media.js';
+import { checkEnvironment as parseEnvironment } from '../../src/environment.js';
 import { summaryChunks } from '../store/summary.js';
 import { HistoryAnswer } from '../reads/chunks.js';
 import { streamLogHistory, TooManyMetrics, ReadsBusy } from '../reads/history.js';
@@ -263,6 +264,20 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       if (!req.title.trim()) throw invalid('alert: the title is empty');
       if (!reg.userAlert) return { queued: false, message: 'no alert sink is configured for this daemon (LOGD_ALERT_WEBHOOK or LOGD_ALERTS; docs/alerts.md)' };
       return reg.userAlert(run.info(), { title: req.title.slice(0, 200), text: req.text.slice(0, 4000), level, id: req.alertId.slice(0, 64) });
+    }),
+
+    setEnvironment: unary(ctx, (req: { runId: string; runToken: string; writerId: string; environmentJson: string }) => {
+      const run = reg.authorizedRun(req.runId, req.runToken);
+      const w = run.writers.get(req.writerId);
+      if (!w) throw invalid(`setEnvironment: run ${run.id} has no writer ${JSON.stringify(req.writerId.slice(0, 40))}`);
+      let env: Record<string, unknown>;
+      try {
+        env = parseEnvironment(req.environmentJson);
+      } catch (e) {
+        throw invalid((e as Error).message);
+      }
+      run.setEnvironment(w, env);
+      return {};
     }),
 
     reportExit: unary(ctx, (req: { pid: number; exitCode: number; signal: string; endedAt: number }) => ({ runs: fin.exitReported(req.pid, req.exitCode, req.signal, req.endedAt) })),

@@ -208,6 +208,17 @@ export class LiveRun {
   }
 
   /** The writer's client dropped rows (its count is cumulative): kept in the log as the writer's record, and in metadata. */
+  private ownerEnvironment(): Record<string, unknown> | undefined {
+    const owner = this.writers.get(this.meta.ownerWriterId);
+    return owner?.meta.environment ?? this.writerList.find((w) => w?.meta.environment)?.meta.environment;
+  }
+
+  /** A writer's code and environment (SetEnvironment), kept with the writer (its WRITER frame). */
+  setEnvironment(w: Writer, env: Record<string, unknown>): void {
+    w.meta.environment = env;
+    this.log.append(FrameType.WRITER, jsonFrame(w.meta));
+  }
+
   recordDropped(w: Writer, total: number): void {
     w.meta.droppedRows = total;
     this.log.append(FrameType.WRITER, jsonFrame(w.meta));
@@ -239,7 +250,13 @@ export class LiveRun {
       host: this.meta.host,
       pid: this.meta.pid,
       rank: this.meta.rank,
-      writers: this.writerList.filter(Boolean).map((w) => ({ ...w.meta, attached: !w.detached })),
+      // A writer's environment once: the owner's as `environment` below, another writer's in its entry.
+      writers: this.writerList.filter(Boolean).map((w) => {
+        const { environment, ...rest } = w.meta;
+        return { ...rest, ...(environment && environment !== this.ownerEnvironment() ? { environment } : {}), attached: !w.detached };
+      }),
+      // The code and environment of the run's owner (each writer's is in `writers`).
+      ...(this.ownerEnvironment() ? { environment: this.ownerEnvironment() } : {}),
       stats: stats.stats,
       ...(stats.capped ? { summaryCapped: stats.capped } : {}),
       stepsBackwards: this.summary.stepsBackwards,

@@ -163,6 +163,8 @@ export interface WriterMeta {
   idx: number; writerId: string; pid: number; host: string; rank: RankMeta | null; joinedAt: number;
   /** Rows the writer's client dropped (memory bound reached, spool full). A WRITER frame is appended again when it grows. */
   droppedRows?: number;
+  /** The code and environment its process runs (SetEnvironment; docs/api.md "Code and environment"). */
+  environment?: Record<string, unknown>;
 }
 
 export type FinalStateName = 'finished' | 'crashed' | 'killed';

@@ -7,6 +7,7 @@
 import { parseFilter, selectRuns, fieldValue, FilterError, type FilterTerm, type RunFields } from '../../src/run-filter.js';
 import { fieldsOf, type RunIndex, type RunJson } from './run-index.js';
 import { HttpError, intParam } from './params.js';
+import { RunNotFound } from '../query/index.js';
 
 /** At most this many runs in one answer (the page says when more matched). */
 export const EXPLORE_MAX = 20_000;
@@ -35,7 +36,10 @@ export function cell(v: unknown): Cell {
   return text.length > MAX_TEXT ? text.slice(0, MAX_TEXT) + '…' : text;
 }
 
-export async function explore(index: RunIndex, q: URLSearchParams): Promise<ExploreAnswer> {
+/** Up to this many chosen runs are read one by one; more, through the whole listing. */
+const BY_ID = 500;
+
+export async function explore(index: RunIndex, getRun: (id: string) => Promise<RunJson>, q: URLSearchParams): Promise<ExploreAnswer> {
   const base = { project: q.get('project') ?? '', group: q.get('group') ?? '', state: q.get('state') ?? '', tag: q.get('tag') ?? '', text: q.get('text') ?? '' };
   let terms: FilterTerm[];
   try {
@@ -49,7 +53,14 @@ export async function explore(index: RunIndex, q: URLSearchParams): Promise<Expl
   const limit = intParam(q, 'limit', EXPLORE_MAX, EXPLORE_MAX);
   const ids = (q.get('runs') ?? '').split(',').map((s) => s.trim()).filter(Boolean);
   let picked: RunJson[];
-  if (ids.length > 0) {
+  if (ids.length > 0 && ids.length <= BY_ID) {
+    // A selection: each run read by its id (a hundred small reads), not the store's whole listing.
+    const got = await Promise.all(ids.map((id) => getRun(id).catch((e: Error) => {
+      if (e instanceof RunNotFound) return null;
+      throw e;
+    })));
+    picked = got.filter((r): r is RunJson => r !== null);
+  } else if (ids.length > 0) {
     // Chosen runs: from every run of the store, in the order named.
     const all = await index.runs({});
     const byId = new Map(all.map((r) => [r.id as string, r]));

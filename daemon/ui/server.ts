@@ -8,7 +8,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { sameSecret } from '../../src/token.js';
 import type { QuerySource } from '../query/index.js';
-import { Api, HttpError } from './api.js';
+import { Api, HttpError, runJson } from './api.js';
+import type { RunJson } from './run-index.js';
 import { serveLive } from './live.js';
 import { explore } from './explore.js';
 import { checkView, BadView, type ViewStore } from '../views/views.js';
@@ -108,7 +109,7 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'groups' && id !== undefined && sub === 'health') return sendJson(res, 200, await api.groupHealth(id, q));
     if (what === 'views') return views(req, res, id);
     if (what === 'aggregate' && id === undefined) return sendJson(res, 200, await api.aggregate(q));
-    if (what === 'explore' && id === undefined) return sendJson(res, 200, await explore(api.index, q));
+    if (what === 'explore' && id === undefined) return sendJson(res, 200, await explore(api.index, async (id) => runJson(await o.source.getRun(id)) as RunJson, q));
     if (what === 'live' && id === undefined) return serveLive(api, q, req, res);
     throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; docs/dashboard.md (Dashboard API) lists them`);
   }
