@@ -9,6 +9,7 @@ import { type RunInfo, type ServiceAddress } from '../src/wire.js';
 import { connectionFor } from '../client/connection.js';
 import { checkedDaemon } from '../client/stale-service.js';
 import { stopMarker } from '../src/service-file.js';
+import { describeEnvironment } from '../src/environment.js';
 import { mergeBySteps, rawRows, jsonLines, csvLines } from '../client/history.js';
 import { lastRows } from './cli/last-rows.js';
 import { parseFilter, selectRuns, fieldValue, isRunField, RUN_FIELD_NAMES, type FilterTerm, type RunFields } from '../src/run-filter.js';
@@ -243,6 +244,9 @@ program
     const meta = j.metadata as { host?: string; pid?: number; rank?: { rank: number; worldSize?: number; localRank?: number; nodeRank?: number } | null; end?: RunEnd; system?: { gpus: Array<{ index: number; name: string }>; last: Record<string, number> | null } | null };
     const rk = meta.rank && meta.rank.rank >= 0 ? `rank ${meta.rank.rank}${(meta.rank.worldSize ?? -1) > 0 ? ` of ${meta.rank.worldSize}` : ''}${(meta.rank.localRank ?? -1) >= 0 ? ` (local rank ${meta.rank.localRank}${(meta.rank.nodeRank ?? -1) >= 0 ? `, node rank ${meta.rank.nodeRank}` : ''})` : ''}` : 'no rank';
     console.log(`host: ${meta.host}, pid ${meta.pid}, ${rk}`);
+    // Its code and environment (SetEnvironment), when its client sent them.
+    const env = (j.metadata as { environment?: Record<string, unknown> }).environment;
+    if (env) for (const [k, v] of describeEnvironment(env)) console.log(`${k}: ${v}`);
     if (meta.end && r.state !== 'running') {
       console.log(`ended: its process ${describeEnd(meta.end)} at ${new Date(meta.end.at * 1000).toISOString()}${meta.end.lastStep >= 0 ? `, last step ${meta.end.lastStep}` : ''}${meta.end.exception ? '' : ''}`);
       if (meta.end.lastLines.length && r.state !== 'finished') console.log(`last console lines:\n${meta.end.lastLines.slice(-5).map((l) => `  ${l}`).join('\n')}`);

@@ -31,7 +31,8 @@ export function redactUrl(text: string): string {
 
 /** What the daemon keeps: a JSON object of at most ENVIRONMENT_MAX_BYTES, its command line and remote redacted again. */
 export function checkEnvironment(json: string): Record<string, unknown> {
-  if (Buffer.byteLength(json) > ENVIRONMENT_MAX_BYTES) throw new Error(`setEnvironment: the environment is ${Buffer.byteLength(json)} bytes; at most ${ENVIRONMENT_MAX_BYTES}`);
+  const bytes = new TextEncoder().encode(json).length;
+  if (bytes > ENVIRONMENT_MAX_BYTES) throw new Error(`setEnvironment: the environment is ${bytes} bytes; at most ${ENVIRONMENT_MAX_BYTES}`);
   let v: unknown;
   try {
     v = JSON.parse(json);
@@ -44,4 +45,30 @@ export function checkEnvironment(json: string): Record<string, unknown> {
   const git = env.git as Record<string, unknown> | undefined;
   if (git && typeof git === 'object' && typeof git.remote === 'string') git.remote = redactUrl(git.remote);
   return env;
+}
+
+/** A writer's environment in a few lines for people (`logd show`, the dashboard's Info tab): code, command, versions. */
+export function describeEnvironment(env: Record<string, unknown>): Array<[string, string]> {
+  const out: Array<[string, string]> = [];
+  const git = env.git as { commit?: string; branch?: string | null; dirty?: boolean | null; changed?: number; remote?: string } | null | undefined;
+  if (git && git.commit) {
+    const dirty = git.dirty ? `, dirty (${git.changed ?? 'some'} file${git.changed === 1 ? '' : 's'} changed)` : git.dirty === false ? ', clean' : '';
+    out.push(['code', `git ${git.commit.slice(0, 12)}${git.branch ? ` on ${git.branch}` : ' (detached)'}${dirty}${git.remote ? ` · ${git.remote}` : ''}`]);
+  } else if ('git' in env) out.push(['code', 'not in a git work tree']);
+  if (Array.isArray(env.command)) {
+    const line = env.command.map((a) => (/^[\w@%+=:,./-]+$/.test(String(a)) ? String(a) : `'${String(a).replace(/'/g, "'\\''")}'`)).join(' ');
+    out.push(['command', line.length > 300 ? `${line.slice(0, 299)}…` : line]);
+  }
+  const parts: string[] = [];
+  if (typeof env.runtime === 'string') parts.push(env.runtime);
+  const torch = env.torch as { version?: string; cuda?: string | null; cudnn?: number; nccl?: string; gpus?: number } | undefined;
+  if (torch && torch.version) {
+    const built = [torch.cuda ? `CUDA ${torch.cuda}` : 'CPU', torch.cudnn ? `cuDNN ${torch.cudnn}` : '', torch.nccl ? `NCCL ${torch.nccl}` : ''].filter(Boolean).join(', ');
+    parts.push(`torch ${torch.version} (${built})`);
+  }
+  if (typeof env.numpy === 'string') parts.push(`numpy ${env.numpy}`);
+  if (typeof env.logd === 'string') parts.push(`logd ${env.logd}`);
+  if (typeof env.platform === 'string') parts.push(env.platform);
+  if (parts.length) out.push(['env', parts.join(', ')]);
+  return out;
 }

@@ -5,7 +5,8 @@
 // tabs, compact, re-read every 2 s while it runs. A resumed run shows its
 // attempts and marks where each took over on every chart; a rewound one can
 // draw the rows it superseded; a fork links to its source (attempts.ts).
-import { h, clear, link, stateBadge, objectTable, ago, debounce } from './dom.js';
+import { h, clear, link, stateBadge, objectTable, ago, debounce, append } from './dom.js';
+import { describeEnvironment } from '../src/environment.js';
 import { api, live, type Run } from './api.js';
 import { LazyChart, color, type Line } from './chart.js';
 import { chartControls, byPrefix } from './controls.js';
@@ -215,6 +216,7 @@ function fields(o: Record<string, unknown>): Record<string, unknown> {
   for (const [k, v] of Object.entries(o)) {
     if (TIME_FIELDS.test(k)) out[k] = when(v);
     else if (k === 'rank') out[k] = rankWords(v);
+    else if (k === 'environment' && v && typeof v === 'object') out[k] = describeEnvironment(v as Record<string, unknown>).map(([a, b]) => `${a}: ${b}`).join(' · ');
     else if (v && typeof v === 'object' && !Array.isArray(v)) out[k] = Object.entries(v as Record<string, unknown>).map(([a, b]) => `${a}: ${typeof b === 'object' ? JSON.stringify(b) : String(b)}`).join(', ');
     else out[k] = v;
   }
@@ -232,13 +234,15 @@ function rankWords(rank: unknown): string {
 }
 
 function infoTab(body: HTMLElement, r: Run): void {
-  const m = r.metadata as { host?: string; pid?: number; rank?: unknown; writers?: Array<Record<string, unknown>> };
-  body.append(
+  const m = r.metadata as { host?: string; pid?: number; rank?: unknown; writers?: Array<Record<string, unknown>>; environment?: Record<string, unknown> };
+  const environment = m.environment;
+  append(body,
     h('section', { id: 'metadata' }, h('h2', {}, 'Run'), objectTable({
       id: r.id, project: r.project, name: r.name, group: r.group, jobType: r.jobType, tags: r.tags.join(', '), notes: r.notes,
       state: r.state, reason: r.stateReason, exitCode: r.exitCode, created: when(r.createdAt), finished: r.finishedAt ? when(r.finishedAt) : '',
       rows: r.historyRows, host: m.host ?? '', pid: m.pid ?? '', rank: rankWords(m.rank), 'writers attached': r.writersAttached,
     })),
+    environment ? h('section', { id: 'environment' }, h('h2', {}, 'Code and environment'), objectTable(Object.fromEntries(describeEnvironment(environment)))) : null,
     h('section', { id: 'writers' }, h('h2', {}, 'Writers'), ...(m.writers ?? []).map((w) => objectTable(fields(w)))),
     h('section', { id: 'config' }, h('h2', {}, 'Config'), objectTable(r.config)),
     h('section', { id: 'summary' }, h('h2', {}, 'Summary'), objectTable(r.summary)),

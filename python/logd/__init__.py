@@ -107,7 +107,7 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
          job_type: Optional[str] = None, config: Optional[dict] = None, tags=None, notes: Optional[str] = None,
          id: Optional[str] = None, mode: Optional[str] = None, sample_interval_ms: int = 0,  # noqa: A002 - wandb's name
          on_error: Optional[str] = None, resume: Optional[str] = None, console: Optional[bool] = None,
-         resume_from=None, fork_from=None, quiet: Optional[bool] = None):
+         resume_from=None, fork_from=None, quiet: Optional[bool] = None, save_code: Optional[bool] = None):
     """Creates a run; this process becomes its owner.
 
     Says so in one stderr line (the run's id and name, where it is stored, how to look at it), from rank 0 only and
@@ -145,6 +145,10 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
     console: this process's sys.stdout and sys.stderr are captured into the run (default on; console=False or
     LOGD_CONSOLE=0 turns it off). Only the first open run of a process captures, and only Python-level writes
     (console.py); the output reaches the terminal unchanged.
+
+    save_code: records the git commit, branch, dirty flag and remote, the command line, Python's and torch's
+    versions on the run, gathered in a background thread (environment.py; default on; save_code=False or
+    LOGD_SAVE_CODE=0 turns it off).
     """
     t = tunables()
     mode = t.mode or mode or "online"
@@ -217,6 +221,10 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
 
         return init_via_relay(req, on_error)
     run = create_run(req, on_error, _writer_factory, console=t.console and console is not False)
+    if save_code is not False and os.environ.get("LOGD_SAVE_CODE", "") != "0" and hasattr(run, "_writer"):
+        from .environment import send_later
+
+        run._environment = send_later(run)
     if not (quiet if quiet is not None else os.environ.get("LOGD_QUIET", "") not in ("", "0")):
         _announce(run)
     return run

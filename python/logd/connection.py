@@ -36,6 +36,7 @@ _UNARY = {
     "ListRuns": (pb.ListRunsRequest, pb.ListRunsResponse),
     "Status": (pb.StatusRequest, pb.StatusResponse),
     "Alert": (pb.AlertRequest, pb.AlertResponse),
+    "SetEnvironment": (pb.SetEnvironmentRequest, pb.SetEnvironmentResponse),
 }
 
 

@@ -367,6 +367,9 @@ class Run:
             return self._finished
 
     def _finish(self, exit_code: int, timeout_s: float) -> FinishResult:
+        env = getattr(self, "_environment", None)
+        if env is not None and env.is_alive():
+            env.join(min(1.0, timeout_s / 4))  # a short script finishes before its environment is sent
         w = self._writer
         if w is None or w.pid != os.getpid():
             _forget(self)  # a forked child that never logged: nothing of its own to finish

@@ -77,6 +77,9 @@ describe.skipIf(missing !== null)(`the first hour in the dashboard, round 2${mis
     expect(text).not.toMatch(/1\.\d+e\+9/);
     expect(text).not.toMatch(/\{"rank"/);
     expect(await page.locator('#writers').textContent()).toMatch(/joinedAt.*ago/);
+    // Its code and environment (item 8): the command that ran and the runtime, in words.
+    await page.locator('#environment').waitFor();
+    expect(await page.locator('#environment').textContent()).toMatch(/command.*flat\.mjs.*env.*node /s);
     await page.close();
   });
 

@@ -1,0 +1,110 @@
+"""The code and environment a trainer runs (docs/api.md "Code and environment").
+
+The git commit, branch, dirty flag and remote of the working directory, the command line, Python, and the versions
+of torch, CUDA, cuDNN and NCCL when the program has imported torch (this module never imports it), gathered in a
+background thread after init() and sent once with SetEnvironment; the daemon keeps it on the run's writer and cuts
+secrets out of the command line and remote. Off with init(save_code=False) or LOGD_SAVE_CODE=0.
+"""
+import os
+import sys
+import threading
+
+from ._version import __version__
+
+_GIT_S = 2.0
+
+
+def _git(args, cwd):
+    import subprocess  # in the background thread: init() pays nothing for it
+
+    try:
+        r = subprocess.run(["git"] + args, cwd=cwd, capture_output=True, text=True, timeout=_GIT_S,
+                           env=dict(os.environ, GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0"))
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def git_facts(cwd):
+    commit = _git(["rev-parse", "HEAD"], cwd)
+    if not commit:
+        return None
+    branch = _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd)
+    status = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
+    remote = _git(["config", "--get", "remote.origin.url"], cwd)
+    root = _git(["rev-parse", "--show-toplevel"], cwd)
+    facts = {"commit": commit, "branch": branch if branch and branch != "HEAD" else None,
+             "dirty": None if status is None else len(status) > 0}
+    if status:
+        facts["changed"] = len(status.split("\n"))
+    if remote:
+        facts["remote"] = remote
+    if root:
+        facts["root"] = root
+    return facts
+
+
+def _torch():
+    """The versions of torch and what it was built with, when the program has imported it."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return None
+    out = {"version": getattr(torch, "__version__", None)}
+    try:
+        out["cuda"] = torch.version.cuda
+        cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+        if cudnn:
+            out["cudnn"] = cudnn
+        if torch.cuda.is_available():
+            nccl = torch.cuda.nccl.version()
+            out["nccl"] = ".".join(str(x) for x in nccl) if isinstance(nccl, tuple) else nccl
+            out["gpus"] = torch.cuda.device_count()
+    except Exception:  # noqa: BLE001 - a torch without CUDA parts: what is known is kept
+        pass
+    return out
+
+
+def gather():
+    import platform
+
+    cwd = os.getcwd()
+    env = {
+        "git": git_facts(cwd),
+        "command": [a if len(a) <= 500 else a[:499] + "…" for a in [sys.executable] + list(sys.argv)][:100],
+        "cwd": cwd,
+        "runtime": "python %s" % platform.python_version(),
+        "platform": "%s %s %s" % (platform.system().lower(), platform.release(), platform.machine()),
+        "logd": __version__,
+        "client": "python",
+    }
+    t = _torch()
+    if t:
+        env["torch"] = t
+    np = sys.modules.get("numpy")
+    if np is not None:
+        env["numpy"] = getattr(np, "__version__", None)
+    return env
+
+
+def send_later(run):
+    """Gathers and sends in a daemon thread; returns the thread (finish() waits for it a moment)."""
+
+    def go():
+        try:
+            import json
+
+            from ._pb import logd_pb2 as pb
+
+            w = run._writer
+            conn = getattr(w, "conn", None) if w is not None else None
+            if conn is None or getattr(w, "deferred", None):
+                return
+            req = pb.SetEnvironmentRequest(run_id=run.id, run_token=run._token, writer_id=w.writer_id,
+                                           environment_json=json.dumps(gather(), default=str))
+            conn.unary("SetEnvironment", req, 5.0)
+        except Exception:  # noqa: BLE001 - not essential: the run goes on without it
+            pass
+
+    t = threading.Thread(target=go, name="logd-environment", daemon=True)
+    t.start()
+    return t
