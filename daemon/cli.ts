@@ -12,7 +12,7 @@ import { stopMarker } from '../src/service-file.js';
 import { describeEnvironment } from '../src/environment.js';
 import { mergeBySteps, rawRows, jsonLines, csvLines } from '../client/history.js';
 import { lastRows } from './cli/last-rows.js';
-import { parseFilter, selectRuns, fieldValue, isRunField, RUN_FIELD_NAMES, type FilterTerm, type RunFields } from '../src/run-filter.js';
+import { parseFilter, selectRuns, fieldValue, isRunField, RUN_FIELD_NAMES, LOWER_IS_BETTER, type FilterTerm, type RunFields } from '../src/run-filter.js';
 import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from '../launcher/main.js';
 import { registerUiCommand } from './cli/ui.js';
@@ -241,6 +241,13 @@ program
     console.log(`config:  ${JSON.stringify(j.config)}`);
     // About 6 significant digits for people; --json keeps every digit.
     console.log(`summary: ${JSON.stringify(j.summary, (_k, v) => (typeof v === 'number' ? shortNumber(v) : v))}`);
+    // Beside the last value, the range of every value logged (metadata.stats), and the best (lowest for a loss or an error).
+    const stats = Object.entries((j.metadata as { stats?: Record<string, { min?: number; max?: number; count?: number }> }).stats ?? {})
+      .filter(([, st]) => typeof st.min === 'number' && typeof st.max === 'number' && (st.count ?? 0) > 1);
+    if (stats.length) {
+      const shown = stats.slice(0, 20).map(([k, st]) => `${k} ${shortNumber(st.min!)} … ${shortNumber(st.max!)} (best ${shortNumber(LOWER_IS_BETTER.test(k) ? st.min! : st.max!)}, ${st.count} values)`);
+      console.log(`range:   ${shown.join('; ')}${stats.length > 20 ? `; and ${stats.length - 20} more (--json)` : ''}`);
+    }
     const meta = j.metadata as { host?: string; pid?: number; rank?: { rank: number; worldSize?: number; localRank?: number; nodeRank?: number } | null; end?: RunEnd; system?: { gpus: Array<{ index: number; name: string }>; last: Record<string, number> | null } | null };
     const rk = meta.rank && meta.rank.rank >= 0 ? `rank ${meta.rank.rank}${(meta.rank.worldSize ?? -1) > 0 ? ` of ${meta.rank.worldSize}` : ''}${(meta.rank.localRank ?? -1) >= 0 ? ` (local rank ${meta.rank.localRank}${(meta.rank.nodeRank ?? -1) >= 0 ? `, node rank ${meta.rank.nodeRank}` : ''})` : ''}` : 'no rank';
     console.log(`host: ${meta.host}, pid ${meta.pid}, ${rk}`);

@@ -9,6 +9,7 @@
 //   OP     := = | == | != | < | <= | > | >= | ~ (contains, any case)
 //   FIELD  := id | name | project | group | jobType | state | tags | notes | rank | rows | created | finished
 //           | config.KEY | summary.KEY | KEY (config first, then summary)
+//           | summary.KEY.min | .max | .count | .last | .best (every value logged: metadata.stats)
 // A VALUE may be quoted ('a b', "x;y"). Numbers compare as numbers, anything
 // else as text (ISO times compare in order). A run without the field fails
 // every term but `!=`.
@@ -138,11 +139,32 @@ export function isRunField(field: string): boolean {
 /** The value of a field (see the grammar above); undefined when the run has none. */
 export function fieldValue(r: RunFields, field: string): unknown {
   if (field.startsWith('config.')) return lookup(r.config, field.slice(7));
-  if (field.startsWith('summary.')) return lookup(r.summary, field.slice(8));
+  if (field.startsWith('summary.')) {
+    const v = lookup(r.summary, field.slice(8));
+    return v !== undefined ? v : statOf(r, field.slice(8));
+  }
   const own = RUN_FIELDS[field.toLowerCase()];
   if (own) return own(r);
   const c = lookup(r.config, field);
   return c !== undefined ? c : lookup(r.summary, field);
+}
+
+/** Summary keys whose best value is their lowest (losses, errors); any other key's best is its highest. */
+export const LOWER_IS_BETTER = /loss|err|perplex|mse|mae|rmse|wer|cer|nll|time|latency/i;
+
+/**
+ * `KEY.min`, `KEY.max`, `KEY.count`, `KEY.last` and `KEY.best` of a logged metric, from the run's per-key stats
+ * (metadata.stats: every value logged, not only the last); `best` is the min of a key named like a loss or an
+ * error (LOWER_IS_BETTER), else the max. Undefined for a summary key of another name.
+ */
+function statOf(r: RunFields, path: string): unknown {
+  const m = /^(.+)\.(min|max|count|last|best)$/.exec(path);
+  if (!m) return undefined;
+  const stats = r.metadata?.stats as Record<string, { min?: number; max?: number; count?: number; last?: number }> | undefined;
+  const s = stats && Object.prototype.hasOwnProperty.call(stats, m[1]) ? stats[m[1]] : undefined;
+  if (!s) return undefined;
+  if (m[2] === 'best') return LOWER_IS_BETTER.test(m[1]) ? s.min : s.max;
+  return s[m[2] as 'min' | 'max' | 'count' | 'last'];
 }
 
 const asNumber = (v: unknown): number | null => {

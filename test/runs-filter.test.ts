@@ -101,3 +101,44 @@ describe('logd runs --filter / --sort / --columns', () => {
     expect(bad.stderr).toContain('logd: --filter: "lr <": no value after "<"');
   });
 });
+
+describe('a summary key\'s range: KEY.min, KEY.max, KEY.best (issue 38, item 10)', () => {
+  let t: TestEnv;
+  const ids: Record<string, string> = {};
+  beforeAll(async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+    // loss falls then spikes at the end; acc rises then falls: their last values are not their best.
+    const file = script(t, 'r.mjs', `
+      const s = JSON.parse(process.argv[2]);
+      const run = await logd.init({ project: 'range', name: s.name });
+      s.loss.forEach((loss, step) => run.log({ loss, acc: s.acc[step] }, { step }));
+      await run.finish();
+      console.log(run.id);
+    `);
+    for (const s of [
+      { name: 'spiky', loss: [1, 0.3, 0.1, 0.9], acc: [0.2, 0.7, 0.95, 0.5] },
+      { name: 'steady', loss: [1, 0.6, 0.4, 0.35], acc: [0.2, 0.5, 0.6, 0.65] },
+    ]) {
+      const r = await runScript(t, file, [JSON.stringify(s)]);
+      expect(r.exitCode, r.stderr).toBe(0);
+      ids[s.name] = r.stdout.trim().split('\n').pop()!;
+    }
+  }, 60_000);
+  afterAll(async () => t && (await t.cleanup()));
+
+  it('columns, sorts and filters by the range of every value logged; logd show prints it beside the last value', async () => {
+    const table = (await cli(t, ['runs', '--sort', 'summary.loss.min', '--columns', 'summary.loss,summary.loss.min,summary.loss.max,summary.loss.best,summary.acc.best'])).stdout.split('\n');
+    expect(table[1]).toMatch(new RegExp(`^${ids.spiky} .* 0\\.9 +0\\.1 +1 +0\\.1 +0\\.95 +\\d{4}-`));
+    expect(table[2]).toMatch(new RegExp(`^${ids.steady} .* 0\\.35 +0\\.35 +1 +0\\.35 +0\\.65 +\\d{4}-`));
+    // By the last loss the steady run is better; by the best one the spiky run is.
+    const byLast = (await cliJson<Array<{ name: string }>>(t, ['runs', '--sort', 'summary.loss'])).map((r) => r.name);
+    const byBest = (await cliJson<Array<{ name: string }>>(t, ['runs', '--sort', 'summary.loss.best'])).map((r) => r.name);
+    expect(byLast).toEqual(['steady', 'spiky']);
+    expect(byBest).toEqual(['spiky', 'steady']);
+    expect((await cliJson<Array<{ name: string }>>(t, ['runs', '--filter', 'summary.acc.max > 0.9'])).map((r) => r.name)).toEqual(['spiky']);
+    const shown = (await cli(t, ['show', ids.spiky])).stdout;
+    expect(shown).toContain('range:   ');
+    expect(shown).toMatch(/loss 0\.1 … 1 \(best 0\.1, 4 values\)/);
+    expect(shown).toMatch(/acc 0\.2 … 0\.95 \(best 0\.95, 4 values\)/);
+  });
+});

@@ -121,7 +121,9 @@ export function runsPage(root: HTMLElement): () => void {
     keysAsked = true;
     void api.runs({ ...query(), offset: 0, limit: 0, fields: 1 }).then((a) => {
       const fields = (a as unknown as { fields?: { config: string[]; summary: string[] } }).fields ?? { config: [], summary: [] };
-      keyList.append(...fields.config.map((k) => h('option', { value: `config.${k}` })), ...fields.summary.map((k) => h('option', { value: `summary.${k}` })));
+      keyList.append(...fields.config.map((k) => h('option', { value: `config.${k}` })), ...fields.summary.map((k) => h('option', { value: `summary.${k}` })),
+        // The range of every value logged, and the best (lowest for a loss or an error): summary.loss.min / .max / .best.
+        ...fields.summary.slice(0, 50).flatMap((k) => ['min', 'max', 'best'].map((x) => h('option', { value: `summary.${k}.${x}` }))));
     }, () => (keysAsked = false));
   });
   const addColumn = () => {
