@@ -215,6 +215,8 @@ export class LiveRun {
 
   /** A writer's code and environment (SetEnvironment), kept with the writer (its WRITER frame). */
   setEnvironment(w: Writer, env: Record<string, unknown>): void {
+    // Once per writer: a client sends it once; more calls would only grow the log.
+    if (w.meta.environment) return;
     w.meta.environment = env;
     this.log.append(FrameType.WRITER, jsonFrame(w.meta));
   }
