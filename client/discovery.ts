@@ -109,7 +109,11 @@ export async function startSidecar(given: LogdPaths, timeoutMs: number): Promise
     child.once('error', () => (exitCode = 127));
   };
   // A trainer needs a daemon: `logd stop` is undone (readers start one again too from now on).
-  fs.rmSync(stopMarker(paths.dataDir), { force: true });
+  try {
+    fs.rmSync(stopMarker(paths.dataDir), { force: true });
+  } catch {
+    /* a data dir that is no directory: the daemon's start says what is wrong */
+  }
   launch();
   let relaunches = 0;
   let startedAt = Date.now();
