@@ -16,7 +16,7 @@ const SLOW = [
   'test/chaos-*.test.ts', 'test/fuzz.test.ts', 'test/journal/kill.test.ts', 'test/liveness.test.ts', 'test/reach.test.ts',
   'test/upload/*.test.ts', 'test/pg/*.test.ts', 'test/packaging/*.test.ts', 'test/native/*.test.ts',
   'test/python/{health,ddp,reach,rewind,documented,journal,media}.test.ts',
-  'test/health/{rate,gloo-kill}.test.ts', 'test/ui/{health,browser,many-ranks}.test.ts', 'test/story/{torchrun-faults,two-nodes}.test.ts', 'test/alerts/alerts.test.ts',
+  'test/health/{rate,gloo-kill}.test.ts', 'test/ui/{health,browser,many-ranks,explore}.test.ts', 'test/story/{torchrun-faults,two-nodes}.test.ts', 'test/alerts/alerts.test.ts',
   'test/examples.test.ts', 'test/sampler/sampler.test.ts', 'test/console/console.test.ts', 'test/system.test.ts',
 ];
 const set = process.env.LOGD_TESTS ?? 'all';

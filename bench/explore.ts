@@ -1,5 +1,7 @@
 // Issue 36's figures, in a real Chromium on a real daemon's store: prints
-// figures, asserts nothing. Run: `node dist/bench/explore.js [--data DIR] [--runs N]`.
+// figures, asserts nothing. Run: `node dist/bench/explore.js [--data DIR] [--runs N] [--shared]`.
+// `--shared`: the daemon uploads to a throwaway PostgreSQL (bench/pg-cluster.ts)
+// and `logd ui` reads that shared store (LOGD_STORE_URL) once every run is there.
 // `--data DIR`: log into DIR and keep it; a later run with the same DIR
 // measures again without logging anew.
 //
@@ -81,6 +83,10 @@ async function main(): Promise<void> {
   fs.mkdirSync(dir, { recursive: true });
   const env: NodeJS.ProcessEnv = { ...process.env, LOGD_DIR: path.join(dir, 'data'), LOGD_RUNTIME_DIR: path.join(dir, 'rt'), LOGD_QUIET: '1' };
   delete env.LOGD_SERVICE;
+  const shared = process.argv.includes('--shared');
+  const { startPg } = await import('./pg-cluster.js');
+  const pg = shared ? await startPg() : null;
+  if (pg) env.LOGD_UPLOAD_URL = pg.url;
   const daemon = spawn(process.execPath, [cli, 'serve', '--sample-interval', '0'], { env, stdio: 'ignore' });
   const children: ChildProcess[] = [daemon];
   let ctx: Awaited<ReturnType<typeof chromium.launchPersistentContext>> | null = null;
@@ -95,8 +101,14 @@ async function main(): Promise<void> {
       console.log(`bench/explore: ${many} runs and ${GROUPS} groups of ${RANKS} logged in ${((Date.now() - t0) / 1000).toFixed(0)} s`);
       fs.writeFileSync(marker, JSON.stringify({ runs: many }));
     } else console.log(`bench/explore: the runs logged before in ${dir}`);
+    if (pg) {
+      const t0 = Date.now();
+      const want = many + GROUPS * RANKS;
+      await until(async () => Number(pg.psql('SELECT count(*) FROM logd_runs', 'logd').trim() || 0) >= want, 1_800_000, `${want} runs uploaded`);
+      console.log(`bench/explore: ${want} runs in the shared store after ${((Date.now() - t0) / 1000).toFixed(0)} s more`);
+    }
 
-    const ui = spawn(process.execPath, [cli, 'ui', '--port', '0'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+    const ui = spawn(process.execPath, [cli, 'ui', '--port', '0'], { env: pg ? { ...env, LOGD_STORE_URL: pg.url } : env, stdio: ['ignore', 'pipe', 'inherit'] });
     children.push(ui);
     let out = '';
     ui.stdout!.on('data', (d: Buffer) => (out += d.toString()));
@@ -149,13 +161,14 @@ async function main(): Promise<void> {
       [['svg.parallel path.pc-line', many]]);
     const groups = Array.from({ length: GROUPS }, (_, g) => `job-${g}`).join(',');
     await twice(`/compare of ${GROUPS} groups of ${RANKS} ranks: the differences and the first chart`, `/compare?groups=${groups}`, [['#diff-table tbody tr', 1], ['.chart[data-drawn]', 1]]);
-    console.log('\n| what | in the page (driver) |\n|---|---|');
+    console.log(`\n${pg ? 'from the shared store (logd ui with LOGD_STORE_URL)' : 'from the local store'}\n| what | in the page (driver) |\n|---|---|`);
     for (const r of rows) console.log(`| ${r.join(' | ')} |`);
   } finally {
     await ctx?.close().catch(() => {});
     for (const c of children.reverse()) c.kill('SIGTERM');
     await new Promise((r) => setTimeout(r, 1000));
     fs.rmSync(keep ? path.join(dir, 'chromium') : dir, { recursive: true, force: true });
+    pg?.destroy();
   }
 }
 

@@ -376,7 +376,11 @@ program
     if (!addr) fail(`no logd daemon is running for ${resolvePaths().dataDir}`, 3);
     const r = await connectionFor(addr).unary<unknown, { runsKilled: number }>('shutdown', {}, CALL_MS).catch((e: Error) => fail(e.message, 3));
     // Stopped on purpose: readers (`logd ui`, `logd runs`) do not start another; a trainer or `logd serve` does.
-    fs.writeFileSync(stopMarker(resolvePaths().dataDir), JSON.stringify({ at: Date.now(), pid: process.pid }) + '\n', { mode: 0o600 });
+    try {
+      fs.writeFileSync(stopMarker(resolvePaths().dataDir), JSON.stringify({ at: Date.now(), pid: process.pid }) + '\n', { mode: 0o600 });
+    } catch (e) {
+      process.stderr.write(`logd: the daemon stopped, but readers may start it again: cannot mark it stopped (${(e as Error).message})\n`);
+    }
     console.log(`logd: daemon stopping; ${r.runsKilled} open run(s) finalised as killed (a run whose owner goes on resumes on the next daemon)`);
   });
 

@@ -7,10 +7,10 @@ import { SeriesCache, RunSeries } from './series.js';
 import { metricSeries, acrossRuns, type ChartSeries } from './downsample.js';
 import { FirstLoads } from './first-load.js';
 import { RunIndex, fieldsOf, type RunJson } from './run-index.js';
-import { parseFilter, selectRuns, FilterError, type FilterTerm, type RunFields } from '../../src/run-filter.js';
+import { selectRuns, type RunFields } from '../../src/run-filter.js';
 import { splitJobs, pickJob } from '../../src/story/jobs.js';
 import { mergeGroupHealth, type GroupHealth } from './health.js';
-import { HttpError, intParam } from './params.js';
+import { HttpError, intParam, listingParams } from './params.js';
 import { runConsole, groupConsole } from './console.js';
 import { runMedia, runImage } from './media.js';
 import { SupersededRows } from './superseded.js';
@@ -82,14 +82,7 @@ export class Api {
    */
   async runs(q: URLSearchParams): Promise<unknown> {
     const limit = intParam(q, 'limit', 100, 1000), offset = intParam(q, 'offset', 0, Number.MAX_SAFE_INTEGER);
-    const base = { project: q.get('project') ?? '', group: q.get('group') ?? '', state: q.get('state') ?? '', tag: q.get('tag') ?? '', text: q.get('text') ?? '' };
-    let terms: FilterTerm[];
-    try {
-      terms = parseFilter(q.get('filter') ?? '');
-    } catch (e) {
-      if (e instanceof FilterError) throw new HttpError(400, `filter: ${e.message}`);
-      throw e;
-    }
+    const { base, terms } = listingParams(q);
     const sort = q.get('sort') ?? '', desc = q.get('desc') === '1', fields = q.get('fields') === '1';
     if (terms.length === 0 && !sort && !fields) {
       const page = await this.source.listRuns({ ...base, limit, offset });

@@ -4,9 +4,9 @@
 // fields), columnar, with the keys there are to choose from. A parallel
 // coordinates view of 10 000 runs needs some hundred kilobytes of this, not
 // the 10 MB of their whole JSON.
-import { parseFilter, selectRuns, fieldValue, FilterError, type FilterTerm, type RunFields } from '../../src/run-filter.js';
+import { selectRuns, fieldValue, type RunFields } from '../../src/run-filter.js';
 import { fieldsOf, type RunIndex, type RunJson } from './run-index.js';
-import { HttpError, intParam } from './params.js';
+import { HttpError, intParam, listingParams } from './params.js';
 import { RunNotFound } from '../query/index.js';
 
 /** At most this many runs in one answer (the page says when more matched). */
@@ -40,14 +40,7 @@ export function cell(v: unknown): Cell {
 const BY_ID = 500;
 
 export async function explore(index: RunIndex, getRun: (id: string) => Promise<RunJson>, q: URLSearchParams): Promise<ExploreAnswer> {
-  const base = { project: q.get('project') ?? '', group: q.get('group') ?? '', state: q.get('state') ?? '', tag: q.get('tag') ?? '', text: q.get('text') ?? '' };
-  let terms: FilterTerm[];
-  try {
-    terms = parseFilter(q.get('filter') ?? '');
-  } catch (e) {
-    if (e instanceof FilterError) throw new HttpError(400, `filter: ${e.message}`);
-    throw e;
-  }
+  const { base, terms } = listingParams(q);
   const keys = [...new Set(q.getAll('keys').map((k) => k.trim()).filter(Boolean))];
   if (keys.length > MAX_KEYS) throw new HttpError(400, `at most ${MAX_KEYS} keys at once, not ${keys.length}`);
   const limit = intParam(q, 'limit', EXPLORE_MAX, EXPLORE_MAX);

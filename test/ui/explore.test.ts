@@ -10,13 +10,14 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { makeEnv, script, runScript, ROOT, type TestEnv } from '../helpers.js';
-import { startUi, getJson, type UiProcess } from './helpers.js';
-import { chromiumMissing, launchChromium, type Chromium } from './browser.js';
+import { getJson, dashboardFor, type UiProcess } from './helpers.js';
+import { chromiumMissing, type Chromium } from './browser.js';
 
 const missing = chromiumMissing();
 let t: TestEnv;
 let ui: UiProcess;
 let chrome: Chromium;
+let dash: Awaited<ReturnType<typeof dashboardFor>>;
 const ODD = 'odd/key."q"<b>x</b>';
 
 interface SweepRun { id: string; name: string; lr: number; batch: number; optimizer: string; loss: number; acc: number }
@@ -78,12 +79,7 @@ const shot = (name: string) => {
   return path.join(dir, name);
 };
 
-async function openPage(p: string): Promise<Page> {
-  const page = await chrome.context.newPage();
-  page.on('pageerror', (e) => process.stderr.write(`[page error] ${e.message}\n`));
-  await page.goto(ui.base + p);
-  return page;
-}
+const openPage = (p: string): Promise<Page> => dash.open(p);
 
 /** Each parallel-coordinates line's y per axis, read back from its path. */
 async function linesDrawn(page: Page): Promise<Map<string, number[]>> {
@@ -97,15 +93,11 @@ describe.skipIf(missing !== null)(`parameters and compare in the dashboard${miss
   beforeAll(async () => {
     t = makeEnv();
     await makeRuns();
-    ui = await startUi(t);
-    chrome = await launchChromium();
-    const first = await chrome.context.newPage();
-    await first.goto(ui.url);
-    await first.close();
+    dash = await dashboardFor(t);
+    ({ ui, chrome } = dash);
   }, 240_000);
   afterAll(async () => {
-    await chrome?.close();
-    await ui?.stop();
+    await dash?.close();
     await t?.cleanup();
   });
 

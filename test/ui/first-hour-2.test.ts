@@ -5,21 +5,15 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { makeEnv, script, runScript, type TestEnv } from '../helpers.js';
-import { startUi, type UiProcess } from './helpers.js';
-import { chromiumMissing, launchChromium, type Chromium } from './browser.js';
+import { dashboardFor } from './helpers.js';
+import { chromiumMissing } from './browser.js';
 
 const missing = chromiumMissing();
 let t: TestEnv;
-let ui: UiProcess;
-let chrome: Chromium;
+let dash: Awaited<ReturnType<typeof dashboardFor>>;
 let runId = '';
 
-async function openPage(p: string): Promise<Page> {
-  const page = await chrome.context.newPage();
-  page.on('pageerror', (e) => process.stderr.write(`[page error] ${e.message}\n`));
-  await page.goto(ui.base + p);
-  return page;
-}
+const openPage = (p: string): Promise<Page> => dash.open(p);
 
 describe.skipIf(missing !== null)(`the first hour in the dashboard, round 2${missing ? ` (skipped: ${missing})` : ''}`, () => {
   beforeAll(async () => {
@@ -37,15 +31,10 @@ describe.skipIf(missing !== null)(`the first hour in the dashboard, round 2${mis
     const r = await runScript(t, file, [], { RANK: '2', LOCAL_RANK: '2', WORLD_SIZE: '4' });
     expect(r.exitCode, r.stderr).toBe(0);
     runId = r.stdout.split('\n').find((l) => l.startsWith('run '))!.slice(4);
-    ui = await startUi(t);
-    chrome = await launchChromium();
-    const first = await chrome.context.newPage();
-    await first.goto(ui.url);
-    await first.close();
+    dash = await dashboardFor(t);
   }, 180_000);
   afterAll(async () => {
-    await chrome?.close();
-    await ui?.stop();
+    await dash?.close();
     await t?.cleanup();
   });
 

@@ -1,7 +1,9 @@
 // Starting `logd ui` as a real process on a test's own data dir, and the
 // worker scripts that fill it with runs.
 import { spawn, type ChildProcess } from 'node:child_process';
+import type { Page } from 'playwright-core';
 import { CLI, waitUntil, script, runScript, type TestEnv } from '../helpers.js';
+import { launchChromium, type Chromium } from './browser.js';
 
 export interface UiProcess {
   proc: ChildProcess;
@@ -67,4 +69,29 @@ export async function logRuns(t: TestEnv, runs: Array<{ project?: string; name: 
     ids.push(r.stdout.split('\n').find((l) => l.startsWith('run '))!.slice(4));
   }
   return ids;
+}
+
+/**
+ * `logd ui` on `t` with a Chromium that has been given its token (a first visit to the printed URL), for a
+ * browser suite's beforeAll; `open(path)` a page of it (page errors go to stderr), `close()` for its afterAll.
+ */
+export async function dashboardFor(t: TestEnv): Promise<{ ui: UiProcess; chrome: Chromium; open(path: string): Promise<Page>; close(): Promise<void> }> {
+  const ui = await startUi(t);
+  const chrome = await launchChromium();
+  const first = await chrome.context.newPage();
+  await first.goto(ui.url);
+  await first.close();
+  return {
+    ui, chrome,
+    open: async (p: string) => {
+      const page = await chrome.context.newPage();
+      page.on('pageerror', (e) => process.stderr.write(`[page error] ${e.message}\n`));
+      await page.goto(ui.base + p);
+      return page;
+    },
+    close: async () => {
+      await chrome.close();
+      await ui.stop();
+    },
+  };
 }

@@ -5,8 +5,8 @@
 // alone (web/many-ranks.ts).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { makeEnv, script, runScript, type TestEnv } from '../helpers.js';
-import { startUi, getJson, type UiProcess } from './helpers.js';
-import { chromiumMissing, launchChromium, type Chromium } from './browser.js';
+import { getJson, dashboardFor, type UiProcess } from './helpers.js';
+import { chromiumMissing } from './browser.js';
 import { shownRows, slowest } from '../../web/many-ranks.js';
 
 const RANKS = 512;
@@ -14,7 +14,7 @@ const CRASHED = [300, 511];
 const missing = chromiumMissing();
 let t: TestEnv;
 let ui: UiProcess;
-let chrome: Chromium;
+let dash: Awaited<ReturnType<typeof dashboardFor>>;
 
 describe('paging hundreds of ranks', () => {
   it('shows every row up to the limit; past it, the ones picked first, then the rest in order', () => {
@@ -43,15 +43,11 @@ describe.skipIf(missing !== null)(`a group of ${RANKS} ranks on the group page${
     `);
     const r = await runScript(t, file, [], {}, 240_000);
     expect(r.exitCode, r.stderr).toBe(0);
-    ui = await startUi(t);
-    chrome = await launchChromium();
-    const first = await chrome.context.newPage();
-    await first.goto(ui.url);
-    await first.close();
+    dash = await dashboardFor(t);
+    ({ ui } = dash);
   }, 300_000);
   afterAll(async () => {
-    await chrome?.close();
-    await ui?.stop();
+    await dash?.close();
     await t?.cleanup();
   });
 
@@ -67,8 +63,7 @@ describe.skipIf(missing !== null)(`a group of ${RANKS} ranks on the group page${
     expect(Object.keys(full.body.series.loss.runs)).toHaveLength(RANKS);
     expect(JSON.stringify(agg.body.series).length * 100).toBeLessThan(JSON.stringify(full.body.series).length);
 
-    const page = await chrome.context.newPage();
-    await page.goto(`${ui.base}/groups/big-job`);
+    const page = await dash.open('/groups/big-job');
     await page.locator('#group-runs tbody tr.run').first().waitFor({ timeout: 60_000 });
     expect(await page.locator('#group-runs tbody tr.run').count()).toBe(64);
     const names = await page.locator('#group-runs tbody tr.run td:nth-child(2)').allTextContents();
