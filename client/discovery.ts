@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
-import { resolvePaths, clientTunables, type LogdPaths } from '../src/config.js';
+import { resolvePaths, clientTunables, daemonTunables, type LogdPaths } from '../src/config.js';
 import { parseServiceAddress, formatServiceAddress, type ServiceAddress } from '../src/wire.js';
 import { readServiceFile, serviceAlive, liveOwner, stoppedAt, stopMarker } from '../src/service-file.js';
 import { privateRuntime } from '../src/runtime-dir.js';
@@ -60,6 +60,9 @@ function socketReady(addr: ServiceAddress): boolean {
  * The daemon to use. `ignoreEnv`: LOGD_SERVICE proved unreachable, look again.
  * Exports LOGD_SERVICE so that children inherit the answer.
  */
+/** Sidecar starts under way in this process (findDaemon), by data dir. */
+const starting = new Map<string, Promise<ServiceAddress>>();
+
 export async function findDaemon(opts: { ignoreEnv?: boolean; autoStart?: boolean; reader?: boolean } = {}): Promise<ServiceAddress> {
   const t = clientTunables();
   if (t.service && !opts.ignoreEnv) return parseServiceAddress(t.service);
@@ -74,7 +77,13 @@ export async function findDaemon(opts: { ignoreEnv?: boolean; autoStart?: boolea
     if (stopped !== null) {
       throw new DaemonStartError(`the logd daemon of ${paths.dataDir} was stopped with \`logd stop\` at ${new Date(stopped).toISOString()} and stays stopped until a trainer starts one or you run \`logd serve\``, true);
     }
-    addr = await startSidecar(paths, t.startTimeoutMs);
+    // Calls of this process that find no daemon at once (a dashboard's requests) share one start.
+    let start = starting.get(paths.dataDir);
+    if (!start) {
+      start = startSidecar(paths, t.startTimeoutMs).finally(() => starting.delete(paths.dataDir));
+      starting.set(paths.dataDir, start);
+    }
+    addr = await start;
   }
   process.env.LOGD_SERVICE = formatServiceAddress(addr);
   return addr;
@@ -117,8 +126,16 @@ export async function startSidecar(given: LogdPaths, timeoutMs: number): Promise
   launch();
   let relaunches = 0;
   let startedAt = Date.now();
-  const deadline = startedAt + timeoutMs;
+  let deadline = startedAt + timeoutMs;
+  // A daemon that is stopping (finalising and sealing its runs; at most its stop deadline) hands the data dir to the
+  // one started here, which waits for the lock (daemon/process/lock.ts): wait that long on top.
+  const handoverCap = startedAt + timeoutMs + daemonTunables().shutdownTimeoutMs + 2000;
+  let lastOwnerLook = 0;
   while (Date.now() < deadline) {
+    if (Date.now() - lastOwnerLook > 250) {
+      lastOwnerLook = Date.now();
+      if (liveOwner(paths.ownerFile)?.stopping) deadline = Math.min(handoverCap, Math.max(deadline, Date.now() + 2000));
+    }
     const addr = fromServiceFile(paths);
     if (addr && socketReady(addr)) return addr;
     if (exitCode !== null && exitCode !== EXIT_ALREADY_RUNNING) {

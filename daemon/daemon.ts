@@ -133,6 +133,9 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
     dataDir: paths.dataDir, sidecar: opts.sidecar, startedAt, procStart: procStartTime(process.pid) ?? undefined,
   };
   writeServiceFile(paths.serviceFile, service);
+  // A sidecar's idle time counts from now, when it can first be called, not from when it began to start: one that
+  // took seconds to open a large store must not stop before its starter's first call arrives.
+  registry.touch();
   log(`server: logd ${LOGD_VERSION} pid ${process.pid} serving ${paths.dataDir} on ${addresses.join(' and ')}${opts.sidecar ? ' (sidecar)' : ''}`);
 
   async function shutdown(why: string): Promise<void> {
