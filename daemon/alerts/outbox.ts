@@ -28,6 +28,11 @@ export interface OutboxItem {
 
 /** Due alerts for one sink beyond this many go as one summary POST. */
 export const SUMMARY_OVER = 10;
+/**
+ * A new alert waits this long before its first POST, so that a burst (30 runs of one process crashing, seen over
+ * a second or two on a loaded node) is one summary, not a few posts and then a summary.
+ */
+export const GATHER_MS = 1500;
 /** Sent and failed alerts kept on disk (the oldest go first). */
 const KEEP = 500;
 
@@ -112,6 +117,7 @@ export class Outbox {
     const due = new Map<string, Array<[string, OutboxItem]>>();
     for (const [f, item] of this.pending) {
       if (item.nextAt > now || this.busy.has(item.sink)) continue;
+      if (item.attempts === 0 && now - item.createdAt * 1000 < GATHER_MS) continue;
       const sink = this.sinks.find((s) => s.name === item.sink);
       if (!sink) {
         item.last = `no sink named ${item.sink} any more`;
