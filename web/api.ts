@@ -80,9 +80,14 @@ export async function get<T>(path: string, params: Record<string, string | numbe
   const qs = q.toString();
   const embedded = takeEmbedded(path, q);
   if (embedded !== undefined) return embedded as T;
+  return call<T>(path + (qs ? `?${qs}` : ''), { credentials: 'same-origin', headers: { accept: 'application/json' } });
+}
+
+/** One request and its JSON answer; an error that says what happened (a 401 asks for the token). */
+async function call<T>(url: string, init: RequestInit): Promise<T> {
   let res: Response;
   try {
-    res = await fetch(path + (qs ? `?${qs}` : ''), { credentials: 'same-origin', headers: { accept: 'application/json' } });
+    res = await fetch(url, init);
   } catch (e) {
     throw new ApiError(0, `the dashboard server does not answer (${(e as Error).message}); is \`logd ui\` still running?`);
   }
@@ -94,16 +99,7 @@ export async function get<T>(path: string, params: Record<string, string | numbe
 
 /** A write (POST or DELETE, saved views only), with the same errors as get(). */
 export async function send<T>(method: 'POST' | 'DELETE', path: string, body?: unknown): Promise<T> {
-  let res: Response;
-  try {
-    res = await fetch(path, { method, credentials: 'same-origin', headers: { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body !== undefined ? JSON.stringify(body) : undefined });
-  } catch (e) {
-    throw new ApiError(0, `the dashboard server does not answer (${(e as Error).message}); is \`logd ui\` still running?`);
-  }
-  const answer = (await res.json().catch(() => ({ error: `the server answered ${res.status} without JSON` }))) as T & { error?: string };
-  if (res.status === 401) askForToken();
-  if (!res.ok) throw new ApiError(res.status, answer.error ?? `HTTP ${res.status}`);
-  return answer;
+  return call<T>(path, { method, credentials: 'same-origin', headers: { accept: 'application/json', ...(body !== undefined ? { 'content-type': 'application/json' } : {}) }, body: body !== undefined ? JSON.stringify(body) : undefined });
 }
 
 /** A form for the token that reloads this very page with it (the server keeps it and drops it from the URL). */
