@@ -226,7 +226,7 @@ export class Api {
     const infos = await Promise.all(ids.map((id) => this.getRun(id)));
     const loaded = await Promise.all(infos.map((r) => this.cache.get(r.id, Number(r.historyRows), supersededOf(r))));
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
-    const series: Record<string, ChartSeries> = {};
+    const series: Record<string, ChartSeries> = Object.create(null);
     for (const k of keysParam(q)) series[k] = acrossRuns(loaded, k, points);
     return { runs: ids, series };
   }

@@ -63,7 +63,8 @@ export async function explore(index: RunIndex, getRun: (id: string) => Promise<R
     picked = await index.selected(base, how, (runs) => selectRuns(runs as Array<RunJson & RunFields>, terms, '', false));
   }
   const shown = picked.slice(0, limit);
-  const values: Record<string, Cell[]> = {};
+  // Without a prototype: a key named __proto__ is a key like any other.
+  const values: Record<string, Cell[]> = Object.create(null);
   for (const k of keys) values[k] = shown.map((r) => cell(fieldValue(r as RunFields, k)));
   return {
     total: picked.length,

@@ -90,3 +90,17 @@ describe('what the compare page tells apart', () => {
     expect(rows[0].values).toEqual([undefined, 0.2]);
   });
 });
+
+describe('keys an attacker would try', () => {
+  it('a config key named __proto__ is compared like any other, not taken as a prototype', () => {
+    const a = flatten(JSON.parse('{"__proto__": {"polluted": 1}, "lr": 0.1}'));
+    const b = flatten(JSON.parse('{"__proto__": {"polluted": 2}, "lr": 0.1}'));
+    const rows = diffRows([
+      { kind: 'run', id: 'a', name: 'a', group: '', config: a, summary: {} },
+      { kind: 'run', id: 'b', name: 'b', group: '', config: b, summary: {} },
+    ]);
+    expect(rows.map((r) => [r.key, r.same])).toEqual([['config.__proto__.polluted', false], ['config.lr', true]]);
+    expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+    expect(groupConfig([JSON.parse('{"__proto__": 1}'), JSON.parse('{"__proto__": 1}')]).__proto__).toBe(1);
+  });
+});

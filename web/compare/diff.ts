@@ -21,7 +21,7 @@ export interface Compared {
 export interface Mixed { mixed: true; text: string }
 
 /** Nested objects as dotted keys (`optim.lr`), three levels deep; arrays stay values. */
-export function flatten(o: unknown, prefix = '', out: Record<string, unknown> = {}, depth = 0): Record<string, unknown> {
+export function flatten(o: unknown, prefix = '', out: Record<string, unknown> = Object.create(null) as Record<string, unknown>, depth = 0): Record<string, unknown> {
   if (!o || typeof o !== 'object' || Array.isArray(o)) return out;
   for (const [k, v] of Object.entries(o as Record<string, unknown>)) {
     if (v && typeof v === 'object' && !Array.isArray(v) && depth < 3) flatten(v, `${prefix}${k}.`, out, depth + 1);
@@ -44,7 +44,8 @@ export function labels(items: Array<Pick<Compared, 'kind' | 'id' | 'name' | 'gro
 /** A group's config: per key the value every run that has it shares; else the range of numbers or "mixed". */
 export function groupConfig(configs: Array<Record<string, unknown>>): Record<string, unknown> {
   const keys = new Set(configs.flatMap((c) => Object.keys(c)));
-  const out: Record<string, unknown> = {};
+  // Without a prototype: a key named __proto__ is a key like any other.
+  const out: Record<string, unknown> = Object.create(null);
   for (const k of keys) {
     const vs = configs.map((c) => c[k]).filter((v) => v !== undefined);
     const texts = new Set(vs.map((v) => JSON.stringify(v)));
@@ -60,7 +61,7 @@ export function groupConfig(configs: Array<Record<string, unknown>>): Record<str
 /** A group's summary: the mean of each number over the runs that have it; a text every run shares stays. */
 export function groupSummary(summaries: Array<Record<string, unknown>>): Record<string, unknown> {
   const keys = new Set(summaries.flatMap((s) => Object.keys(s)));
-  const out: Record<string, unknown> = {};
+  const out: Record<string, unknown> = Object.create(null);
   for (const k of keys) {
     const vs = summaries.map((s) => s[k]).filter((v) => v !== undefined && v !== null);
     const ns = vs.filter((v): v is number => typeof v === 'number' && Number.isFinite(v));
