@@ -36,8 +36,17 @@ export async function gitFacts(cwd: string): Promise<Record<string, unknown> | n
   };
 }
 
-export async function gatherEnvironment(): Promise<Record<string, unknown>> {
+/** Gathered once per process and working directory: a process that makes 500 runs runs git 4 times, not 2 000. */
+const gathered = new Map<string, Promise<Record<string, unknown>>>();
+
+export function gatherEnvironment(): Promise<Record<string, unknown>> {
   const cwd = process.cwd();
+  let got = gathered.get(cwd);
+  if (!got) gathered.set(cwd, (got = gather(cwd)));
+  return got;
+}
+
+async function gather(cwd: string): Promise<Record<string, unknown>> {
   return {
     git: await gitFacts(cwd),
     command: redactArgv(process.argv).map((a) => (a.length > 500 ? `${a.slice(0, 499)}…` : a)).slice(0, 100),

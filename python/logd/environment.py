@@ -86,6 +86,19 @@ def gather():
     return env
 
 
+_gathered = {}
+_gather_lock = threading.Lock()
+
+
+def gather_once():
+    """gather(), once per process and working directory: a process that makes many runs runs git a few times."""
+    key = (os.getpid(), os.getcwd())
+    with _gather_lock:
+        if key not in _gathered:
+            _gathered[key] = gather()
+        return _gathered[key]
+
+
 def send_later(run):
     """Gathers and sends in a daemon thread; returns the thread (finish() waits for it a moment)."""
 
@@ -100,7 +113,7 @@ def send_later(run):
             if conn is None or getattr(w, "deferred", None):
                 return
             req = pb.SetEnvironmentRequest(run_id=run.id, run_token=run._token, writer_id=w.writer_id,
-                                           environment_json=json.dumps(gather(), default=str))
+                                           environment_json=json.dumps(gather_once(), default=str))
             conn.unary("SetEnvironment", req, 5.0)
         except Exception:  # noqa: BLE001 - not essential: the run goes on without it
             pass
