@@ -166,7 +166,7 @@ export class Run {
   sendEnvironment(): void {
     this.environment ??= (async () => {
       const { gatherEnvironment } = await import('./environment.js');
-      const env = await gatherEnvironment();
+      const env = gatherEnvironment();
       await this.writer.connection.unary('setEnvironment', { runId: this.id, runToken: this.runToken, writerId: this.writer.writerId, environmentJson: JSON.stringify(env) }, 5000);
     })().catch(() => {
       /* not essential: a daemon that cannot take it leaves the run without it */
@@ -175,7 +175,12 @@ export class Run {
 
   private async finishWithin(exitCode: number, timeoutMs: number): Promise<FinishResult> {
     // A short script finishes before its environment is sent: give it a moment (at most 1 s).
-    if (this.environment) await Promise.race([this.environment, new Promise((r) => setTimeout(r, Math.min(1000, timeoutMs / 4)))]);
+    // The timer is cleared (not left to keep a finished process alive for its second).
+    if (this.environment) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.environment, new Promise((r) => (timer = setTimeout(r, Math.min(1000, timeoutMs / 4))))]);
+      clearTimeout(timer);
+    }
     if (this.writer.deferred) {
       // No daemon ever created the run: its rows go where a daemon will find them. Nothing to wait for.
       const spilled = this.spillAndSay(this.isOwner ? exitCode : null, 'from which the daemon of this data dir creates and stores the run at its next start (or: logd sync --ingest FILE)');

@@ -31,6 +31,7 @@ import { SystemMetrics } from './sampler/system-metrics.js';
 import { acquireLock, refuseSecondDaemon, markStopping, EXIT_ALREADY_RUNNING } from './process/lock.js';
 import { HealthMonitor, type HealthView } from './health/monitor.js';
 import { isAlive } from './runs/liveness.js';
+import { GitReader } from './code/git.js';
 
 export interface ServeOptions {
   sidecar: boolean;
@@ -75,6 +76,8 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
   const stacksDir = path.join(paths.dataDir, 'stacks');
   fs.mkdirSync(stacksDir, { recursive: true, mode: 0o700 });
   const registry = new Registry(store, tunables, log);
+  const gitReader = new GitReader();
+  registry.gitFacts = (cwd) => gitReader.facts(cwd) as Promise<Record<string, unknown> | null>;
   if (opts.sampleIntervalMs !== 0) registry.system = new SystemMetrics(paths.dataDir, opts.sampleIntervalMs ?? tunables.sampleIntervalMs, log);
   const finaliser = new Finaliser(registry);
   recover(registry, finaliser);

@@ -34,8 +34,10 @@ const ROOMS = {
   // Saved dashboard views: a file in the data dir, or a table of the shared store.
   'daemon/views': ['src', 'daemon/upload'],
   'daemon/alerts': ['src'],
+  // The code a trainer runs: the git facts of its working directory, read by the daemon.
+  'daemon/code': ['src'],
   // The composition root: the only file that wires the daemon's stages together.
-  'daemon/daemon.ts': ['src', 'addon', 'daemon/store', 'daemon/sampler', 'daemon/process', 'daemon/runs', 'daemon/grpc', 'daemon/upload', 'daemon/health', 'daemon/alerts'],
+  'daemon/daemon.ts': ['src', 'addon', 'daemon/store', 'daemon/sampler', 'daemon/process', 'daemon/runs', 'daemon/grpc', 'daemon/upload', 'daemon/health', 'daemon/alerts', 'daemon/code'],
   'launcher': ['src', 'client'],
   // The `logd` command: every program's entry point.
   'daemon/cli': ['src', 'client', 'launcher', 'daemon/daemon.ts', 'daemon/process', 'daemon/query', 'daemon/ui', 'daemon/upload', 'daemon/store', 'daemon/alerts', 'daemon/views'],

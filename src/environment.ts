@@ -50,11 +50,12 @@ export function checkEnvironment(json: string): Record<string, unknown> {
 /** A writer's environment in a few lines for people (`logd show`, the dashboard's Info tab): code, command, versions. */
 export function describeEnvironment(env: Record<string, unknown>): Array<[string, string]> {
   const out: Array<[string, string]> = [];
-  const git = env.git as { commit?: string; branch?: string | null; dirty?: boolean | null; changed?: number; remote?: string } | null | undefined;
+  const git = env.git as { commit?: string; branch?: string | null; dirty?: boolean | null; changed?: number; remote?: string; unread?: string } | null | undefined;
   if (git && git.commit) {
     const dirty = git.dirty ? `, dirty (${git.changed ?? 'some'} file${git.changed === 1 ? '' : 's'} changed)` : git.dirty === false ? ', clean' : '';
     out.push(['code', `git ${git.commit.slice(0, 12)}${git.branch ? ` on ${git.branch}` : ' (detached)'}${dirty}${git.remote ? ` · ${git.remote}` : ''}`]);
-  } else if ('git' in env) out.push(['code', 'not in a git work tree']);
+  } else if (git && typeof git.unread === 'string') out.push(['code', `not read: ${git.unread}`]);
+  else if ('git' in env) out.push(['code', 'not in a git work tree']);
   if (Array.isArray(env.command)) {
     const line = env.command.map((a) => (/^[\w@%+=:,./-]+$/.test(String(a)) ? String(a) : `'${String(a).replace(/'/g, "'\\''")}'`)).join(' ');
     out.push(['command', line.length > 300 ? `${line.slice(0, 299)}…` : line]);

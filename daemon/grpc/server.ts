@@ -276,7 +276,10 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       } catch (e) {
         throw invalid((e as Error).message);
       }
-      run.setEnvironment(w, env);
+      // A client that did not read git itself (logd's own clients leave it to the daemon: daemon/code) has its
+      // working directory read here, once per directory for every run started there within a few seconds.
+      if (!('git' in env) && typeof env.cwd === 'string' && reg.gitFacts) run.setEnvironmentWith(w, env, reg.gitFacts(env.cwd));
+      else run.setEnvironment(w, env);
       return {};
     }),
 

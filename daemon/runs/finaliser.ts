@@ -40,6 +40,8 @@ export interface EndSaid {
 
 /** How long a run whose owner is gone (its exit status collected by its parent) waits for the parent's ReportExit. */
 const PARENT_REPORT_MS = 400;
+/** The longest a run's end waits for the daemon's read of its code (daemon/code: git, 2 s per call at most). */
+const ENVIRONMENT_WAIT_MS = 3000;
 
 export class Finaliser {
   private queue: Promise<void> = Promise.resolve();
@@ -224,6 +226,7 @@ export class Finaliser {
       if (run.crashTimer) clearTimeout(run.crashTimer);
       run.crashTimer = null;
       await this.reg.system?.sampleNow(); // the run's last system sample
+      await run.environmentsSettled(ENVIRONMENT_WAIT_MS); // its code, when the daemon is still reading it (daemon/code)
       // Removed meanwhile (Registry.abandon: its creator gave up on the CreateRun before it was told of the run).
       if (run.final || this.reg.runs.get(run.id) !== run) return;
       run.state = state;

@@ -216,9 +216,27 @@ export class LiveRun {
   /** A writer's code and environment (SetEnvironment), kept with the writer (its WRITER frame). */
   setEnvironment(w: Writer, env: Record<string, unknown>): void {
     // Once per writer: a client sends it once; more calls would only grow the log.
-    if (w.meta.environment) return;
+    if (w.meta.environment || this.final) return;
     w.meta.environment = env;
     this.log.append(FrameType.WRITER, jsonFrame(w.meta));
+  }
+
+  /** Environments waiting for the daemon's read of their git facts (setEnvironmentWith): the run's end waits for them. */
+  private readonly environmentsPending = new Set<Promise<void>>();
+
+  /** The environment once `git` (the daemon's read of the writer's working directory) answers. */
+  setEnvironmentWith(w: Writer, env: Record<string, unknown>, git: Promise<Record<string, unknown> | null>): void {
+    const p = git.then((g) => this.setEnvironment(w, { ...env, git: g }), () => this.setEnvironment(w, env))
+      .finally(() => this.environmentsPending.delete(p));
+    this.environmentsPending.add(p);
+  }
+
+  /** Resolves when every pending environment is recorded, or after `ms` (git's own deadline is 2 s). */
+  async environmentsSettled(ms: number): Promise<void> {
+    if (this.environmentsPending.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(this.environmentsPending), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+    clearTimeout(timer);
   }
 
   recordDropped(w: Writer, total: number): void {

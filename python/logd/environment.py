@@ -1,47 +1,17 @@
 """The code and environment a trainer runs (docs/api.md "Code and environment").
 
-The git commit, branch, dirty flag and remote of the working directory, the command line, Python, and the versions
-of torch, CUDA, cuDNN and NCCL when the program has imported torch (this module never imports it), gathered in a
-background thread after init() and sent once with SetEnvironment; the daemon keeps it on the run's writer and cuts
-secrets out of the command line and remote. Off with init(save_code=False) or LOGD_SAVE_CODE=0.
+The command line, the working directory, Python, and the versions of torch, CUDA, cuDNN and NCCL when the program
+has imported torch (this module never imports it), gathered in a background thread after init() and sent once with
+SetEnvironment; the daemon keeps it on the run's writer and cuts secrets out of the command line. The git facts of
+the working directory (commit, branch, dirty flag, remote) are read by the daemon (daemon/code), once per directory
+for every run started there within a few seconds: the trainer runs no git. Off with init(save_code=False) or
+LOGD_SAVE_CODE=0.
 """
 import os
 import sys
 import threading
 
 from ._version import __version__
-
-_GIT_S = 2.0
-
-
-def _git(args, cwd):
-    import subprocess  # in the background thread: init() pays nothing for it
-
-    try:
-        r = subprocess.run(["git"] + args, cwd=cwd, capture_output=True, text=True, timeout=_GIT_S,
-                           env=dict(os.environ, GIT_OPTIONAL_LOCKS="0", GIT_TERMINAL_PROMPT="0"))
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return r.stdout.strip() if r.returncode == 0 else None
-
-
-def git_facts(cwd):
-    commit = _git(["rev-parse", "HEAD"], cwd)
-    if not commit:
-        return None
-    branch = _git(["rev-parse", "--abbrev-ref", "HEAD"], cwd)
-    status = _git(["status", "--porcelain", "--untracked-files=no"], cwd)
-    remote = _git(["config", "--get", "remote.origin.url"], cwd)
-    root = _git(["rev-parse", "--show-toplevel"], cwd)
-    facts = {"commit": commit, "branch": branch if branch and branch != "HEAD" else None,
-             "dirty": None if status is None else len(status) > 0}
-    if status:
-        facts["changed"] = len(status.split("\n"))
-    if remote:
-        facts["remote"] = remote
-    if root:
-        facts["root"] = root
-    return facts
 
 
 def _torch():
@@ -69,7 +39,6 @@ def gather():
 
     cwd = os.getcwd()
     env = {
-        "git": git_facts(cwd),
         "command": [a if len(a) <= 500 else a[:499] + "…" for a in [sys.executable] + list(sys.argv)][:100],
         "cwd": cwd,
         "runtime": "python %s" % platform.python_version(),
@@ -91,7 +60,7 @@ _gather_lock = threading.Lock()
 
 
 def gather_once():
-    """gather(), once per process and working directory: a process that makes many runs runs git a few times."""
+    """gather(), once per process and working directory."""
     key = (os.getpid(), os.getcwd())
     with _gather_lock:
         if key not in _gathered:

@@ -1,0 +1,128 @@
+// The git facts of a trainer's working directory, read by the daemon (docs/api.md "Code and environment"): the
+// commit, branch, dirty flag (and how many tracked files changed), the origin remote and the work tree's root.
+//
+// Why here and not in the clients: a client that ran git itself paid for it in every short process (git spawned
+// 3–5 times, 20–40 ms of a 100-row run's finish waiting for it, and node:child_process or subprocess loaded into
+// the trainer). The daemon lives on, so one answer serves every run started in the same directory within
+// CACHE_MS: a sweep of 500 runs, or a test suite of short processes, runs git once.
+//
+// Whose directory: only one owned by the daemon's own user is read (as git's own safe.directory rule would
+// insist); git runs with fsmonitor off, no optional locks and no prompt, each call within GIT_MS, at most
+// MAX_RUNNING directories at once and MAX_WAITING queued (more are answered "busy" rather than queued for ever).
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFile } from 'node:child_process';
+import { redactUrl } from '../../src/environment.js';
+
+const GIT_MS = 2000;
+/** One answer per directory serves the runs started there within this long (a file edited meanwhile shows at the next read). */
+export const CACHE_MS = 5000;
+const MAX_RUNNING = 2;
+const MAX_WAITING = 64;
+const MAX_CACHED = 256;
+
+export interface GitFacts {
+  commit?: string;
+  branch?: string | null;
+  dirty?: boolean | null;
+  changed?: number;
+  remote?: string;
+  root?: string;
+  /** Why the directory was not read (another user's, gone, the daemon busy); absent when it was. */
+  unread?: string;
+}
+
+function git(args: string[], cwd: string): Promise<string | null> {
+  return new Promise((resolve) => {
+    execFile('git', ['-c', 'core.fsmonitor=false', ...args], {
+      cwd, timeout: GIT_MS, maxBuffer: 4 << 20, windowsHide: true,
+      env: { ...process.env, GIT_OPTIONAL_LOCKS: '0', GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },
+    }, (err, stdout) => resolve(err ? null : stdout));
+  });
+}
+
+/** `git status --porcelain=v2 --branch` read: its head and oid lines, and how many entries (changed tracked files). */
+export function parseStatus(out: string): { commit: string | null; branch: string | null; changed: number } {
+  let commit: string | null = null;
+  let branch: string | null = null;
+  let changed = 0;
+  for (const line of out.split('\n')) {
+    if (line.startsWith('# branch.oid ')) {
+      const oid = line.slice(13).trim();
+      commit = /^[0-9a-f]{7,64}$/.test(oid) ? oid : null; // "(initial)": no commit yet
+    } else if (line.startsWith('# branch.head ')) {
+      const head = line.slice(14).trim();
+      branch = head === '(detached)' ? null : head;
+    } else if (line && !line.startsWith('#')) changed++;
+  }
+  return { commit, branch, changed };
+}
+
+async function read(cwd: string): Promise<GitFacts | null> {
+  let st: fs.Stats;
+  try {
+    st = await fs.promises.stat(cwd);
+  } catch (e) {
+    return { unread: `the directory cannot be read by the daemon (${(e as NodeJS.ErrnoException).code ?? (e as Error).message})` };
+  }
+  if (!st.isDirectory()) return { unread: 'not a directory' };
+  const uid = process.getuid?.();
+  if (uid !== undefined && st.uid !== uid) return { unread: `the directory belongs to uid ${st.uid}, not the daemon's user (${uid})` };
+  const status = await git(['status', '--porcelain=v2', '--branch', '--untracked-files=no'], cwd);
+  if (status === null) return null; // not a work tree (or no git): "not in a git work tree"
+  const s = parseStatus(status);
+  if (!s.commit) return null; // a repository without a commit yet
+  const [remote, root] = await Promise.all([git(['config', '--get', 'remote.origin.url'], cwd), git(['rev-parse', '--show-toplevel'], cwd)]);
+  return {
+    commit: s.commit, branch: s.branch, dirty: s.changed > 0, ...(s.changed ? { changed: s.changed } : {}),
+    ...(remote?.trim() ? { remote: redactUrl(remote.trim()) } : {}), ...(root?.trim() ? { root: root.trim() } : {}),
+  };
+}
+
+/** The daemon's reader of working directories: cached per directory, bounded in what it runs at once. */
+export class GitReader {
+  private readonly cache = new Map<string, { at: number; facts: Promise<GitFacts | null> }>();
+  private running = 0;
+  private readonly waiting: Array<() => void> = [];
+  /** Directories read so far, each with 1–3 git processes (a cache hit reads nothing). */
+  reads = 0;
+
+  constructor(private readonly cacheMs = CACHE_MS) {}
+
+  /** The git facts of `cwd` (an absolute path the client sent); never rejects. */
+  facts(cwd: string): Promise<GitFacts | null> {
+    if (typeof cwd !== 'string' || !path.isAbsolute(cwd) || cwd.length > 4096 || cwd.includes('\0')) return Promise.resolve({ unread: 'the working directory is not an absolute path' });
+    const key = path.normalize(cwd);
+    const now = Date.now();
+    const hit = this.cache.get(key);
+    if (hit && now - hit.at < this.cacheMs) return hit.facts;
+    if (this.running >= MAX_RUNNING && this.waiting.length >= MAX_WAITING) return Promise.resolve({ unread: 'the daemon was reading too many directories at once' });
+    const facts = this.slot().then(async () => {
+      try {
+        this.reads++;
+        return await read(key);
+      } catch (e) {
+        return { unread: (e as Error).message };
+      } finally {
+        this.running--;
+        this.waiting.shift()?.();
+      }
+    });
+    this.cache.set(key, { at: now, facts });
+    if (this.cache.size > MAX_CACHED) {
+      for (const [k, v] of this.cache) if (now - v.at >= this.cacheMs || this.cache.size > MAX_CACHED) this.cache.delete(k);
+    }
+    return facts;
+  }
+
+  private slot(): Promise<void> {
+    if (this.running < MAX_RUNNING) {
+      this.running++;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.waiting.push(() => {
+      this.running++;
+      resolve();
+    }));
+  }
+}
