@@ -163,3 +163,28 @@ describe('issue 9 case 6: a process that attaches from another HOME and LOGD_DIR
     }
   });
 });
+
+describe('a finished process ends at once', () => {
+  it('after finish() nothing of logd keeps the event loop alive (no timer, socket or handle left to wait for)', async () => {
+    t = makeEnv();
+    // Both ways a run meets its environment call: finished before the call is answered, and after.
+    const file = script(t, 'short.mjs', `
+      const run = await logd.init({ project: 'exits', name: 'short' });
+      run.log({ x: 1 });
+      if (process.argv[2] === 'late') await new Promise((r) => setTimeout(r, 300));
+      await run.finish();
+      setImmediate(() => {
+        // The process's own stdio is not logd's: every other handle and timer is.
+        const handles = process._getActiveHandles().filter((h) => h !== process.stdout && h !== process.stderr && h !== process.stdin).map((h) => h.constructor.name);
+        const timers = process.getActiveResourcesInfo().filter((x) => x === 'Timeout');
+        console.log(JSON.stringify([...handles, ...timers]));
+      });
+    `);
+    for (const when of ['early', 'late']) {
+      const r = await runScript(t, file, [when]);
+      expect(r.exitCode, r.stderr).toBe(0);
+      const left = JSON.parse(r.stdout.trim().split('\n').pop()!) as string[];
+      expect(left, `${when}: ${r.stdout}`).toEqual([]);
+    }
+  });
+});
