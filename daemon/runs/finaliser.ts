@@ -42,6 +42,8 @@ export interface EndSaid {
 const PARENT_REPORT_MS = 400;
 /** The longest a run's end waits for the daemon's read of its code (daemon/code: git, 2 s per call at most). */
 const ENVIRONMENT_WAIT_MS = 3000;
+/** Sampling goes on this long after the last open run ended. */
+const SAMPLER_IDLE_MS = 10_000;
 
 export class Finaliser {
   private queue: Promise<void> = Promise.resolve();
@@ -286,8 +288,9 @@ export class Finaliser {
       } else run.finalNotDurable = true; // the registry closes it once its commit succeeds
       this.reg.log(`finaliser: run ${run.id} ${state}${reason ? ` (${reason})` : ''}, ${run.summary.rows} rows`);
       this.reg.notify();
-      // Sampling runs while runs are open.
-      if (this.reg.openRuns().length === 0) await this.reg.system?.stop();
+      // Sampling runs while runs are open, and a few seconds more (the next run of a sweep or a suite finds it
+      // running); the finish is not held up by its stop.
+      if (this.reg.openRuns().length === 0) this.reg.system?.stopWhenIdle(SAMPLER_IDLE_MS);
     };
     const p = this.queue.then(step, step);
     this.queue = p.catch((e) => this.reg.log(`finaliser: run ${run.id}: ${(e as Error).message}`));

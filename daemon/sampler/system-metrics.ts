@@ -63,6 +63,7 @@ export class SystemMetrics {
    * shorter interval than the one it runs at.
    */
   ensureRunning(intervalMs = this.intervalMs): void {
+    this.cancelIdleStop();
     if (this.sampler && intervalMs >= this.runningIntervalMs) return;
     if (this.sampler) {
       const old = this.sampler;
@@ -91,8 +92,30 @@ export class SystemMetrics {
     this.logLine(line);
   }
 
+  /**
+   * No run is open: sampling stops after `graceMs`, unless a run opens meanwhile (ensureRunning). Back-to-back
+   * short runs (a test suite, a sweep, one process after another) keep one sampler instead of starting it again
+   * for each: its start reads /proc and probes for nvidia-smi, which CreateRun would otherwise wait behind.
+   */
+  stopWhenIdle(graceMs: number): void {
+    if (!this.sampler || this.idleStop) return;
+    this.idleStop = setTimeout(() => {
+      this.idleStop = null;
+      void this.stop().catch((e) => this.logLine(`sampler: could not stop: ${(e as Error).message}`));
+    }, graceMs);
+    this.idleStop.unref();
+  }
+
+  private idleStop: NodeJS.Timeout | null = null;
+
+  private cancelIdleStop(): void {
+    if (this.idleStop) clearTimeout(this.idleStop);
+    this.idleStop = null;
+  }
+
   /** Stops sampling after one last sample (no open runs left). */
   async stop(): Promise<void> {
+    this.cancelIdleStop();
     const s = this.sampler;
     if (!s) return;
     this.sampler = null;
