@@ -6,6 +6,7 @@ import { formatServiceAddress } from '../src/wire.js';
 import { parseJsonObject, ownRecord } from '../src/json.js';
 import type { BatchWriter } from './writer.js';
 import { CallError } from './connection.js';
+import { gatherEnvironment } from './environment.js';
 
 export type RunState = 'running' | 'finishing' | 'finished' | 'crashed' | 'killed';
 
@@ -159,28 +160,27 @@ export class Run {
     }
   }
 
-  /** The code and environment on its way to the daemon (sendEnvironment): finish waits for it a moment. */
-  private environment: Promise<void> | null = null;
+  private environmentSent = false;
 
-  /** Gathers this process's code and environment (client/environment.ts) and records it on this writer, once. */
+  /**
+   * Records this process's code and environment (client/environment.ts) on this writer, once. The call goes out
+   * now, on the connection a later FinishRun takes, so the daemon has it first and finish() waits for nothing;
+   * the git facts are the daemon's to read (daemon/code), and the run's end waits for those.
+   */
   sendEnvironment(): void {
-    this.environment ??= (async () => {
-      const { gatherEnvironment } = await import('./environment.js');
+    if (this.environmentSent) return;
+    this.environmentSent = true;
+    try {
       const env = gatherEnvironment();
-      await this.writer.connection.unary('setEnvironment', { runId: this.id, runToken: this.runToken, writerId: this.writer.writerId, environmentJson: JSON.stringify(env) }, 5000);
-    })().catch(() => {
-      /* not essential: a daemon that cannot take it leaves the run without it */
-    });
+      this.writer.connection.unary('setEnvironment', { runId: this.id, runToken: this.runToken, writerId: this.writer.writerId, environmentJson: JSON.stringify(env) }, 5000).catch(() => {
+        /* not essential: a daemon that cannot take it leaves the run without it */
+      });
+    } catch {
+      /* no connection (a deferred run): the run goes on without it */
+    }
   }
 
   private async finishWithin(exitCode: number, timeoutMs: number): Promise<FinishResult> {
-    // A short script finishes before its environment is sent: give it a moment (at most 1 s).
-    // The timer is cleared (not left to keep a finished process alive for its second).
-    if (this.environment) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([this.environment, new Promise((r) => (timer = setTimeout(r, Math.min(1000, timeoutMs / 4))))]);
-      clearTimeout(timer);
-    }
     if (this.writer.deferred) {
       // No daemon ever created the run: its rows go where a daemon will find them. Nothing to wait for.
       const spilled = this.spillAndSay(this.isOwner ? exitCode : null, 'from which the daemon of this data dir creates and stores the run at its next start (or: logd sync --ingest FILE)');
@@ -194,7 +194,30 @@ export class Run {
     // acknowledged: a daemon that received everything but cannot write it
     // (a full disk) still finalises the run, and stores it all later.
     const reserve = Math.min(2000, timeoutMs / 4);
-    let acked = await this.writer.waitAcked(timeoutMs - reserve);
+    // FinishRun goes out with the last batch, not after its acknowledgement: the daemon waits for every record up
+    // to lastSeq to be durable before it answers (one round trip and one disk sync fewer than waiting here
+    // first). Its answer without a timeout says they all are. Otherwise (not arrived in time, or no daemon)
+    // finish goes on as before: wait for the acknowledgement, hand over through a spill file.
+    this.writer.flush();
+    const sent = this.writer.lastSeq;
+    this.writer.ensureStream();
+    const quick = await this.finishCall(exitCode, deadline - reserve).catch(() => null);
+    if (quick && !quick.timedOut) {
+      this.writer.durableUpTo(sent);
+      this.writer.close();
+      live.delete(this);
+      return { state: quick.run.state as RunState, message: quick.message, timedOut: false };
+    }
+    if (quick && quick.run.state !== 'running' && quick.run.state !== 'finishing') {
+      // Final, with a note (a full disk: stored once space is freed; writers still attached): the run_final
+      // message acknowledges what is durable; what is not stays in the journal for the daemon.
+      await this.writer.waitAcked(Math.min(1000, Math.max(0, deadline - Date.now())));
+      this.writer.close();
+      live.delete(this);
+      if (quick.message) this.warn(`logd: ${quick.message}`);
+      return { state: quick.run.state as RunState, message: quick.message, timedOut: quick.timedOut };
+    }
+    let acked = await this.writer.waitAcked(Math.max(0, deadline - reserve - Date.now()));
     if (!acked && this.isOwner) {
       const res = await this.finishCall(exitCode, deadline).catch(() => null); // unreachable: spilled below
       if (res && res.run.state !== 'running' && res.run.state !== 'finishing') {

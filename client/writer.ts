@@ -201,6 +201,16 @@ export class BatchWriter {
     this.flushTimer.unref();
   }
 
+  /** The stream to the daemon opens (again) if it is not open: what waits goes out. */
+  ensureStream(): void {
+    if (!this.o.deferred) this.stream.ensure();
+  }
+
+  /** The daemon said (FinishRun answered) that every record up to `seq` is durable: as good as its acknowledgement. */
+  durableUpTo(seq: number): void {
+    this.acked(seq);
+  }
+
   /** Seals the open batch and sends what can be sent. */
   flush(): void {
     if (this.flushTimer) {
