@@ -8,6 +8,9 @@ import type { BatchWriter } from './writer.js';
 import { CallError } from './connection.js';
 import { gatherEnvironment } from './environment.js';
 
+/** How long finish() waits for the FinishRun sent with its last batch before it waits for the acknowledgement instead. */
+const QUICK_FINISH_MS = 10_000;
+
 export type RunState = 'running' | 'finishing' | 'finished' | 'crashed' | 'killed';
 
 export interface LogOptions {
@@ -197,11 +200,13 @@ export class Run {
     // FinishRun goes out with the last batch, not after its acknowledgement: the daemon waits for every record up
     // to lastSeq to be durable before it answers (one round trip and one disk sync fewer than waiting here
     // first). Its answer without a timeout says they all are. Otherwise (not arrived in time, or no daemon)
-    // finish goes on as before: wait for the acknowledgement, hand over through a spill file.
+    // finish goes on as before: wait for the acknowledgement, hand over through a spill file. It waits at most
+    // QUICK_FINISH_MS, the stream's own deadline: a daemon that takes the call and never answers (a stopped one,
+    // a listener that is not logd) costs that, then the stream has found the real daemon and the rest goes on.
     this.writer.flush();
     const sent = this.writer.lastSeq;
     this.writer.ensureStream();
-    const quick = await this.finishCall(exitCode, deadline - reserve).catch(() => null);
+    const quick = await this.finishCall(exitCode, Math.min(deadline - reserve, Date.now() + QUICK_FINISH_MS)).catch(() => null);
     if (quick && !quick.timedOut) {
       this.writer.durableUpTo(sent);
       this.writer.close();
