@@ -89,7 +89,7 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
   const alerts = startAlerts(paths.dataDir, process.env, {
     log,
     groupRuns: (project, group) => registry.store.index.list({ project, group, limit: 4096 }).map((r) => registry.runs.get(r.id)?.info() ?? infoFromRow(r)),
-    openRuns: () => registry.openRuns().map((r) => ({ id: r.id, name: r.meta.name, project: r.meta.project, group: r.meta.group, lastStep: r.summary.lastStep, latest: (k: string) => r.latest(k) })),
+    openRuns: () => registry.openRuns().map((r) => ({ id: r.id, name: r.meta.name, project: r.meta.project, group: r.meta.group, lastStep: r.summary.lastStep, createdAt: r.meta.createdAt, lastRowAt: r.progress.lastStepAt, latest: (k: string) => r.latest(k) })),
   });
   if (alerts) {
     registry.finalListeners.push((info) => alerts.runEnded(info));

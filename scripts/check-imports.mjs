@@ -30,7 +30,7 @@ const ROOMS = {
   'daemon/upload': ['src', 'daemon/store', 'daemon/sampler'],
   // The query layer reads the local store through the daemon (as a client does) or the shared store.
   'daemon/query': ['src', 'client', 'daemon/store', 'daemon/upload'],
-  'daemon/ui': ['src', 'daemon/query', 'daemon/views'],
+  'daemon/ui': ['src', 'daemon/query', 'daemon/views', 'daemon/alerts'],
   // Saved dashboard views: a file in the data dir, or a table of the shared store.
   'daemon/views': ['src', 'daemon/upload'],
   'daemon/alerts': ['src'],

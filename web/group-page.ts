@@ -14,6 +14,7 @@ import { chartControls, byPrefix } from './controls.js';
 import { systemCharts, nodeOf } from './system.js';
 import { HealthStrip } from './health.js';
 import { logsView } from './logs.js';
+import { alertsSection } from './alerts.js';
 
 const HEALTH_POLL_MS = 2000;
 
@@ -53,7 +54,7 @@ export function groupPage(root: HTMLElement, group: string): () => void {
     h('a', { href: `/groups/${encodeURIComponent(group)}${t === 'charts' ? '' : `?tab=${t}`}`, class: t === tab ? 'active' : '', id: `tab-${t}` }, t[0].toUpperCase() + t.slice(1))));
   const logsEl = h('div', { id: 'tab-body' });
   clear(root);
-  root.append(h('p', {}, link([], '← all runs')), h('header', {}, h('h1', {}, 'Group ', h('span', { id: 'group-name' }, group))), runsEl, health.el, tabs,
+  root.append(h('p', {}, link([], '← all runs')), h('header', {}, h('h1', {}, 'Group ', h('span', { id: 'group-name' }, group))), runsEl, health.el, alertsSection({ group }), tabs,
     ...(tab === 'logs' ? [logsEl] : [h('div', { class: 'filters' }, h('span', { class: 'segmented', id: 'group-mode' }, bandBtn, ranksBtn), controls), list, sys]));
   const setMode = (m: Mode) => {
     if (m === mode) return;

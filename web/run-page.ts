@@ -5,6 +5,7 @@
 // tabs, compact, re-read every 2 s while it runs. A resumed run shows its
 // attempts and marks where each took over on every chart; a rewound one can
 // draw the rows it superseded; a fork links to its source (attempts.ts).
+import { alertsSection } from './alerts.js';
 import { h, clear, link, stateBadge, objectTable, ago, debounce, append } from './dom.js';
 import { describeEnvironment } from '../src/environment.js';
 import { api, live, type Run } from './api.js';
@@ -242,6 +243,7 @@ function infoTab(body: HTMLElement, r: Run): void {
       state: r.state, reason: r.stateReason, exitCode: r.exitCode, created: when(r.createdAt), finished: r.finishedAt ? when(r.finishedAt) : '',
       rows: r.historyRows, host: m.host ?? '', pid: m.pid ?? '', rank: rankWords(m.rank), 'writers attached': r.writersAttached,
     })),
+    alertsSection({ run: r.id }),
     environment ? h('section', { id: 'environment' }, h('h2', {}, 'Code and environment'), objectTable(Object.fromEntries(describeEnvironment(environment)))) : null,
     h('section', { id: 'writers' }, h('h2', {}, 'Writers'), ...(m.writers ?? []).map((w) => objectTable(fields(w)))),
     h('section', { id: 'config' }, h('h2', {}, 'Config'), objectTable(r.config)),

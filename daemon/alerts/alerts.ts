@@ -10,7 +10,7 @@ import { rankLabel } from '../../src/health.js';
 import { storyOfRuns } from '../../src/story/story.js';
 import { splitJobs } from '../../src/story/jobs.js';
 import { describeEnd, endOf } from '../../src/story/end.js';
-import type { AlertsConfig } from './config.js';
+import type { AlertsConfig, MetricRule } from './config.js';
 import type { Alert } from './alert.js';
 import { Outbox } from './outbox.js';
 
@@ -18,6 +18,9 @@ import { Outbox } from './outbox.js';
 export interface RuleRun {
   id: string; name: string; project: string; group: string;
   lastStep: number;
+  /** When it was created, and when its last step came (0: none yet), in seconds. */
+  createdAt: number;
+  lastRowAt: number;
   latest(metric: string): number | undefined;
 }
 
@@ -58,6 +61,7 @@ export class Alerts {
       this.cfg.rules.forEach((rule, i) => {
         const key = `${run.id}|${i}`;
         if (this.fired.has(key) || run.lastStep <= rule.afterStep) return;
+        if (rule.op === 'silent') return this.checkSilent(run, rule, key);
         const v = run.latest(rule.metric);
         if (v === undefined) return;
         const hit = rule.op === 'non-finite' ? !Number.isFinite(v)
@@ -72,6 +76,19 @@ export class Alerts {
       });
     }
     if (this.fired.size > 100_000) this.fired.clear();
+  }
+
+  /** `no new row for N`: the run is open and its last row (or its start, before any) is older than that. */
+  private checkSilent(run: RuleRun, rule: MetricRule, key: string): void {
+    const since = run.lastRowAt > 0 ? run.lastRowAt : run.createdAt;
+    const now = Date.now() / 1000;
+    if (!(since > 0) || now - since < rule.value) return;
+    this.fired.add(key);
+    const ago = formatSeconds(now - since);
+    this.outbox.enqueue({ key: `silent|${run.id}|${rule.value}`, kind: 'metric', at: now, project: run.project, group: run.group, runId: run.id, node: this.node,
+      title: `no new row for ${ago} in run ${run.name || run.id}`,
+      text: run.lastRowAt > 0 ? `its last row was step ${run.lastStep}, ${ago} ago; the run is still open (rule: ${rule.when})` : `it has logged no row in the ${ago} since it started (rule: ${rule.when})`,
+      link: this.link(run.group, run.id), detail: { step: run.lastStep, lastRowAt: run.lastRowAt || null, silentS: Math.round(now - since), rule: { when: rule.when } } });
   }
 
   private link(group: string, runId: string | null): string | null {
@@ -155,4 +172,11 @@ export class Alerts {
     for (const t of this.waiting.values()) clearTimeout(t);
     this.outbox.stop();
   }
+}
+
+/** 612 → "10 min", 45 → "45 s", 7300 → "2 h 1 min". */
+function formatSeconds(s: number): string {
+  if (s < 120) return `${Math.round(s)} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  return `${Math.floor(s / 3600)} h ${Math.round((s % 3600) / 60)} min`;
 }

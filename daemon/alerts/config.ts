@@ -15,9 +15,11 @@ export const DEFAULT_KINDS: AlertKind[] = ['job failed', 'run crashed', 'job sta
  * that step. It fires once per run.
  */
 export interface MetricRule {
+  /** '' for `no new row`: any metric. */
   metric: string;
   when: string;
-  op: 'non-finite' | '>' | '>=' | '<' | '<=';
+  /** `silent`: `no new row for 10 min` (value: the seconds). */
+  op: 'non-finite' | '>' | '>=' | '<' | '<=' | 'silent';
   value: number;
   afterStep: number;
 }
@@ -30,20 +32,35 @@ export function parseRule(r: unknown, where: string): MetricRule {
   const o = r as Record<string, unknown>;
   const unknown = Object.keys(o).filter((k) => !['metric', 'when', 'after_step'].includes(k));
   if (unknown.length) throw new AlertsConfigError(`${where}: unknown key(s) ${unknown.join(', ')}; known: metric, when, after_step`);
-  if (typeof o.metric !== 'string' || !o.metric) throw new AlertsConfigError(`${where}: metric must name a metric`);
   const when = typeof o.when === 'string' ? o.when.trim() : '';
   const afterStep = o.after_step === undefined ? -1 : Number(o.after_step);
   if (!Number.isInteger(afterStep) || afterStep < -1) throw new AlertsConfigError(`${where}: after_step must be a whole step`);
+  const silent = /^no new rows? for\s+(\d+(?:\.\d+)?)\s*(s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)$/i.exec(when);
+  if (silent) {
+    if (o.metric !== undefined) throw new AlertsConfigError(`${where}: "no new row for …" watches every metric of a run: leave metric out`);
+    const unit = silent[2][0].toLowerCase();
+    const seconds = Number(silent[1]) * (unit === 'h' ? 3600 : unit === 'm' ? 60 : 1);
+    if (!(seconds >= 10)) throw new AlertsConfigError(`${where}: "no new row for …" needs 10 s or more (the rules are checked every 2 s)`);
+    return { metric: '', when, op: 'silent', value: seconds, afterStep };
+  }
+  if (typeof o.metric !== 'string' || !o.metric) throw new AlertsConfigError(`${where}: metric must name a metric (or "when": "no new row for 10 min" without one)`);
   if (when === 'non-finite') return { metric: o.metric, when, op: 'non-finite', value: 0, afterStep };
   const m = /^(>=|<=|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?)$/i.exec(when);
-  if (!m) throw new AlertsConfigError(`${where}: when must be "non-finite" or a comparison such as "> 10" or "< 0.5", not ${JSON.stringify(when)}`);
+  if (!m) throw new AlertsConfigError(`${where}: when must be "non-finite", a comparison such as "> 10" or "< 0.5", or "no new row for 10 min", not ${JSON.stringify(when)}`);
   return { metric: o.metric, when, op: m[1] as MetricRule['op'], value: Number(m[2]), afterStep };
 }
 
 export interface Sink {
   /** A short name for lists and `logd alerts test NAME`. */
   name: string;
+  /** The webhook's URL; '' for a command sink. */
   url: string;
+  /**
+   * A command sink: a shell command (`/bin/sh -c`, as `--on-stall`) run once per alert with the alert's JSON on
+   * stdin and LOGD_ALERT_* variables; exit 0 is delivered, anything else is retried like a failed POST. null for
+   * a webhook.
+   */
+  command: string | null;
   /** `json`: the event as logd gives it; `slack`: {"text": …}, which Slack, Mattermost and Teams' incoming webhooks take. */
   format: 'json' | 'slack';
   kinds: AlertKind[];
@@ -63,6 +80,11 @@ export interface AlertsConfig {
 
 export class AlertsConfigError extends Error {
   override name = 'AlertsConfigError';
+}
+
+/** What a sink is, for logs, `logd status` and errors: a webhook's masked URL, or "a command" (never the command, which may hold a token too). */
+export function describeTarget(s: Pick<Sink, 'url' | 'command'>): string {
+  return s.command !== null ? 'a command' : maskUrl(s.url);
 }
 
 /** `https://hooks.slack.com/…`: scheme and host only. */
@@ -195,11 +217,16 @@ export function parseAlertsDoc(text: string, file: string, env: NodeJS.ProcessEn
   return { rules, sinks: sinks.map((s: Record<string, unknown>, i) => {
     const where = `${file}: sinks[${i}]${typeof s?.name === 'string' ? ` (${s.name})` : ''}`;
     if (!s || typeof s !== 'object' || Array.isArray(s)) throw new AlertsConfigError(`${where}: must be an object`);
-    const known = new Set(['name', 'url', 'url_env', 'format', 'events', 'projects', 'groups', 'timeout_ms']);
+    const known = new Set(['name', 'url', 'url_env', 'command', 'format', 'events', 'projects', 'groups', 'timeout_ms']);
     const unknown = Object.keys(s).filter((k) => !known.has(k));
     if (unknown.length) throw new AlertsConfigError(`${where}: unknown key(s) ${unknown.join(', ')}; known: ${[...known].join(', ')}`);
     let url = s.url;
-    if (s.url_env !== undefined) {
+    const command = s.command === undefined ? null : s.command;
+    if (command !== null) {
+      if (typeof command !== 'string' || !command.trim()) throw new AlertsConfigError(`${where}: command must be a non-empty shell command`);
+      if (url !== undefined || s.url_env !== undefined) throw new AlertsConfigError(`${where}: a sink has a url (or url_env) or a command, not both`);
+    }
+    if (command === null && s.url_env !== undefined) {
       if (typeof s.url_env !== 'string') throw new AlertsConfigError(`${where}: url_env must name an environment variable`);
       url = env[s.url_env];
       if (!url) throw new AlertsConfigError(`${where}: the environment variable ${s.url_env} (url_env) is not set`);
@@ -211,7 +238,7 @@ export function parseAlertsDoc(text: string, file: string, env: NodeJS.ProcessEn
     if (bad.length) throw new AlertsConfigError(`${where}: unknown event kind(s) ${bad.map((b) => JSON.stringify(b)).join(', ')}; known: ${EVENT_KINDS.join(', ')}`);
     const timeoutMs = s.timeout_ms === undefined ? 10_000 : Number(s.timeout_ms);
     if (!Number.isInteger(timeoutMs) || timeoutMs < 100 || timeoutMs > 300_000) throw new AlertsConfigError(`${where}: timeout_ms must be a whole number of milliseconds from 100 to 300000`);
-    return { name: typeof s.name === 'string' && s.name ? s.name : `sink${i + 1}`, url: checkUrl(url, where), format, kinds: kinds as AlertKind[],
+    return { name: typeof s.name === 'string' && s.name ? s.name : `sink${i + 1}`, url: command === null ? checkUrl(url, where) : '', command, format, kinds: kinds as AlertKind[],
       projects: strings(s.projects, `${where}: projects`), groups: strings(s.groups, `${where}: groups`), timeoutMs };
   }) };
 }
@@ -221,7 +248,7 @@ export function alertsConfig(env: NodeJS.ProcessEnv = process.env): AlertsConfig
   const sinks: Sink[] = [];
   let rules: MetricRule[] | null = null;
   if (env.LOGD_ALERT_WEBHOOK) {
-    sinks.push({ name: 'webhook', url: checkUrl(env.LOGD_ALERT_WEBHOOK, 'LOGD_ALERT_WEBHOOK'), format: 'json', kinds: DEFAULT_KINDS, projects: null, groups: null, timeoutMs: 10_000 });
+    sinks.push({ name: 'webhook', url: checkUrl(env.LOGD_ALERT_WEBHOOK, 'LOGD_ALERT_WEBHOOK'), command: null, format: 'json', kinds: DEFAULT_KINDS, projects: null, groups: null, timeoutMs: 10_000 });
   }
   if (env.LOGD_ALERTS) {
     let text: string;

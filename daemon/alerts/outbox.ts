@@ -10,8 +10,9 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { createHash } from 'node:crypto';
+import { spawn, type ChildProcess } from 'node:child_process';
 import type { Sink } from './config.js';
-import { maskUrl } from './config.js';
+import { describeTarget } from './config.js';
 import { alertBody, summaryBody, type Alert } from './alert.js';
 
 export interface OutboxItem {
@@ -143,14 +144,14 @@ export class Outbox {
           item.sentAt = now / 1000;
           this.move(f, item, 'sent');
         } else if (now - item.createdAt * 1000 >= this.o.giveUpMs) {
-          this.o.log(`alerts: gave up on "${item.alert.title}" to ${sink.name} (${maskUrl(sink.url)}) after ${item.attempts} attempt(s): ${answer.say}`);
+          this.o.log(`alerts: gave up on "${item.alert.title}" to ${sink.name} (${describeTarget(sink)}) after ${item.attempts} attempt(s): ${answer.say}`);
           this.move(f, item, 'failed');
         } else {
           item.nextAt = now + Math.min(30_000, 1000 * 2 ** (item.attempts - 1));
           this.write('pending', f, item);
         }
       }
-      if (!answer.ok && batch[0][1].attempts === 1) this.o.log(`alerts: ${sink.name} (${maskUrl(sink.url)}) did not take an alert (${answer.say}); retrying with backoff`);
+      if (!answer.ok && batch[0][1].attempts === 1) this.o.log(`alerts: ${sink.name} (${describeTarget(sink)}) did not take an alert (${answer.say}); retrying with backoff`);
     } finally {
       this.busy.delete(sink.name);
     }
@@ -178,8 +179,9 @@ export class Outbox {
   }
 }
 
-/** One POST with the sink's deadline; the answer in words (status and the start of the body), never the URL. */
+/** One delivery with the sink's deadline (a POST, or the sink's command); the answer in words, never the URL or the command. */
 export async function post(sink: Sink, body: unknown): Promise<{ ok: boolean; say: string }> {
+  if (sink.command !== null) return runCommand(sink, body);
   try {
     const res = await fetch(sink.url, {
       method: 'POST', headers: { 'content-type': 'application/json', 'user-agent': 'logd-alerts' }, body: JSON.stringify(body),
@@ -205,4 +207,57 @@ export async function post(sink: Sink, body: unknown): Promise<{ ok: boolean; sa
       : (err.cause?.code ?? err.cause?.message ?? err.message).replace(/https?:\/\/\S+/g, '(the URL)').slice(0, 200);
     return { ok: false, say: why };
   }
+}
+
+/** Output of a command sink kept for its answer. */
+const COMMAND_SAYS = 2000;
+
+/**
+ * A command sink's delivery: `/bin/sh -c COMMAND` in its own process group, the body as JSON on stdin, the alert's
+ * kind, title, text, link, run, group and project in LOGD_ALERT_* variables. Exit 0 is delivered; another exit,
+ * a signal or the deadline (the group is killed) is a failure, retried with backoff. Its answer: the exit and
+ * the start of its stderr (else stdout).
+ */
+function runCommand(sink: Sink, body: unknown): Promise<{ ok: boolean; say: string }> {
+  const b = body as Record<string, unknown>;
+  const str = (v: unknown) => (typeof v === 'string' ? v : v === null || v === undefined ? '' : String(v));
+  const env = { ...process.env, LOGD_ALERT_KIND: str(b.kind), LOGD_ALERT_TITLE: str(b.title), LOGD_ALERT_TEXT: str(b.text), LOGD_ALERT_LINK: str(b.link),
+    LOGD_ALERT_RUN: str(b.runId), LOGD_ALERT_GROUP: str(b.group), LOGD_ALERT_PROJECT: str(b.project), LOGD_ALERT_SINK: sink.name };
+  return new Promise((resolve) => {
+    let child: ChildProcess;
+    try {
+      child = spawn('/bin/sh', ['-c', sink.command!], { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env });
+    } catch (e) {
+      return resolve({ ok: false, say: `the command could not start: ${(e as Error).message}` });
+    }
+    let out = '';
+    let err = '';
+    child.stdout!.on('data', (d: Buffer) => void (out.length < COMMAND_SAYS && (out += d.toString('utf8'))));
+    child.stderr!.on('data', (d: Buffer) => void (err.length < COMMAND_SAYS && (err += d.toString('utf8'))));
+    child.stdin!.on('error', () => {}); // a command that does not read its stdin
+    child.stdin!.end(`${JSON.stringify(body)}\n`);
+    let timedOut = false;
+    const killer = setTimeout(() => {
+      timedOut = true;
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }, sink.timeoutMs);
+    let settled = false;
+    const done = (r: { ok: boolean; say: string }) => {
+      if (settled) return;
+      settled = true;
+      clearTimeout(killer);
+      resolve(r);
+    };
+    child.on('error', (e) => done({ ok: false, say: `the command could not start: ${e.message}` }));
+    child.on('close', (code, sig) => {
+      const said = (err.trim() || out.trim()).replace(/\s+/g, ' ').replace(/https?:\/\/\S+/g, '(a URL)').slice(0, 160);
+      if (timedOut) return done({ ok: false, say: `no answer within ${sink.timeoutMs} ms (the command was killed)` });
+      if (code === 0) return done({ ok: true, say: `exit 0${said ? `: ${said}` : ''}` });
+      done({ ok: false, say: `${sig ? `killed by ${sig}` : `exit ${code}`}${said ? `: ${said}` : ''}` });
+    });
+  });
 }

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import type { RunInfo } from '../../src/wire.js';
-import { alertsConfig, maskUrl, AlertsConfigError } from './config.js';
+import { alertsConfig, describeTarget, AlertsConfigError } from './config.js';
 import { Outbox } from './outbox.js';
 import { Alerts, type RuleRun } from './alerts.js';
 
@@ -53,7 +53,7 @@ export function startAlerts(dataDir: string, env: NodeJS.ProcessEnv, o: { groupR
   const giveUp = Number(env.LOGD_ALERT_GIVEUP_MS);
   const outbox = new Outbox(alertsDir(dataDir), cfg.sinks, { giveUpMs: Number.isFinite(giveUp) && giveUp > 0 ? giveUp : 15 * 60_000, log: o.log });
   outbox.start();
-  writeStatus(dataDir, { state: 'on', problem: null, sinks: cfg.sinks.map((s) => ({ name: s.name, target: maskUrl(s.url), format: s.format, events: s.kinds })) });
-  o.log(`alerts: on: ${cfg.sinks.map((s) => `${s.name} (${maskUrl(s.url)}, ${s.format})`).join(', ')}; rules: ${cfg.rules.map((r) => `${r.metric} ${r.when}`).join(', ') || 'none'}`);
+  writeStatus(dataDir, { state: 'on', problem: null, sinks: cfg.sinks.map((s) => ({ name: s.name, target: describeTarget(s), format: s.format, events: s.kinds })) });
+  o.log(`alerts: on: ${cfg.sinks.map((s) => `${s.name} (${describeTarget(s)}, ${s.format})`).join(', ')}; rules: ${cfg.rules.map((r) => [r.metric, r.when].filter(Boolean).join(" ")).join(', ') || 'none'}`);
   return new Alerts(cfg, outbox, o);
 }

@@ -4,7 +4,7 @@
 // and what each receiver answered. docs/alerts.md.
 import type { Command } from 'commander';
 import { resolvePaths } from '../../src/config.js';
-import { alertsConfig, maskUrl } from '../alerts/config.js';
+import { alertsConfig, describeTarget } from '../alerts/config.js';
 import { Outbox, post } from '../alerts/outbox.js';
 import { alertBody } from '../alerts/alert.js';
 import { alertsDir, readAlertsStatus, type AlertsStatus } from '../alerts/start.js';
@@ -54,7 +54,7 @@ export function registerAlertsCommands(program: Command, fail: (msg: string, cod
           title: 'a test alert from logd alerts test', text: 'failed: rank 2 (pid 12345, this node) was killed by SIGKILL at step 277 (a sample)', link: null, detail: { test: true } }, s.format);
         const answer = await post(s, body);
         if (!answer.ok) bad++;
-        console.log(`${s.name} (${maskUrl(s.url)}, ${s.format}): ${answer.ok ? 'delivered' : 'NOT delivered'}: ${answer.say}`);
+        console.log(`${s.name} (${describeTarget(s)}, ${s.format}): ${answer.ok ? 'delivered' : 'NOT delivered'}: ${answer.say}`);
       }
       if (bad) process.exit(1);
     });

@@ -41,7 +41,8 @@ export function registerUiCommand(program: Command, fail: (msg: string, code?: n
       const views = store || process.env.LOGD_STORE_URL
         ? new (await import('../views/shared.js')).SharedViews(parseStoreUrl(store || process.env.LOGD_STORE_URL!))
         : new (await import('../views/file.js')).FileViews(resolvePaths().dataDir);
-      const ui = await startUi({ source, port: o.port, host: o.host, log, views }).catch((e: NodeJS.ErrnoException) =>
+      // The node's alerts (its daemon's outbox) are listed on the run and group pages, of either store.
+      const ui = await startUi({ source, port: o.port, host: o.host, log, views, alertsDataDir: resolvePaths().dataDir }).catch((e: NodeJS.ErrnoException) =>
         fail(e.code === 'EADDRINUSE' ? `port ${o.port} on ${o.host} is in use; pick another with --port (0 picks a free one)` : e.message));
       // A daemon started on demand stops when no call comes for a while: the
       // dashboard calls now and then so that it keeps serving while open.

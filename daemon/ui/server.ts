@@ -13,6 +13,7 @@ import type { RunJson } from './run-index.js';
 import { serveLive } from './live.js';
 import { explore } from './explore.js';
 import { checkView, BadView, type ViewStore } from '../views/views.js';
+import { alertsOf } from './alerts.js';
 import { shellPage, unauthorizedPage, notFoundPage, embeddedAnswer } from './pages.js';
 
 export interface UiOptions {
@@ -24,6 +25,8 @@ export interface UiOptions {
   log?: (line: string) => void;
   /** Where saved views are kept (daemon/views); none: the page offers no saving. */
   views?: ViewStore;
+  /** The node's data dir, whose alerts the run and group pages list (daemon/ui/alerts.ts); none: no list. */
+  alertsDataDir?: string | null;
 }
 
 export interface UiServer {
@@ -109,6 +112,7 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'groups' && id !== undefined && sub === 'health') return sendJson(res, 200, await api.groupHealth(id, q));
     if (what === 'views') return views(req, res, id);
     if (what === 'aggregate' && id === undefined) return sendJson(res, 200, await api.aggregate(q));
+    if (what === 'alerts' && id === undefined) return sendJson(res, 200, alertsOf(o.alertsDataDir ?? null, q));
     if (what === 'explore' && id === undefined) return sendJson(res, 200, await explore(api.index, async (id) => runJson(await o.source.getRun(id)) as RunJson, q));
     if (what === 'live' && id === undefined) return serveLive(api, q, req, res);
     throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; docs/dashboard.md (Dashboard API) lists them`);

@@ -13,6 +13,7 @@ import type { AddressInfo } from 'node:net';
 import { execa } from 'execa';
 import { afterEach, describe, expect, it } from 'vitest';
 import { makeEnv, startDaemon, killDaemon, cli, cliJson, script, spawnScript, waitUntil, type TestEnv } from '../helpers.js';
+import { dashboardFor, getJson } from '../ui/helpers.js';
 import { FIXTURES, PYTHON, torchMissing, pythonMissing, pyEnv, freePort, runPython } from '../python/py-helpers.js';
 
 interface Received { at: number; body: any }
@@ -281,5 +282,82 @@ run.finish()
     const r = await cli(t, ['alerts', 'test']);
     expect(r.stdout).toMatch(/^webhook \(http:\/\/127\.0\.0\.1:\d+\/…, json\): delivered: HTTP 200: ok$/);
     expect(rx.got[0].body).toMatchObject({ source: 'logd', kind: 'job failed', title: 'a test alert from logd alerts test' });
+  });
+});
+
+describe('a command sink, and "no new row for …"', () => {
+  it('a run that goes quiet for 10 s: one alert to the command (JSON on stdin, LOGD_ALERT_* set); a failing command is retried and listed with its exit; a hanging one is killed at its deadline', async () => {
+    const dir = makeEnv().dir;
+    const out = path.join(dir, 'got');
+    fs.mkdirSync(out);
+    const file = path.join(dir, 'alerts.json');
+    fs.writeFileSync(file, JSON.stringify({
+      sinks: [
+        { name: 'pager', command: `cat > ${out}/$LOGD_ALERT_KIND-$$.json && printf '%s|%s|%s\\n' "$LOGD_ALERT_TITLE" "$LOGD_ALERT_RUN" "$LOGD_ALERT_SINK" >> ${out}/titles`, events: ['metric'] },
+        { name: 'broken', command: 'echo "no route to pager" >&2; exit 7', events: ['metric'] },
+        { name: 'stuck', command: 'sleep 30', events: ['metric'], timeout_ms: 500 },
+      ],
+      rules: [{ when: 'no new row for 10 s' }],
+    }));
+    t = makeEnv({ LOGD_ALERTS: file });
+    await startDaemon(t);
+    const trainer = script(t, 'quiet.mjs', `
+      const run = await logd.init({ project: 'alerts', name: 'quiet' });
+      for (let step = 0; step < 3; step++) run.log({ loss: 1 / (step + 1) }, { step });
+      await run.flush();
+      console.log('run ' + run.id);
+      await new Promise((r) => setTimeout(r, 16000)); // open, and silent
+      await run.finish();
+    `);
+    const p = spawnScript(t, trainer);
+    closers.push(async () => void p.kill('SIGKILL'));
+    const titles = path.join(out, 'titles');
+    await waitUntil(() => fs.existsSync(titles), 30_000, 'the command sink to run');
+    await p.closed;
+    const runId = p.lines.find((l) => l.startsWith('run '))!.slice(4);
+    await new Promise((r) => setTimeout(r, 2500));
+    const lines = fs.readFileSync(titles, 'utf8').trim().split('\n');
+    expect(lines).toHaveLength(1); // once, though the run stayed quiet over several checks
+    expect(lines[0]).toMatch(new RegExp(`^no new row for 1\\d s in run quiet\\|${runId}\\|pager$`));
+    const bodies = fs.readdirSync(out).filter((f) => f.endsWith('.json'));
+    expect(bodies).toHaveLength(1);
+    const body = JSON.parse(fs.readFileSync(path.join(out, bodies[0]), 'utf8'));
+    expect(body).toMatchObject({ source: 'logd', kind: 'metric', runId, project: 'alerts' });
+    expect(body.text).toMatch(/^its last row was step 2, 1\d s ago; the run is still open \(rule: no new row for 10 s\)$/);
+    const listed = await cliJson<Array<{ sink: string; state: string; attempts: number; last: string }>>(t, ['alerts']);
+    const of = (s: string) => listed.find((l) => l.sink === s)!;
+    expect(of('pager')).toMatchObject({ state: 'sent', attempts: 1, last: 'exit 0' });
+    expect(of('broken').state).toBe('pending');
+    expect(of('broken').attempts).toBeGreaterThanOrEqual(2); // retried with backoff (1 s, then 2 s)
+    expect(of('broken').last).toBe('exit 7: no route to pager');
+    expect(of('stuck').last).toBe('no answer within 500 ms (the command was killed)');
+    const st = await cli(t, ['status']);
+    expect(st.stdout + st.stderr).not.toContain('no route'); // the command itself is never shown
+    expect(st.stdout + st.stderr).not.toContain('sleep 30');
+    // The run's page lists them: what each sink did with it (the dashboard reads the node's outbox).
+    const dash = await dashboardFor(t);
+    closers.push(dash.close);
+    const api = await getJson(dash.ui, `/api/alerts?run=${runId}`);
+    expect(api.body).toMatchObject({ configured: true, total: 3 });
+    expect(JSON.stringify(api.body)).not.toContain('sleep 30');
+    const page = await dash.open(`/runs/${runId}?tab=info`);
+    await page.waitForSelector('#alerts table.alerts-table tbody tr');
+    const rows = await page.$$eval('#alerts tbody tr', (trs) => trs.map((tr) => [...tr.querySelectorAll('td')].slice(1).map((td) => (td.textContent ?? '').trim())));
+    expect(rows.map((r) => r[2]).sort()).toEqual(['broken', 'pager', 'stuck']);
+    const bySink = Object.fromEntries(rows.map((r) => [r[2], r]));
+    expect(bySink.pager[1]).toMatch(/^no new row for 1\d s in run quiet/);
+    expect(bySink.pager[3]).toBe('sent');
+    expect(bySink.broken[3]).toMatch(/^sending after \d+ tries: exit 7: no route to pager$/);
+    expect(await (await dash.open('/groups/nogroup')).$('#alerts:not([hidden]) tbody tr')).toBeNull(); // another group: none
+  }, 120_000);
+
+  it('the file: a sink with a url and a command, "no new row" under 10 s or with a metric, are refused with where', async () => {
+    const { parseAlertsDoc } = await import('../../daemon/alerts/config.js');
+    const doc = (d: unknown) => () => parseAlertsDoc(JSON.stringify(d), 'a.json', {});
+    expect(doc({ sinks: [{ name: 'x', url: 'http://h/', command: 'true' }] })).toThrow(/a\.json: sinks\[0\] \(x\): a sink has a url \(or url_env\) or a command, not both/);
+    expect(doc({ sinks: [{ command: '  ' }] })).toThrow(/command must be a non-empty shell command/);
+    expect(doc({ sinks: [], rules: [{ when: 'no new row for 5 s' }] })).toThrow(/rules\[0\]: "no new row for …" needs 10 s or more/);
+    expect(doc({ sinks: [], rules: [{ metric: 'loss', when: 'no new row for 10 min' }] })).toThrow(/leave metric out/);
+    expect(parseAlertsDoc(JSON.stringify({ sinks: [], rules: [{ when: 'no new row for 10 min' }, { when: 'no new rows for 1.5h' }] }), 'a.json', {}).rules!.map((r) => r.value)).toEqual([600, 5400]);
   });
 });
