@@ -7,11 +7,10 @@
     h = run.handle()                            # another process: logd.attach(h)
     run.finish()
 """
-import json
+from __future__ import annotations
+
 import numbers
 import os
-import re
-import secrets
 import socket
 import sys
 from typing import Optional
@@ -23,8 +22,8 @@ from typing import Optional
 if "grpc" not in sys.modules:
     os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")
 
-from . import exit_hooks  # noqa: E402
-from ._pb import logd_pb2 as pb
+from . import _ids, exit_hooks  # noqa: E402
+from ._lazy import pb, json, re
 from .connection import CallError, ServiceAddress, connection_for, forked_after_grpc
 from .discovery import DaemonStartError
 from .disabled import DisabledRun
@@ -68,8 +67,7 @@ def _warn(msg: str) -> None:
 
 def new_run_id() -> str:
     """A fresh run id: 12 characters of a-z 0-9 (about 62 random bits)."""
-    alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-    return "".join(secrets.choice(alphabet) for _ in range(12))
+    return _ids.run_id()
 
 
 def client_info() -> pb.ClientInfo:
@@ -197,7 +195,7 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         id = job_run_id(project or "", group or os.environ.get("LOGD_GROUP") or "", name or "")
         if id is not None and resume is None:
             resume = "allow"
-    if id is not None and (not isinstance(id, str) or not _RUN_ID.match(id)):
+    if id is not None and (not isinstance(id, str) or not re.match(_RUN_ID, id)):
         # Checked here, not only by the daemon: a deferred run's id names its files.
         raise TypeError("logd: run id %s must be 1-64 characters of A-Z a-z 0-9 _ -" % json.dumps(str(id)[:80]))
     # A rank started by `logd launch` gets its job's group in LOGD_GROUP.
@@ -208,7 +206,7 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         sample_interval_ms=int(sample_interval_ms or 0),
         # The id is chosen here and the create carries a key only this call knows: a CreateRun sent again
         # (after a timeout, or to a restarted daemon) gets the same run back instead of leaving a second one.
-        create_key=secrets.token_urlsafe(18), resume=resume or "",
+        create_key=_ids.token_urlsafe(18), resume=resume or "",
     )
     if rewind:
         req.resume_from.run_id = req.id
@@ -267,7 +265,7 @@ def _step_ref(what: str, value):
     if not isinstance(value, (tuple, list)) or len(value) != 2:
         raise TypeError("logd: %s must be a (run_id, step) pair, not %r" % (what, value))
     run_id, step = value
-    if run_id is not None and (not isinstance(run_id, str) or not _RUN_ID.match(run_id)):
+    if run_id is not None and (not isinstance(run_id, str) or not re.match(_RUN_ID, run_id)):
         raise TypeError("logd: %s run id %s must be 1-64 characters of A-Z a-z 0-9 _ -" % (what, json.dumps(str(run_id)[:80])))
     if isinstance(step, bool) or not isinstance(step, numbers.Integral) or not 0 <= step < 2 ** 53:
         raise ValueError("logd: %s step %r must be a non-negative integer (a step the run logged)" % (what, step))
@@ -333,7 +331,7 @@ def _deferred_run(req: pb.CreateRunRequest, e: BaseException, create, factory) -
     return run
 
 
-_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+_RUN_ID = r"^[A-Za-z0-9_-]{1,64}$"
 
 
 def parse_handle(handle: str) -> dict:

@@ -10,9 +10,8 @@ import os
 import threading
 from typing import Dict, List, Tuple
 
-import grpc
 
-from ._pb import logd_pb2 as pb
+from ._lazy import grpc, pb
 from ._version import PROTOCOL_VERSION, __version__
 from .trust import verify_daemon_peer
 
@@ -27,23 +26,26 @@ _OPTIONS = [
     ("grpc.enable_retries", 0),
 ]
 
-_UNARY = {
-    "Hello": (pb.HelloRequest, pb.HelloResponse),
-    "CreateRun": (pb.CreateRunRequest, pb.RunInfo),
-    "AttachRun": (pb.AttachRunRequest, pb.RunInfo),
-    "FinishRun": (pb.FinishRunRequest, pb.FinishRunResponse),
-    "GetRun": (pb.GetRunRequest, pb.RunInfo),
-    "ListRuns": (pb.ListRunsRequest, pb.ListRunsResponse),
-    "Status": (pb.StatusRequest, pb.StatusResponse),
-    "Alert": (pb.AlertRequest, pb.AlertResponse),
-    "SetEnvironment": (pb.SetEnvironmentRequest, pb.SetEnvironmentResponse),
-}
+
+def _unary():
+    """The unary methods and their message types (a function: the messages load with the first connection)."""
+    return {
+        "Hello": (pb.HelloRequest, pb.HelloResponse),
+        "CreateRun": (pb.CreateRunRequest, pb.RunInfo),
+        "AttachRun": (pb.AttachRunRequest, pb.RunInfo),
+        "FinishRun": (pb.FinishRunRequest, pb.FinishRunResponse),
+        "GetRun": (pb.GetRunRequest, pb.RunInfo),
+        "ListRuns": (pb.ListRunsRequest, pb.ListRunsResponse),
+        "Status": (pb.StatusRequest, pb.StatusResponse),
+        "Alert": (pb.AlertRequest, pb.AlertResponse),
+        "SetEnvironment": (pb.SetEnvironmentRequest, pb.SetEnvironmentResponse),
+    }
 
 
 class CallError(Exception):
     """A call the daemon answered with an error (or did not answer in time)."""
 
-    def __init__(self, code: grpc.StatusCode, method: str, message: str):
+    def __init__(self, code: "grpc.StatusCode", method: str, message: str):
         super().__init__(message)
         self.code = code
         self.method = method
@@ -85,7 +87,7 @@ class Connection:
         # naming both versions (daemon/grpc/server.ts), rather than mixing silently.
         self.metadata = ((TOKEN_METADATA_KEY, address.token), ("x-logd-protocol", str(PROTOCOL_VERSION)), ("x-logd-version", __version__))
         self._calls = {}
-        for name, (req, res) in _UNARY.items():
+        for name, (req, res) in _unary().items():
             self._calls[name] = self.channel.unary_unary(
                 SERVICE + name, request_serializer=req.SerializeToString, response_deserializer=res.FromString
             )

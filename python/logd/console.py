@@ -10,15 +10,17 @@ The tee never waits: it appends the text to a queue (no lock), and the writer th
 it seals a batch. The capture's own warning goes to the real stderr, around the tee, so nothing loops; a forked
 child's writes are not captured (the run is its parent's).
 """
-import json
 import os
 import sys
 import threading
 import time
 from time import time as _now
-from json.encoder import encode_basestring_ascii as _quote
+# json's C string encoder, set when the first capture starts (`import logd` does not load json).
+_quote = None
 from collections import deque
 from typing import List, Optional
+
+from ._lazy import json
 
 CONSOLE_CHARS_PER_FLUSH = 1024 * 1024  # characters of console text per flush interval (about 1 MiB of ASCII)
 _PIECE_CHARS = 16 * 1024  # one entry's most characters: <= 64 KiB of UTF-8, the daemon's bound per entry
@@ -33,10 +35,12 @@ _active_lock = threading.Lock()
 
 def capture_console(run_id: str, warn) -> Optional["ConsoleCapture"]:
     """Starts capturing this process's console; None when a capture is on already (another run has it)."""
-    global _active
+    global _active, _quote
     with _active_lock:
         if _active is not None or sys.stdout is None or sys.stderr is None:
             return None
+        if _quote is None:
+            from json.encoder import encode_basestring_ascii as _quote
         _active = ConsoleCapture(run_id, warn)
         return _active
 

@@ -22,16 +22,17 @@ in memory and in the spill file written at exit (SIGTERM/SIGHUP included);
 a SIGKILLed deferred process loses them. After a daemon created the run, the
 writer goes on without a journal too (see python/README.md, "Deferred runs").
 """
-import hashlib
+from __future__ import annotations
+
 import os
-import secrets
 import threading
 import time
 from typing import Callable, Optional
 
-import grpc
+from ._ids import sha256
+from . import _ids
+from ._lazy import grpc, pb
 
-from ._pb import logd_pb2 as pb
 from .paths import resolve_paths
 
 # Why no daemon could be used, shown in run.problem and on stderr, is cut to this many characters (one line).
@@ -67,14 +68,14 @@ def fallback_dir(data_dir: str, env=None) -> str:
     """src/deferred.ts's deferredFallbackDir: the daemon of data_dir reads it at start and in its periodic scan."""
     env = os.environ if env is None else env
     state = env.get("XDG_STATE_HOME") or os.path.join(env.get("HOME") or os.path.expanduser("~"), ".local", "state")
-    tag = hashlib.sha256(os.path.abspath(data_dir).encode()).hexdigest()[:16]
+    tag = sha256(os.path.abspath(data_dir).encode()).hexdigest()[:16]
     return os.path.join(state, "logd", "deferred", tag)
 
 
 def _writable(d: str) -> bool:
     try:
         os.makedirs(d, mode=0o700, exist_ok=True)
-        probe = os.path.join(d, ".probe-%d-%s" % (os.getpid(), secrets.token_hex(4)))
+        probe = os.path.join(d, ".probe-%d-%s" % (os.getpid(), _ids.token_hex(4)))
         fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         os.close(fd)
         os.unlink(probe)
@@ -112,7 +113,7 @@ def deferred_info(req: pb.CreateRunRequest, spool: str, writer_id: str) -> pb.Ru
         id=req.id, project=req.project or "default", name=req.name or req.id, group=req.group, job_type=req.job_type,
         tags=list(req.tags), state="running", state_reason="deferred: no daemon yet", created_at=time.time(),
         config_json=req.config_json, summary_json="{}", metadata_json="{}", writers=1,
-        run_token=secrets.token_urlsafe(18), mode=req.mode, notes=req.notes, owner_writer_id=writer_id, spool_dir=spool,
+        run_token=_ids.token_urlsafe(18), mode=req.mode, notes=req.notes, owner_writer_id=writer_id, spool_dir=spool,
     )
 
 

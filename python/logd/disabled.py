@@ -1,5 +1,5 @@
 """mode="disabled" (or LOGD_MODE=disabled): every call is a no-op, nothing is contacted."""
-import uuid
+from . import _ids
 
 
 class _Dict(dict):
@@ -8,7 +8,7 @@ class _Dict(dict):
 
 class DisabledRun:
     def __init__(self, project="", name="", group="", config=None):
-        self.id = "disabled-" + uuid.uuid4().hex[:8]
+        self.id = "disabled-" + _ids.token_hex(4)
         self.project = project or "default"
         self.name = name
         self.group = group

@@ -5,14 +5,11 @@ daemon that logd's wheel carries, else `logd` on PATH) and waiting for it with
 a deadline. The answer is exported as LOGD_SERVICE so that spawned children
 inherit it. A daemon of another logd version is used (said once on stderr);
 one of another wire protocol refuses every call, naming both versions."""
-import json
 import os
-import shlex
-import shutil
-import subprocess
 import time
 from typing import Optional
 
+from ._lazy import json
 from ._version import __version__
 from .connection import ServiceAddress
 from .paths import Paths, resolve_paths, tunables, proc_start_time
@@ -146,6 +143,8 @@ def find_daemon(ignore_env: bool = False, auto_start: Optional[bool] = None) -> 
 def daemon_command() -> list:
     """The command that runs the daemon: LOGD_BIN (a path, or a command line); else the daemon bundled in logd's wheel,
     run by the wheel's own Node (its version is this package's); else `logd` on PATH."""
+    import shlex  # on first use: `import logd` does not pay for them
+    import shutil
     raw = os.environ.get("LOGD_BIN", "")
     if raw:
         argv = [raw] if os.path.exists(raw) else shlex.split(raw)
@@ -177,6 +176,7 @@ def _tail(file: str, size: int = 2000) -> str:
 
 def start_sidecar(paths: Paths, timeout_s: float) -> ServiceAddress:
     """Starts a detached daemon (its own session) and waits for its service file."""
+    import subprocess  # on first use: `import logd` does not pay for it
     argv = daemon_command()
     # The sidecar gets the runtime dir chosen here (LOGD_RUNTIME_DIR), so it never chooses another.
     paths = private_runtime(paths, True)

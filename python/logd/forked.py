@@ -23,15 +23,16 @@ RunInfo, and then carries the child's rows as it does for inherited runs.
   go to a deferred spill file at exit, which a running daemon picks up in its
   periodic scan, or the next one at its start.
 """
+from __future__ import annotations
+
 import queue
 import subprocess
 import sys
 import threading
 from typing import Optional
 
-import grpc
 
-from ._pb import logd_pb2 as pb
+from ._lazy import grpc, pb
 from .connection import CallError, ServiceAddress
 from .deferred import deferred_create, deferred_info, deferred_spool, problem_text, reason_of, should_raise
 from .discovery import DaemonStartError

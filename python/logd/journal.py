@@ -22,7 +22,6 @@ batch, the thread that takes acknowledgements. rows() and columns() read
 back records of closed batches outside it: nothing writes there until the
 daemon acknowledged them, which it cannot before they were read and sent.
 """
-import json
 import mmap
 import os
 import socket
@@ -33,6 +32,7 @@ from array import array
 from collections import deque
 from typing import Optional
 
+from ._lazy import json
 from .paths import proc_start_time
 
 MAGIC = b"LOGDJRN1"

@@ -1,15 +1,14 @@
 """Where logd keeps things, and the client tunables: the same rules as the
 daemon's src/config.ts, so that a Python process and the daemon agree on the
 runtime dir (socket, service file) and the spool dir (spill files)."""
-import hashlib
 import os
 import socket
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
+
+from ._ids import sha256
 
 
-@dataclass(frozen=True)
-class Paths:
+class Paths(NamedTuple):
     data_dir: str
     runtime_dir: str
     socket_path: str
@@ -30,7 +29,7 @@ def resolve_paths(env=None) -> Paths:
     data_home = env.get("XDG_DATA_HOME") or os.path.join(home, ".local", "share")
     data_dir = os.path.abspath(env.get("LOGD_DIR") or os.path.join(data_home, "logd"))
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    key = hashlib.sha256(data_dir.encode()).hexdigest()[:12]
+    key = sha256(data_dir.encode()).hexdigest()[:12]
     xdg = env.get("XDG_RUNTIME_DIR")
     # Node's os.tmpdir(): TMPDIR without a trailing slash, else /tmp.
     tmp = (env.get("TMPDIR") or env.get("TMP") or env.get("TEMP") or "/tmp").rstrip("/") or "/"
@@ -66,7 +65,7 @@ def _fallback_runtime_dir(env, home: str, key: str) -> str:
     d = os.path.abspath(os.path.join(state_home, "logd", "run-" + host, key))
     if len(os.path.join(d, "logd.sock").encode()) <= 107:
         return d
-    return os.path.abspath(os.path.join(state_home, "logd", "run-" + hashlib.sha256(host.encode()).hexdigest()[:12], key))
+    return os.path.abspath(os.path.join(state_home, "logd", "run-" + sha256(host.encode()).hexdigest()[:12], key))
 
 
 def _env_number(name: str, default: float) -> float:
@@ -82,8 +81,7 @@ def _env_number(name: str, default: float) -> float:
     return n
 
 
-@dataclass(frozen=True)
-class Tunables:
+class Tunables(NamedTuple):
     service: Optional[str]
     mode: Optional[str]
     flush_interval_s: float

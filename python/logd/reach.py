@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Callable, Optional, Tuple, TypeVar
 
-import grpc
+from ._lazy import grpc
 
 from .connection import CallError, Connection, ServiceAddress, connection_for
 from .discovery import DaemonStartError, find_daemon
@@ -25,13 +25,14 @@ class DaemonUnavailableError(RuntimeError):
     """No daemon answered init() or attach() within its deadline; nothing was created."""
 
 
-_RETRIABLE = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAUTHENTICATED)
+def _retriable_codes():
+    return (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAUTHENTICATED)
 
 
 def _retriable(e: Exception) -> bool:
     if isinstance(e, DaemonStartError):
         return e.transient  # no daemon yet (waiting for a restart), or a start race lost
-    return isinstance(e, CallError) and e.code in _RETRIABLE
+    return isinstance(e, CallError) and e.code in _retriable_codes()
 
 
 def shows_stale(e: Exception) -> bool:

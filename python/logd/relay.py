@@ -29,11 +29,12 @@ processes of one program):
   relay -> child  ("acked", seq), whenever the daemon acknowledges
                   ("ok", acked, problem, acked_seq) | ("finished", state, message, timed_out, acked_seq), answers
 """
+from __future__ import annotations
+
 import os
 import pickle
 import queue
 import struct
-import subprocess
 import sys
 import threading
 import time
@@ -178,6 +179,8 @@ class RelayWriter(OpenSegments):
         if self._failed:
             return False
         try:
+            import subprocess  # on first use: `import logd` does not pay for it
+
             self._proc = subprocess.Popen(
                 [sys.executable, "-m", "logd._relay_main"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
             )

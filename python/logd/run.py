@@ -1,7 +1,6 @@
 """A run as the training code sees it: log(), config, summary, handle(),
 finish(), and `with` (finish on leaving; crashed on an exception)."""
 import base64
-import json
 import os
 import sys
 import threading
@@ -11,7 +10,7 @@ from collections.abc import Mapping
 from typing import Optional
 
 from . import device_values, values
-from ._pb import logd_pb2 as pb
+from ._lazy import pb, json
 from .media import Media
 from .connection import CallError, ServiceAddress, keep_forever
 from .finish_result import FinishResult

@@ -7,7 +7,6 @@ symlink) to receive or block this user's logging. Such a dir is never used
 what was taken and by whom. Every process of the user computes the same
 fallback, so later processes find the daemon there; children get it through
 LOGD_SERVICE. LOGD_RUNTIME_DIR is never replaced: it is used or refused."""
-import dataclasses
 import os
 import sys
 
@@ -32,7 +31,7 @@ def private_runtime(paths: Paths, create: bool) -> Paths:
         if not paths.runtime_fallback:
             raise
         d = paths.runtime_fallback
-        moved = dataclasses.replace(paths, runtime_dir=d, runtime_parent=os.path.dirname(d), runtime_fallback=None, **runtime_files(d))
+        moved = paths._replace(runtime_dir=d, runtime_parent=os.path.dirname(d), runtime_fallback=None, **runtime_files(d))
         use(moved)
         if not _told:
             _told = True

@@ -6,11 +6,12 @@
 
 a SPILL_HEADER frame (JSON) and then one SPILL_BATCH frame per batch, each an
 encoded logd.v1.WriteRequest exactly as the stream would have carried it."""
-import json
 import os
 import struct
 import zlib
 from typing import List, Optional
+
+from ._lazy import json
 
 
 SPILL_HEADER = 1

@@ -1,8 +1,10 @@
 """The torchrun (torch.distributed.elastic) environment of this process."""
-import hashlib
+from __future__ import annotations
+
 import os
 
-from ._pb import logd_pb2 as pb
+from ._ids import sha256
+from ._lazy import pb
 
 TORCHRUN_VARS = (
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "ROLE_RANK",
@@ -63,5 +65,5 @@ def job_run_id(project: str, group: str, name: str):
     job = os.environ.get("TORCHELASTIC_RUN_ID", "")
     if job in ("", "none"):
         job = "agent:" + _agent_identity()
-    digest = hashlib.sha256("\0".join((job, project, group, name, rank)).encode()).hexdigest()
+    digest = sha256("\0".join((job, project, group, name, rank)).encode()).hexdigest()
     return "tr" + digest[:18]

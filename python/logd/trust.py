@@ -14,12 +14,12 @@ the user's, and the process holding the listening socket (the pid in the
 service file next to it, matched by inode through /proc/net/unix and
 /proc/<pid>/fd) runs as the user. A loopback TCP port must belong to the user
 (/proc/net/tcp{,6}). A daemon on another host cannot be vouched for here."""
-import json
 import os
-import re
 import stat
 import sys
 from typing import Optional, Set
+
+from ._lazy import json, re
 
 
 class UntrustedDirError(RuntimeError):

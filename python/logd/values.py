@@ -7,9 +7,10 @@ Decimal, an object with __float__) becomes that float; None is skipped like
 an absent value. Anything else is a TypeError, raised before anything of the
 row is kept. (A row with the same names as the last one takes Run.log()'s
 short path, array("d", values), which takes exactly the same numbers.)"""
-import json
 import math
 from numbers import Real
+
+from ._lazy import json
 
 MAX_KEY_BYTES = 256
 # Names exports use for a row's own columns (src/names.ts): a metric by one of these names would give a row two

@@ -10,19 +10,20 @@ and the exit paths write them to a spill file that the daemon ingests. What
 the process never got to send (SIGKILL, OOM) the daemon reads from the
 journal.
 """
+from __future__ import annotations
+
 import os
 import queue
 import socket
 import threading
 import time
-import uuid
 from array import array
 from typing import Callable, List, Optional, Tuple
 
-import grpc
+from . import _ids
+from ._lazy import grpc, pb
 
 from . import spill, stacks
-from ._pb import logd_pb2 as pb
 from .connection import Connection, ServiceAddress, connection_for, drop_connection
 from .batch_encoding import _u32, _le, _values, encode_batch
 from .overflow import Overflow
@@ -31,11 +32,12 @@ from .segments import OpenSegments
 # A stream whose OpenWriter got no answer in this long is given up and opened again (the TypeScript client's OPEN_ANSWER_MS).
 _OPEN_ANSWER_S = 10
 # Codes after which re-opening cannot help: PERMISSION_DENIED, NOT_FOUND, FAILED_PRECONDITION.
-_FINAL_CODES = (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
+def _final_codes():
+    return (grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.FAILED_PRECONDITION)
 
 
 def new_writer_id() -> str:
-    return "w-" + uuid.uuid4().hex[:12]
+    return "w-" + _ids.token_hex(6)
 
 
 class SpillError(RuntimeError):
@@ -403,7 +405,7 @@ class Writer(OpenSegments):
         auth_failed = code == grpc.StatusCode.UNAUTHENTICATED and self._auth_retries >= 3
         if code == grpc.StatusCode.UNAUTHENTICATED:
             self._auth_retries += 1
-        if code in _FINAL_CODES or auth_failed:
+        if code in _final_codes() or auth_failed:
             self.run_final = "the daemon refused the stream: %s" % err.details()
             self._warn("logd: run %s: %s" % (self.run_id, self.run_final))
             return

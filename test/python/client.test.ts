@@ -32,6 +32,21 @@ describe.skipIf(pythonMissing !== null)(`Python client${pythonMissing ? ` (skipp
     expect(names.length).toBeLessThan(20);
   });
 
+  it('`import logd` loads no grpc, protobuf, json, hashlib or subprocess (issue 39); they load when a run needs them, and a run works', async () => {
+    const code = [
+      'import sys', "heavy = ('grpc', 'google.protobuf', 'json', 'hashlib', 'subprocess', 'secrets', 'uuid', 'dataclasses')",
+      // The interpreter's own start may load some of them (site): only what logd added counts.
+      'before = {m for m in heavy if m in sys.modules}', 'import logd',
+      'print("after-import", sorted(m for m in heavy if m in sys.modules and m not in before))',
+      "run = logd.init(project='lazy', name='lazy')", "run.log({'x': 1})", 'res = run.finish()',
+      'print("after-run", res.state, "grpc" in sys.modules, "google.protobuf" in sys.modules)',
+    ].join('\n');
+    const r = await runPython(t, ['-c', code]);
+    expect(r.exitCode, r.all).toBe(0);
+    expect(r.stdout).toContain('after-import []');
+    expect(r.stdout).toContain('after-run finished True True');
+  });
+
   it('stores numbers, bools, nested dicts, numpy and torch scalars; refuses the rest with a TypeError', async () => {
     const out = path.join(t.dir, 'basic.json');
     const r = await runPython(t, [path.join(FIXTURES, 'basic.py'), out]);
