@@ -87,7 +87,7 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
   // Rank health: which rank stalls or lags a job, judged once a tick from the runs' step progress.
   // Alerts (daemon/alerts/): failed jobs with their story and health events, to the webhooks of the environment.
   const alerts = startAlerts(paths.dataDir, process.env, {
-    log,
+    log, sharedUrl: upload.url ?? null, node: upload.node,
     groupRuns: (project, group) => registry.store.index.list({ project, group, limit: 4096 }).map((r) => registry.runs.get(r.id)?.info() ?? infoFromRow(r)),
     openRuns: () => registry.openRuns().map((r) => ({ id: r.id, name: r.meta.name, project: r.meta.project, group: r.meta.group, lastStep: r.summary.lastStep, createdAt: r.meta.createdAt, lastRowAt: r.progress.lastStepAt, latest: (k: string) => r.latest(k) })),
   });

@@ -33,7 +33,8 @@ const ROOMS = {
   'daemon/ui': ['src', 'daemon/query', 'daemon/views', 'daemon/alerts'],
   // Saved dashboard views: a file in the data dir, or a table of the shared store.
   'daemon/views': ['src', 'daemon/upload'],
-  'daemon/alerts': ['src'],
+  // Alerts; a job over several nodes is read and claimed in the shared store (upload's URL, query's reader).
+  'daemon/alerts': ['src', 'daemon/upload', 'daemon/query'],
   // The code a trainer runs: the git facts of its working directory, read by the daemon.
   'daemon/code': ['src'],
   // The composition root: the only file that wires the daemon's stages together.

@@ -13,6 +13,7 @@ import { describeEnd, endOf } from '../../src/story/end.js';
 import type { AlertsConfig, MetricRule } from './config.js';
 import type { Alert } from './alert.js';
 import { Outbox } from './outbox.js';
+import type { SharedJobs } from './shared-jobs.js';
 
 /** An open run as the metric rules read it: its names, its last step, a metric's last value. */
 export interface RuleRun {
@@ -41,7 +42,11 @@ export class Alerts {
   /** Rules already fired, per run (`runId|rule index`): once per run. */
   private readonly fired = new Set<string>();
 
-  constructor(private readonly cfg: AlertsConfig, readonly outbox: Outbox, private readonly o: { groupRuns: (project: string, group: string) => RunInfo[]; openRuns?: () => RuleRun[]; log: (m: string) => void }) {
+  constructor(private readonly cfg: AlertsConfig, readonly outbox: Outbox, private readonly o: {
+    groupRuns: (project: string, group: string) => RunInfo[]; openRuns?: () => RuleRun[]; log: (m: string) => void;
+    /** With a shared store: a failed job is told once for all its nodes (shared-jobs.ts). */
+    shared?: SharedJobs | null;
+  }) {
     if (cfg.rules.length && o.openRuns) {
       this.ruleTimer = setInterval(() => this.checkRules(), RULES_EVERY_MS);
       this.ruleTimer.unref();
@@ -122,23 +127,50 @@ export class Alerts {
     const k = `${project}\u0000${group}`;
     const t = this.waiting.get(k);
     if (t) clearTimeout(t);
-    const check = () => {
+    const check = async () => {
       this.waiting.delete(k);
-      const jobs = splitJobs(this.o.groupRuns(project, group));
+      const local = this.o.groupRuns(project, group);
+      // With a shared store the job is every node's runs (this node's as it knows them now, the others' as they
+      // were uploaded); without one, or when the store cannot be read, this node's.
+      let runs = local;
+      let shared = false;
+      if (this.o.shared) {
+        try {
+          const mine = new Map(local.map((r) => [r.id, r]));
+          runs = [...local, ...(await this.o.shared.groupRuns(project, group)).filter((r) => !mine.has(r.id))];
+          shared = true;
+        } catch (e) {
+          this.o.log(`alerts: job ${group}: the shared store cannot be read (${(e as Error).message}); told from this node's runs`);
+        }
+      }
+      const jobs = splitJobs(runs);
       const job = jobs.find((j) => j.runs.some((r) => r.id === runId));
       if (!job) return;
       const open = job.runs.some((r) => r.state === 'running' || r.state === 'finishing');
       if (open && Date.now() - since < STORY_WAIT_MS) {
-        this.waiting.set(k, setTimeout(check, 500).unref());
+        this.waiting.set(k, setTimeout(() => void check(), shared ? 1000 : 500).unref());
         return;
       }
       const story = storyOfRuns(job.runs);
       if (!story || story.verdict !== 'failed') return;
+      const first = [...job.runs].sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id))[0];
+      const key = shared ? `job failed|${project}|${group}|${first.id}` : `job failed|${project}|${group}|${job.startedAt}`;
+      if (shared) {
+        try {
+          const c = await this.o.shared!.claim(key);
+          if (!c.won) {
+            this.o.log(`alerts: job ${group} failed; node ${c.by} tells it (one alert per job)`);
+            return;
+          }
+        } catch (e) {
+          this.o.log(`alerts: job ${group}: cannot claim its alert in the shared store (${(e as Error).message}); this node tells it`);
+        }
+      }
       const who = story.first.length ? story.first.map((f) => `${rankLabel(f.rank, f.runId)} ${f.how}`).join('; ') : 'a peer outside this node';
-      this.outbox.enqueue({ key: `job failed|${project}|${group}|${job.startedAt}`, kind: 'job failed', at: story.at, project, group, runId: story.first[0]?.runId ?? null, node: this.node,
+      this.outbox.enqueue({ key, kind: 'job failed', at: story.at, project, group, runId: story.first[0]?.runId ?? null, node: this.node,
         title: `job ${group} failed: ${who}`, text: story.line, link: this.link(group, null), detail: { story, job: { n: job.n, of: jobs.length, startedAt: job.startedAt } } });
     };
-    this.waiting.set(k, setTimeout(check, 300).unref());
+    this.waiting.set(k, setTimeout(() => void check().catch((e) => this.o.log(`alerts: job ${group}: ${(e as Error).message}`)), 300).unref());
   }
 
   /** run.alert(title, text, level) from training code; at most USER_ALERTS_PER_MINUTE per run. */
@@ -171,6 +203,7 @@ export class Alerts {
     if (this.ruleTimer) clearInterval(this.ruleTimer);
     for (const t of this.waiting.values()) clearTimeout(t);
     this.outbox.stop();
+    void this.o.shared?.close();
   }
 }
 

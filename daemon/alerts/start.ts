@@ -6,7 +6,9 @@ import fs from 'node:fs';
 import path from 'node:path';
 import type { RunInfo } from '../../src/wire.js';
 import { alertsConfig, describeTarget, AlertsConfigError } from './config.js';
+import os from 'node:os';
 import { Outbox } from './outbox.js';
+import { PgSharedJobs } from './shared-jobs.js';
 import { Alerts, type RuleRun } from './alerts.js';
 
 export interface AlertsStatus {
@@ -36,7 +38,7 @@ function writeStatus(dataDir: string, s: AlertsStatus): void {
   }
 }
 
-export function startAlerts(dataDir: string, env: NodeJS.ProcessEnv, o: { groupRuns: (project: string, group: string) => RunInfo[]; openRuns?: () => RuleRun[]; log: (m: string) => void }): Alerts | null {
+export function startAlerts(dataDir: string, env: NodeJS.ProcessEnv, o: { groupRuns: (project: string, group: string) => RunInfo[]; openRuns?: () => RuleRun[]; log: (m: string) => void; sharedUrl?: string | null; node?: string }): Alerts | null {
   let cfg;
   try {
     cfg = alertsConfig(env);
@@ -55,5 +57,7 @@ export function startAlerts(dataDir: string, env: NodeJS.ProcessEnv, o: { groupR
   outbox.start();
   writeStatus(dataDir, { state: 'on', problem: null, sinks: cfg.sinks.map((s) => ({ name: s.name, target: describeTarget(s), format: s.format, events: s.kinds })) });
   o.log(`alerts: on: ${cfg.sinks.map((s) => `${s.name} (${describeTarget(s)}, ${s.format})`).join(', ')}; rules: ${cfg.rules.map((r) => [r.metric, r.when].filter(Boolean).join(" ")).join(', ') || 'none'}`);
-  return new Alerts(cfg, outbox, o);
+  // With a shared store, a job over several nodes is told once (shared-jobs.ts).
+  const shared = o.sharedUrl ? new PgSharedJobs(o.sharedUrl, o.node ?? (env.LOGD_NODE || os.hostname())) : null;
+  return new Alerts(cfg, outbox, { ...o, shared });
 }
