@@ -90,6 +90,12 @@ export function systemCharts(container: HTMLElement, runs: Run[]): () => void {
       else facts.append(h('table', { class: 'kv gpu-table' }, h('thead', {}, h('tr', {}, h('th', {}, 'GPU'), h('th', {}, 'name'), h('th', {}, 'memory'), h('th', {}, 'uuid'))),
         h('tbody', {}, ...s.gpus.map((g) => h('tr', {}, h('td', {}, g.index), h('td', {}, g.name), h('td', {}, `${fmt(g.memoryTotalBytes / 2 ** 30)} GiB`), h('td', { class: 'mono' }, g.uuid))))));
       addPanels(s);
+      // A run over before the sampler's next tick: the node was sampled as it began and as it ended, no more.
+      const lasted = r.finishedAt ? (Date.parse(r.finishedAt) - Date.parse(r.createdAt)) / 1000 : null;
+      const most = Math.max(0, ...Object.values(s.series).map((x) => x.time.length));
+      if (lasted !== null && most > 0 && most <= 3 && lasted < 10) {
+        facts.append(h('p', { class: 'muted too-short' }, `This run lasted ${lasted < 1 ? lasted.toFixed(2) : lasted.toFixed(1)} s, less than the node's sampling interval: it was sampled as it began and as it ended, nothing between (LOGD_SAMPLE_INTERVAL_MS, or init's sampleIntervalMs, samples more often).`));
+      }
     }, (e: Error) => (clear(grid), facts.append(h('p', { class: 'error' }, e.message))));
     if (r.state === 'running') {
       timers.push(setInterval(() => {

@@ -375,6 +375,9 @@ export class Registry {
     run.sampleIntervalMs = sampleIntervalMs;
     const asked = this.openRuns().map((r) => r.sampleIntervalMs).filter((ms) => ms > 0);
     this.system.ensureRunning(Math.min(this.system.defaultIntervalMs, ...asked));
+    // A sample as the run begins: a run shorter than the interval gets its start and its end, not two samples at
+    // its end. After the answer to CreateRun, not before it.
+    setImmediate(() => void this.system?.sampleNow().catch(() => undefined));
     this.system.reconcile(this.localWriterPids());
   }
 

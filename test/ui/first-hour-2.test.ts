@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Page } from 'playwright-core';
 import { makeEnv, script, runScript, type TestEnv } from '../helpers.js';
-import { dashboardFor } from './helpers.js';
+import { dashboardFor, getJson } from './helpers.js';
 import { chromiumMissing } from './browser.js';
 
 const missing = chromiumMissing();
@@ -69,6 +69,23 @@ describe.skipIf(missing !== null)(`the first hour in the dashboard, round 2${mis
     // Its code and environment (item 8): the command that ran and the runtime, in words.
     await page.locator('#environment').waitFor();
     expect(await page.locator('#environment').textContent()).toMatch(/command.*flat\.mjs.*env.*node /s);
+    await page.close();
+  });
+
+  it('a run shorter than the sampling interval: sampled as it began and as it ended, and the System tab says so (item 16)', async () => {
+    const r = await getJson(dash.ui, `/api/runs/${runId}`);
+    const created = Date.parse(r.body.createdAt) / 1000;
+    const finished = Date.parse(r.body.finishedAt) / 1000;
+    expect(finished - created).toBeLessThan(2); // shorter than the default 2 s interval
+    const s = await getJson(dash.ui, `/api/runs/${runId}/system`);
+    const cpu = s.body.series.cpu ?? Object.values(s.body.series)[0];
+    expect(cpu.time.length).toBeGreaterThanOrEqual(2);
+    // The first sample near the start (not both at the finish, milliseconds apart, as before).
+    expect(cpu.time[0] - created).toBeLessThan((finished - created) / 2 + 0.05);
+    expect(cpu.time[cpu.time.length - 1] - cpu.time[0]).toBeGreaterThan((finished - created) / 2);
+    const page = await openPage(`/runs/${runId}?tab=system`);
+    await page.locator('.too-short').waitFor({ timeout: 30_000 });
+    expect(await page.locator('.too-short').textContent()).toMatch(/^This run lasted \d+\.\d+ s, less than the node's sampling interval: it was sampled as it began and as it ended/);
     await page.close();
   });
 
