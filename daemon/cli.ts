@@ -3,6 +3,7 @@
 import { shortNumber } from '../src/number.js';
 import { describeEnd, type RunEnd } from '../src/story/end.js';
 import fs from 'node:fs';
+import path from 'node:path';
 import { Command, Option, InvalidArgumentError } from 'commander';
 import { resolvePaths, daemonTunables, LOGD_VERSION } from '../src/config.js';
 import { type RunInfo, type ServiceAddress } from '../src/wire.js';
@@ -82,9 +83,12 @@ program
   .addOption(urlOption('upload', 'upload every run to the shared PostgreSQL store'))
   .addOption(urlFileOption('upload'))
   .option('--on-stall <cmd>', 'run this shell command when a rank or a job stalls, the event as JSON on stdin (default LOGD_ON_STALL; killed after LOGD_ON_STALL_TIMEOUT_MS)')
+  .option('--alerts <file>', 'the alerts file: sinks, filters and rules (docs/alerts.md; default LOGD_ALERTS)')
   .addOption(new Option('--sidecar', 'exit when idle (used when a client auto-starts the daemon)').hideHelp())
-  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number; onStall?: string } & UrlOptions) => {
+  .action(async (o: { port?: number; host: string; allowRemote?: boolean; sidecar?: boolean; sampleInterval?: number; onStall?: string; alerts?: string } & UrlOptions) => {
     const uploadUrl = urlOrExit('upload', o);
+    // The file names the sinks (its URLs stay in it, or in the variables it names): only its path is on argv.
+    if (o.alerts) process.env.LOGD_ALERTS = path.resolve(o.alerts);
     // The lock first: a daemon that loses the start race exits before loading the daemon proper.
     const { acquireLockWhenFree, refuseSecondDaemon } = await import('./process/lock.js');
     const paths = resolvePaths();
