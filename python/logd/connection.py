@@ -39,6 +39,9 @@ def _unary():
         "Status": (pb.StatusRequest, pb.StatusResponse),
         "Alert": (pb.AlertRequest, pb.AlertResponse),
         "SetEnvironment": (pb.SetEnvironmentRequest, pb.SetEnvironmentResponse),
+        "ReadConsole": (pb.ReadConsoleRequest, pb.ReadConsoleResponse),
+        "ReadMedia": (pb.ReadMediaRequest, pb.ReadMediaResponse),
+        "ReadImage": (pb.ReadImageRequest, pb.ReadImageResponse),
     }
 
 

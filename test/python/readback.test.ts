@@ -65,3 +65,30 @@ describe.skipIf(missing !== null)(`reading runs back as DataFrames${missing ? ` 
     expect(got.maxrss_mb).toBeLessThan(400);
   }, 240_000);
 });
+
+describe.skipIf(missing !== null)(`a run's console and media read back${missing ? ` (skipped: ${missing})` : ''}`, () => {
+  it('logs() gives the printed lines (by rank, stream, text); media() the histograms, image and text; image() the bytes', async () => {
+    t = makeEnv();
+    const r = await runPython(t, [path.join(FIXTURES, 'readback_media.py')], { timeout: 120_000 });
+    expect(r.exitCode, r.all).toBe(0);
+    const got = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(got.state).toBe('finished');
+    expect(got.lines).toEqual(['hello from rank 0', 'the loss is 0.5', 'a warning on stderr']);
+    expect(got.streams).toEqual(['out', 'out', 'err']);
+    expect(got.time_tz).toBe('UTC');
+    expect(got.grep).toEqual(['the loss is 0.5']);
+    expect(got.err).toEqual(['a warning on stderr']);
+    expect(got.rank9).toBe(0);
+    expect(got.kinds).toEqual(['histogram', 'image', 'text']);
+    expect(got.hist_steps).toEqual([0, 1, 2]);
+    expect(got.hist_counts).toEqual(Array(10).fill(10));
+    expect(got.hist_edges).toEqual([0, 99, 11]);
+    expect(got.hist_dtype).toBe('float64');
+    expect(got.image).toEqual({ key: 'sample', step: 3, width: 8, height: 16, format: 'png', caption: 'a gradient' });
+    expect(got.png).toBe(true);
+    expect(got.text).toEqual(['step zero went fine']);
+    expect(got.only_w).toBe(3);
+    expect(got.bad_kind).toMatch(/kind='video' must be 'histogram', 'image' or 'text'/);
+    expect(got.no_image).toMatch(/has no image/);
+  }, 120_000);
+});

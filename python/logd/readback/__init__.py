@@ -143,6 +143,72 @@ class RunView:
             df.insert(i, c, cols[c])
         return df
 
+    def logs(self, rank: Optional[int] = None, stream: Optional[str] = None, grep: Optional[str] = None, format: str = "pandas"):
+        """The run's console output (what its processes printed, when captured), in the order it was stored:
+        columns time (UTC), stream ("out" or "err"), rank, writer and line (as printed, colour codes included).
+        rank, stream: only those; grep: lines holding this text (any case). format: "pandas" or "records"."""
+        if format not in ("pandas", "records"):
+            raise ValueError("logd: format=%r must be 'pandas' or 'records'" % (format,))
+        if stream not in (None, "out", "err"):
+            raise ValueError("logd: stream=%r must be 'out' or 'err'" % (stream,))
+        needle = grep.lower() if grep else None
+        rows = []
+        # Entries are pieces of output as they were written: whole lines are cut out of each writer's stream, a
+        # piece without its newline waits for the rest (the time is the piece's that ended the line).
+        partial: Dict[tuple, str] = {}
+
+        def emit(e, line):
+            if needle is None or needle in line.lower():
+                rows.append({"time": _time(e.get("t", 0)), "stream": e.get("s"), "rank": e.get("rank"), "writer": e.get("w"), "line": line})
+
+        last = {}
+        for e in self._api._pages("ReadConsole", lambda after: pb.ReadConsoleRequest(run_id=self.id, after_offset=after)):
+            if (rank is not None and e.get("rank") != rank) or (stream is not None and e.get("s") != stream):
+                continue
+            k = (e.get("w"), e.get("s"))
+            pieces = (partial.pop(k, "") + e.get("l", "")).split("\n")
+            for line in pieces[:-1]:
+                emit(e, line)
+            if pieces[-1]:
+                partial[k] = pieces[-1]
+                last[k] = e
+        for k, rest in partial.items():
+            emit(last[k], rest)
+        if format == "records":
+            return rows
+        pd = _need("pandas", "logs()")
+        return pd.DataFrame.from_records(rows, columns=["time", "stream", "rank", "writer", "line"])
+
+    def media(self, kind: Optional[str] = None, key: Optional[str] = None) -> List[Dict[str, object]]:
+        """The run's histograms, images and text in the order they were stored, each a dict: key, step, t, kind,
+        rank, writer; a histogram's counts and edges (numpy arrays where numpy is installed), an image's sha256,
+        format, width, height and caption (its bytes: image(sha256)), a text's text. kind: "histogram", "image" or
+        "text"; key: only that key."""
+        if kind not in (None, "histogram", "image", "text"):
+            raise ValueError("logd: kind=%r must be 'histogram', 'image' or 'text'" % (kind,))
+        try:
+            import numpy as np
+        except ImportError:
+            np = None
+        out = []
+        for e in self._api._pages("ReadMedia", lambda after: pb.ReadMediaRequest(run_id=self.id, after_offset=after, kind=kind or "", key=key or "")):
+            e["writer"] = e.pop("w", None)
+            if np is not None and e.get("kind") == "histogram":
+                e["counts"] = np.asarray(e.get("counts") or [], dtype=np.float64)
+                e["edges"] = np.asarray([_number(x) for x in e.get("edges") or []], dtype=np.float64)
+            out.append(e)
+        return out
+
+    def image(self, sha256: str, pil: bool = False):
+        """An image of the run (its sha256, from media()): its PNG or JPEG bytes, or a PIL image with pil=True."""
+        res = self._api._unary("ReadImage", pb.ReadImageRequest(run_id=self.id, sha256=sha256))
+        if not pil:
+            return bytes(res.data)
+        Image = _need("PIL", "image(pil=True)").Image
+        import io
+
+        return Image.open(io.BytesIO(bytes(res.data)))
+
 
 class Api:
     """Reads runs back from this node's daemon (found, or started, as init() finds it; LOGD_SERVICE names one)."""
@@ -161,6 +227,17 @@ class Api:
         os.environ.pop("LOGD_SERVICE", None)
         self._conn = connection_for(find_daemon(ignore_env=True))
         return self._conn.unary(method, req, self._timeout)
+
+    def _pages(self, method: str, request):
+        """Every entry of a paged read (ReadConsole, ReadMedia), decoded: request(after_offset) makes each call."""
+        after = 0
+        while True:
+            res = self._unary(method, request(after))
+            for text in res.entries_json:
+                yield json.loads(text)
+            if not res.next_offset:
+                return
+            after = res.next_offset
 
     def _stream(self, method: str, req_type, res_type):
         return self._conn.channel.unary_stream(SERVICE + method, request_serializer=req_type.SerializeToString, response_deserializer=res_type.FromString)
