@@ -170,8 +170,9 @@ describe('alerts to a webhook', () => {
     const dir = makeEnv().dir;
     const file = path.join(dir, 'alerts.json');
     fs.writeFileSync(file, '{\n  "sinks": [\n    { "name": "x", "url": "http://127.0.0.1:9/a" },,\n  ]\n}\n');
-    t = makeEnv({ LOGD_ALERTS: file });
-    const d = await startDaemon(t);
+    // The file named by `logd serve --alerts FILE` (as LOGD_ALERTS would): a relative path, from where serve runs.
+    t = makeEnv();
+    const d = await startDaemon(t, ['--alerts', path.relative(process.cwd(), file)]);
     const status = (await cli(t, ['status'])).stdout;
     expect(status).toMatch(new RegExp(`alerts: +OFF: ${file.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}: not valid JSON at line 3, column \\d+`));
     expect(d.stderr()).toMatch(/alerts: off: .*not valid JSON at line 3/);
