@@ -67,7 +67,7 @@ describe.skipIf(missing !== null)(`reading runs back as DataFrames${missing ? ` 
 });
 
 describe.skipIf(missing !== null)(`a run's console and media read back${missing ? ` (skipped: ${missing})` : ''}`, () => {
-  it('logs() gives the printed lines (by rank, stream, text); media() the histograms, image and text; image() the bytes', async () => {
+  it('logs() gives the printed lines (by rank, stream, text); media() the histograms, image and text; image() the bytes; system() the node\'s samples', async () => {
     t = makeEnv();
     const r = await runPython(t, [path.join(FIXTURES, 'readback_media.py')], { timeout: 120_000 });
     expect(r.exitCode, r.all).toBe(0);
@@ -90,5 +90,9 @@ describe.skipIf(missing !== null)(`a run's console and media read back${missing 
     expect(got.only_w).toBe(3);
     expect(got.bad_kind).toMatch(/kind='video' must be 'histogram', 'image' or 'text'/);
     expect(got.no_image).toMatch(/has no image/);
+    // The node's system metrics over the run's life: sampled as it began and as it ended at least.
+    expect(got.sys).toEqual({ rows: expect.any(Number), first: ['_time'], has_cpu: true, in_run: true });
+    expect(got.sys.rows).toBeGreaterThanOrEqual(2);
+    expect(got.sys_cpu_only).toEqual(['_time', 'cpu']);
   }, 120_000);
 });

@@ -143,6 +143,23 @@ class RunView:
             df.insert(i, c, cols[c])
         return df
 
+    def system(self, keys: Optional[Iterable[str]] = None, format: str = "pandas", timeout: float = 600.0):
+        """The node's system metrics over the run's life (docs/system-metrics.md names them: cpu, mem.*, gpu.N.*,
+        and its own process's proc.*): a column _time (seconds since the epoch) and one per metric, a row per
+        sample. keys: only these. format: "pandas" or "numpy"."""
+        if format not in ("pandas", "numpy"):
+            raise ValueError("logd: format=%r must be 'pandas' or 'numpy'" % (format,))
+        asked = list(dict.fromkeys(keys)) if keys is not None else None
+        cols = self._api._history(self.id, asked, False, timeout, system=True)
+        cols.pop("_step", None)
+        if format == "numpy":
+            return cols
+        pd = _need("pandas", "system()")
+        names = cols.pop("_keys")
+        df = pd.DataFrame(cols.pop("_matrix"), columns=names, copy=False)
+        df.insert(0, "_time", cols["_time"])
+        return df
+
     def logs(self, rank: Optional[int] = None, stream: Optional[str] = None, grep: Optional[str] = None, format: str = "pandas"):
         """The run's console output (what its processes printed, when captured), in the order it was stored:
         columns time (UTC), stream ("out" or "err"), rank, writer and line (as printed, colour codes included).
@@ -276,14 +293,14 @@ class Api:
         return got
 
     def _history(self, run_id: str, keys: Optional[List[str]], superseded: bool, timeout: float, rows_hint: int = 0,
-                 known: Optional[List[str]] = None) -> Dict[str, object]:
+                 known: Optional[List[str]] = None, system: bool = False) -> Dict[str, object]:
         """Reads ReadHistory's chunks straight into one (rows x keys) float64 matrix, NaN where a row has no value:
         each chunk's packed arrays are read in place (numpy views of the message's bytes) and scattered, so the
         peak is about the matrix and one chunk, not every chunk joined first. `known`: the keys expected (the
         run's summary keys), so the matrix is made once; a key not expected adds a column."""
         np = _need("numpy", "history()")
         call = self._stream("ReadHistory", pb.ReadHistoryRequest, pb.HistoryChunk)
-        req = pb.ReadHistoryRequest(run_id=run_id, keys=keys or [], all_attempts=superseded)
+        req = pb.ReadHistoryRequest(run_id=run_id, keys=keys or [], all_attempts=superseded, system=system)
         names: List[str] = list(keys) if keys else list(known or [])
         col_of = {k: i for i, k in enumerate(names)}
         stream_cols: List[int] = []  # the stream's key ids (in the order it names keys) -> columns
