@@ -14,6 +14,8 @@
 // else as text (ISO times compare in order). A run without the field fails
 // every term but `!=`.
 
+import type { RunInfo } from './wire.js'; // a type only: nothing is loaded with it
+
 export type FilterOp = '=' | '!=' | '<' | '<=' | '>' | '>=' | '~';
 
 export interface FilterTerm {
@@ -240,4 +242,23 @@ export function selectRuns<T extends RunFields>(runs: T[], terms: FilterTerm[], 
   const keyed = kept.map((r) => ({ r, k: sortKey(r, sort) }));
   keyed.sort((a, b) => compareKeys(a.k, b.k, desc) || tie(a.r, b.r));
   return keyed.map((x) => x.r);
+}
+
+/** A run as the filter reads it: its fields, its config, summary and metadata parsed, its rank (null for none). */
+export function runFields(r: RunInfo): RunFields {
+  const parse = (t: string) => {
+    try {
+      return JSON.parse(t || '{}') as Record<string, unknown>;
+    } catch {
+      return {};
+    }
+  };
+  const metadata = parse(r.metadataJson);
+  const rank = (metadata.rank as { rank?: unknown } | undefined)?.rank;
+  return {
+    id: r.id, project: r.project, name: r.name, group: r.group, jobType: r.jobType, state: r.state, notes: r.notes, tags: r.tags,
+    stateReason: r.stateReason, exitCode: r.exitCode, createdAt: new Date(r.createdAt * 1000).toISOString(),
+    finishedAt: r.finishedAt ? new Date(r.finishedAt * 1000).toISOString() : null, historyRows: Number(r.historyRows),
+    rank: typeof rank === 'number' && rank >= 0 ? rank : null, config: parse(r.configJson), summary: parse(r.summaryJson), metadata,
+  };
 }

@@ -30,10 +30,14 @@ describe('reading runs back from TypeScript', () => {
       const one = await logd.api.run(run.id);
       let missing = '';
       try { await logd.api.run('no-such-run'); } catch (e) { missing = e.message; }
+      const kept = (await logd.api.runs({ filter: 'lr < 0.05; summary.acc.max >= 0.9' })).map((r) => r.name);
+      const dropped = (await logd.api.runs({ filter: 'lr >= 0.05' })).length;
+      let badFilter = '';
+      try { await logd.api.runs({ filter: 'lr <' }); } catch (e) { badFilter = e.message; }
       console.log(JSON.stringify({
         rows: h.rows, keys: h.keys, steps: Array.from(h.step), loss: Array.from(h.columns.loss).map(String), acc: Array.from(h.columns.acc).map(String),
         onlyKeys: only.keys, nothing: Array.from(only.columns.nothing).every(Number.isNaN), accRows: only.rows,
-        runs: runs.map((r) => [r.name, r.state, r.config.lr, r.rows]), one: [one.id === run.id, one.summary.acc], missing,
+        runs: runs.map((r) => [r.name, r.state, r.config.lr, r.rows]), one: [one.id === run.id, one.summary.acc], missing, kept, dropped, badFilter,
       }));
     `);
     const r = await runScript(t, file);
@@ -48,6 +52,9 @@ describe('reading runs back from TypeScript', () => {
     expect(got.nothing).toBe(true);
     expect(got.runs).toEqual([['a', 'finished', 0.01, 100]]);
     expect(got.one).toEqual([true, 0.9]);
+    expect(got.kept).toEqual(['a']);
+    expect(got.dropped).toBe(0);
+    expect(got.badFilter).toMatch(/^listRuns: filter: /);
     expect(got.missing).toMatch(/no-such-run/);
   }, 60_000);
 });

@@ -60,14 +60,18 @@ function record(r: RunInfo): RunRecord {
 }
 
 /** The runs of this node's store, newest first (every one, unless limit). */
-async function runs(filter: { project?: string; group?: string; state?: string; tag?: string; search?: string; limit?: number } = {}): Promise<RunRecord[]> {
+/**
+ * The node's runs, newest first. `filter`: only runs where every term holds, as `logd runs --filter` reads it
+ * ("lr < 0.01; state = crashed"); a term that does not parse rejects with the daemon's INVALID_ARGUMENT, saying where.
+ */
+async function runs(filter: { project?: string; group?: string; state?: string; tag?: string; search?: string; limit?: number; filter?: string } = {}): Promise<RunRecord[]> {
   const c = await connection();
   const out: RunRecord[] = [];
   for (let offset = 0; ;) {
     const want = filter.limit === undefined ? 1000 : Math.min(1000, filter.limit - out.length);
     if (want <= 0) break;
     const page = await c.unary<unknown, { runs: RunInfo[]; total: number; nextOffset: number }>('listRuns',
-      { project: filter.project ?? '', group: filter.group ?? '', state: filter.state ?? '', tag: filter.tag ?? '', text: filter.search ?? '', limit: want, offset }, 60_000);
+      { project: filter.project ?? '', group: filter.group ?? '', state: filter.state ?? '', tag: filter.tag ?? '', text: filter.search ?? '', limit: want, offset, filter: filter.filter ?? '' }, 60_000);
     out.push(...page.runs.map(record));
     offset = Number(page.nextOffset) || offset + page.runs.length;
     if (page.runs.length === 0 || offset >= Number(page.total)) break;

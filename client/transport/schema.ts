@@ -25,7 +25,7 @@ export const MESSAGES: Record<string, readonly Field[]> = {
   Control: [['kind', 1, 'string', 0, 0], ['seq', 2, 'uint64', 0, 0], ['message', 3, 'string', 0, 0]],
   FinishRunRequest: [['runId', 1, 'string', 0, 0], ['runToken', 2, 'string', 0, 0], ['writerId', 3, 'string', 0, 0], ['exitCode', 4, 'int32', 0, 0], ['timeoutMs', 5, 'uint32', 0, 0], ['lastSeq', 6, 'uint64', 0, 0], ['exceptionType', 7, 'string', 0, 0], ['exceptionMessage', 8, 'string', 0, 0], ['endedAt', 9, 'double', 0, 0]],
   FinishRunResponse: [['run', 1, 'RunInfo', 0, 0], ['message', 2, 'string', 0, 0], ['timedOut', 3, 'bool', 0, 0]],
-  ListRunsRequest: [['project', 1, 'string', 0, 0], ['group', 2, 'string', 0, 0], ['state', 3, 'string', 0, 0], ['limit', 4, 'uint32', 0, 0], ['tag', 5, 'string', 0, 0], ['text', 6, 'string', 0, 0], ['offset', 7, 'uint32', 0, 0]],
+  ListRunsRequest: [['project', 1, 'string', 0, 0], ['group', 2, 'string', 0, 0], ['state', 3, 'string', 0, 0], ['limit', 4, 'uint32', 0, 0], ['tag', 5, 'string', 0, 0], ['text', 6, 'string', 0, 0], ['offset', 7, 'uint32', 0, 0], ['filter', 8, 'string', 0, 0]],
   ListRunsResponse: [['runs', 1, 'RunInfo', 1, 0], ['total', 2, 'uint32', 0, 0], ['nextOffset', 3, 'uint32', 0, 0]],
   GetRunRequest: [['runId', 1, 'string', 0, 0]],
   ReadHistoryRequest: [['runId', 1, 'string', 0, 0], ['keys', 2, 'string', 1, 0], ['maxRowsPerChunk', 3, 'uint32', 0, 0], ['tailRows', 4, 'uint32', 0, 0], ['system', 5, 'bool', 0, 0], ['points', 6, 'uint32', 0, 0], ['allAttempts', 7, 'bool', 0, 0]],

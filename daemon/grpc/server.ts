@@ -20,6 +20,7 @@ import { summaryChunks } from '../store/summary.js';
 import { HistoryAnswer } from '../reads/chunks.js';
 import { streamLogHistory, TooManyMetrics, ReadsBusy } from '../reads/history.js';
 import { isAlive } from '../runs/liveness.js';
+import { parseFilter, selectRuns, runFields, type FilterTerm } from '../../src/run-filter.js';
 
 export interface ServerContext {
   registry: Registry;
@@ -191,23 +192,38 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       return { run: out.run.info(), message: out.message, timedOut: out.timedOut };
     }),
 
-    listRuns: unary(ctx, (req: { project: string; group: string; state: string; limit: number; offset: number; tag: string; text: string }) => {
+    listRuns: unary(ctx, (req: { project: string; group: string; state: string; limit: number; offset: number; tag: string; text: string; filter?: string }) => {
       const filter = { project: req.project, group: req.group, state: req.state, tag: req.tag, text: req.text };
       const limit = req.limit > 0 ? req.limit : 1000;
-      const rows = reg.store.index.list({ ...filter, limit, offset: req.offset });
+      const infoOf = (r: Parameters<typeof infoFromRow>[0]) => withDamage(reg, reg.runs.get(r.id)?.info() ?? infoFromRow(r));
+      let terms: FilterTerm[] = [];
+      try {
+        terms = req.filter ? parseFilter(req.filter) : [];
+      } catch (e) {
+        throw invalid(`filter: ${(e as Error).message}`);
+      }
+      // A filter expression looks at every run the other fields match, then pages (as `logd runs --filter` does).
+      let picked: RunInfo[] | null = null;
+      if (terms.length) {
+        const all = reg.store.index.list({ ...filter, limit: 2 ** 31 - 1, offset: 0 }).map((r) => {
+          const info = infoOf(r);
+          return { info, ...runFields(info) };
+        });
+        picked = selectRuns(all, terms).map((x) => x.info);
+      }
+      const page = picked ? picked.slice(req.offset, req.offset + limit) : reg.store.index.list({ ...filter, limit, offset: req.offset }).map(infoOf);
       // Summaries are capped per run; the page is also cut by size, so no
       // number or size of runs ever makes the answer exceed the message limit.
       const budget = reg.tunables.maxMessageBytes / 4;
       const runs: RunInfo[] = [];
       let bytes = 0;
-      for (const r of rows) {
-        const info = withDamage(reg, reg.runs.get(r.id)?.info() ?? infoFromRow(r));
+      for (const info of page) {
         bytes += info.configJson.length + info.summaryJson.length + info.metadataJson.length + 512;
         if (runs.length > 0 && bytes > budget) break;
         runs.push(info);
       }
-      const nextOffset = runs.length < rows.length ? req.offset + runs.length : 0;
-      return { runs, total: reg.store.index.countMatching(filter), nextOffset };
+      const nextOffset = runs.length < page.length ? req.offset + runs.length : 0;
+      return { runs, total: picked ? picked.length : reg.store.index.countMatching(filter), nextOffset };
     }),
 
     getRun: unary(ctx, (req: { runId: string }) => {

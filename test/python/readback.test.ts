@@ -50,6 +50,12 @@ describe.skipIf(missing !== null)(`reading runs back as DataFrames${missing ? ` 
     expect(raw).toEqual({ numpy_keys: ['loss'], numpy_rows: 200 });
     expect(runs).toEqual({ n: 2, names: ['a', 'b'], cols: ['config.lr', 'config.opt.beta', 'config.opt.name', 'summary.acc', 'summary.loss'], lr: [0.01, 0.1], state: ['finished'] });
     expect(lines[4]).toMatch(/^LOOKUP logd: no run 'nope-no-such-run' in this node's store/);
+    // The filter language of `logd runs --filter`, applied by the daemon before paging.
+    const f = JSON.parse(lines[5]);
+    expect(f.filtered).toEqual(['a']);
+    expect(f.best).toEqual(['a']);
+    expect(f.none).toBe(0);
+    expect(f.bad).toMatch(/^logd: ListRuns: filter: /);
   }, 120_000);
 
   it('a run with 20 000 metric names: every column, or two named keys (one named twice) without a column for each of the others', async () => {

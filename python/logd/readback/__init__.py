@@ -259,15 +259,24 @@ class Api:
     def _stream(self, method: str, req_type, res_type):
         return self._conn.channel.unary_stream(SERVICE + method, request_serializer=req_type.SerializeToString, response_deserializer=res_type.FromString)
 
-    def runs(self, project: str = "", group: str = "", state: str = "", tag: str = "", search: str = "", limit: Optional[int] = None) -> RunsList:
-        """The runs of the node's store, newest first, as the daemon lists them (every one, unless limit)."""
+    def runs(self, project: str = "", group: str = "", state: str = "", tag: str = "", search: str = "", limit: Optional[int] = None,
+             filter: str = "") -> RunsList:
+        """The runs of the node's store, newest first, as the daemon lists them (every one, unless limit). filter:
+        only runs where every term holds, as `logd runs --filter` reads it ("lr < 0.01; state = crashed": config
+        and summary keys, summary.KEY.min/.max/.best, run fields); a term that does not parse raises ValueError."""
         out = RunsList()
         offset = 0
         while True:
             want = _PAGE if limit is None else min(_PAGE, limit - len(out))
             if want <= 0:
                 break
-            page = self._unary("ListRuns", pb.ListRunsRequest(project=project, group=group, state=state, tag=tag, text=search, limit=want, offset=offset))
+            try:
+                page = self._unary("ListRuns", pb.ListRunsRequest(project=project, group=group, state=state, tag=tag, text=search, limit=want,
+                                                                  offset=offset, filter=filter))
+            except CallError as e:
+                if filter and e.code is not None and e.code.name == "INVALID_ARGUMENT":
+                    raise ValueError("logd: %s" % e) from None
+                raise
             out.extend(RunView(self, r) for r in page.runs)
             if not page.runs or not page.next_offset and len(page.runs) < want:
                 break
