@@ -56,6 +56,12 @@ describe.skipIf(missing !== null)(`reading runs back as DataFrames${missing ? ` 
     expect(f.best).toEqual(['a']);
     expect(f.none).toBe(0);
     expect(f.bad).toMatch(/^logd: ListRuns: filter: /);
+    // scan_history(): the same rows in pages.
+    const s = JSON.parse(lines[6]);
+    expect(s.sizes).toEqual([64, 64, 64, 8]);
+    expect(s.same).toBe(true);
+    expect(s.cols).toEqual(['_step', '_time', 'loss', 'acc']);
+    expect(s.np).toEqual([[['acc'], 20]]); // with keys, the rows that hold one of them (as history(keys=...))
   }, 120_000);
 
   it('a run with 20 000 metric names: every column, or two named keys (one named twice) without a column for each of the others', async () => {

@@ -143,6 +143,27 @@ class RunView:
             df.insert(i, c, cols[c])
         return df
 
+    def scan_history(self, keys: Optional[Iterable[str]] = None, page_rows: int = 100_000, format: str = "pandas", timeout: float = 3600.0):
+        """history() in pages of at most page_rows rows, for a history larger than memory: an iterator of
+        DataFrames (or dicts of arrays with format="numpy"), in the order the rows were stored; each page has
+        _step, _time and the metrics named so far (keys: exactly those). Memory stays about one page and one
+        message of the daemon's, whatever the run's length."""
+        if format not in ("pandas", "numpy"):
+            raise ValueError("logd: format=%r must be 'pandas' or 'numpy'" % (format,))
+        if not isinstance(page_rows, int) or page_rows < 1:
+            raise ValueError("logd: page_rows=%r must be a positive whole number" % (page_rows,))
+        asked = list(dict.fromkeys(keys)) if keys is not None else None
+        pd = _need("pandas", "scan_history()") if format == "pandas" else None
+        for cols in self._api._scan(self.id, asked, page_rows, timeout):
+            if pd is None:
+                yield cols
+                continue
+            names = cols.pop("_keys")
+            df = pd.DataFrame(cols.pop("_matrix"), columns=names, copy=False)
+            df.insert(0, "_step", cols["_step"])
+            df.insert(1, "_time", cols["_time"])
+            yield df
+
     def system(self, keys: Optional[Iterable[str]] = None, format: str = "pandas", timeout: float = 600.0):
         """The node's system metrics over the run's life (docs/system-metrics.md names them: cpu, mem.*, gpu.N.*,
         and its own process's proc.*): a column _time (seconds since the epoch) and one per metric, a row per
@@ -300,6 +321,71 @@ class Api:
         if not got:
             raise LookupError("logd: no group %r in this node's store; list the runs with logd.Api().runs()" % (name,))
         return got
+
+    def _scan(self, run_id: str, keys: Optional[List[str]], page_rows: int, timeout: float):
+        """ReadHistory's chunks in pages of page_rows rows: each page a dict as _history() gives (_keys, _matrix,
+        _step, _time), its matrix as wide as the keys named so far."""
+        np = _need("numpy", "scan_history()")
+        call = self._stream("ReadHistory", pb.ReadHistoryRequest, pb.HistoryChunk)
+        names: List[str] = list(keys) if keys else []
+        col_of = {k: i for i, k in enumerate(names)}
+        stream_arr = np.zeros(0, dtype=np.int64)
+        stream_cols: List[int] = []
+        page = np.full((page_rows, max(1, len(names))), np.nan)
+        step = np.empty(page_rows)
+        time_ = np.empty(page_rows)
+        filled = 0
+
+        def out(rows):
+            st = step[:rows].copy()
+            return {"_keys": list(names), "_matrix": page[:rows, :len(names)].copy(),
+                    "_step": st.astype(np.int64) if st.size and np.all(st == np.floor(st)) else st, "_time": time_[:rows].copy()}
+
+        try:
+            for c in call(pb.ReadHistoryRequest(run_id=run_id, keys=keys or []), timeout=timeout, metadata=self._conn.metadata):
+                if c.keys:
+                    for k in c.keys:
+                        col = col_of.get(k)
+                        if col is None and not keys:
+                            col = col_of[k] = len(names)
+                            names.append(k)
+                        stream_cols.append(-1 if col is None else col)
+                    stream_arr = np.asarray(stream_cols, dtype=np.int64)
+                    if len(names) > page.shape[1]:
+                        wider = np.full((page_rows, max(len(names), page.shape[1] * 2)), np.nan)
+                        wider[:filled, :page.shape[1]] = page[:filled]
+                        page = wider
+                n = c.rows
+                steps = np.frombuffer(c.steps, dtype="<f8")
+                times = np.frombuffer(c.times, dtype="<f8")
+                vals = np.frombuffer(c.values, dtype="<f8")
+                cnt = np.frombuffer(c.counts, dtype="<u4") if vals.size else np.zeros(n, dtype=np.uint32)
+                cols = stream_arr[np.frombuffer(c.key_ids, dtype="<u4")] if vals.size else np.zeros(0, dtype=np.int64)
+                row_of = np.repeat(np.arange(n, dtype=np.int64), cnt)
+                done = 0
+                while done < n:  # a chunk may straddle pages
+                    take = min(n - done, page_rows - filled)
+                    step[filled:filled + take] = steps[done:done + take]
+                    time_[filled:filled + take] = times[done:done + take]
+                    if vals.size:
+                        sel = (row_of >= done) & (row_of < done + take) & (cols >= 0)
+                        page[filled + row_of[sel] - done, cols[sel]] = vals[sel]
+                    filled += take
+                    done += take
+                    if filled == page_rows:
+                        yield out(filled)
+                        page[:] = np.nan
+                        filled = 0
+            if filled:
+                yield out(filled)
+        except CallError:
+            raise
+        except Exception as e:  # grpc.RpcError
+            code = getattr(e, "code", lambda: None)()
+            details = getattr(e, "details", lambda: str(e))()
+            if code is not None and code.name == "NOT_FOUND":
+                raise LookupError("logd: no run %r in this node's store (%s)" % (run_id, details)) from None
+            raise CallError(code, "ReadHistory", "ReadHistory of run %s: %s" % (run_id, details)) from None
 
     def _history(self, run_id: str, keys: Optional[List[str]], superseded: bool, timeout: float, rows_hint: int = 0,
                  known: Optional[List[str]] = None, system: bool = False) -> Dict[str, object]:
