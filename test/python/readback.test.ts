@@ -62,6 +62,13 @@ describe.skipIf(missing !== null)(`reading runs back as DataFrames${missing ? ` 
     expect(s.same).toBe(true);
     expect(s.cols).toEqual(['_step', '_time', 'loss', 'acc']);
     expect(s.np).toEqual([[['acc'], 20]]); // with keys, the rows that hold one of them (as history(keys=...))
+    // A group's ranks: long form, or one row per step aggregated across the ranks.
+    const g = JSON.parse(lines[7]);
+    expect(g.long).toEqual([15, ['run_id', 'rank', '_step', '_time', 'loss']]);
+    expect(g.mean).toEqual([10, 11, 12, 13, 14]);
+    expect(g.steps).toEqual([0, 1, 2, 3, 4]);
+    expect(g.runs).toEqual([3, 3, 3, 3, 3]);
+    expect(g.max_extra).toEqual([null, null, null, null, null, 1]); // a key one rank logged at a step of its own
   }, 120_000);
 
   it('a run with 20 000 metric names: every column, or two named keys (one named twice) without a column for each of the others', async () => {

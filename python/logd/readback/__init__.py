@@ -74,6 +74,29 @@ class RunsList(list):
         pd = _need("pandas", "RunsList.to_pandas()")
         return pd.DataFrame.from_records(self.records())
 
+    def history(self, keys: Optional[Iterable[str]] = None, agg: Optional[str] = None):
+        """The histories of these runs (a group's ranks, say) in one DataFrame. agg=None: long form, every run's
+        rows with its run_id and rank columns first; agg="mean", "min" or "max": one row per step, each metric
+        aggregated across the runs that logged it at that step (NaN where none did)."""
+        if agg not in (None, "mean", "min", "max"):
+            raise ValueError("logd: agg=%r must be None, 'mean', 'min' or 'max'" % (agg,))
+        pd = _need("pandas", "history()")
+        frames = []
+        for r in self:
+            h = r.history(keys=keys)
+            h.insert(0, "run_id", r.id)
+            h.insert(1, "rank", r.rank)
+            frames.append(h)
+        if not frames:
+            return pd.DataFrame()
+        long = pd.concat(frames, ignore_index=True)
+        if agg is None:
+            return long
+        metrics = [c for c in long.columns if c not in ("run_id", "rank", "_step", "_time")]
+        out = long.groupby("_step", sort=True)[metrics].agg(agg)
+        out.insert(0, "runs", long.groupby("_step", sort=True)["run_id"].nunique())
+        return out.reset_index()
+
     def _repr_html_(self):
         try:
             return self.to_pandas()._repr_html_()
