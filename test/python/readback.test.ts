@@ -69,6 +69,17 @@ describe.skipIf(missing !== null)(`reading runs back as DataFrames${missing ? ` 
     expect(g.steps).toEqual([0, 1, 2, 3, 4]);
     expect(g.runs).toEqual([3, 3, 3, 3, 3]);
     expect(g.max_extra).toEqual([null, null, null, null, null, 1]); // a key one rank logged at a step of its own
+    // Arrow and polars (the `read` and `polars` extras), when installed.
+    const ap = JSON.parse(lines[8]);
+    if (ap.skip) console.log(`arrow/polars checks skipped: ${ap.skip}`);
+    else {
+      expect(ap.arrow_rows).toBeGreaterThanOrEqual(5);
+      expect(ap.arrow_has).toBe(true);
+      expect(ap.polars_shape[0]).toBe(ap.arrow_rows);
+      expect(ap.ha).toEqual([200, ['_step', '_time', 'loss', 'acc']]);
+      expect(ap.hp_cols).toEqual(['_step', '_time', 'loss', 'acc']);
+      expect(ap.same).toBe(true);
+    }
   }, 120_000);
 
   it('a run with 20 000 metric names: every column, or two named keys (one named twice) without a column for each of the others', async () => {

@@ -48,6 +48,31 @@ def _number(v):
     return v
 
 
+def _arrow_of(df):
+    """A pyarrow Table of a DataFrame; a column of mixed types (an object column Arrow refuses) goes as text."""
+    pa = _need("pyarrow", "to_arrow()")
+    try:
+        return pa.Table.from_pandas(df, preserve_index=False)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        fixed = df.copy()
+        for c in fixed.columns:
+            if fixed[c].dtype == object:
+                try:
+                    pa.array(fixed[c], from_pandas=True)
+                except (pa.ArrowInvalid, pa.ArrowTypeError):
+                    fixed[c] = fixed[c].map(lambda v: None if v is None else str(v))
+        return pa.Table.from_pandas(fixed, preserve_index=False)
+
+
+def _columns_as(fmt: str, names: List[str], columns: Dict[str, object]):
+    """Columns (name -> numpy array, in order) as a pyarrow Table or a polars DataFrame."""
+    if fmt == "arrow":
+        pa = _need("pyarrow", 'format="arrow"')
+        return pa.table({n: columns[n] for n in names})
+    pl = _need("polars", 'format="polars"')
+    return pl.DataFrame({n: columns[n] for n in names})
+
+
 def _time(s: float):
     return datetime.fromtimestamp(s, tz=timezone.utc) if s else None
 
@@ -73,6 +98,16 @@ class RunsList(list):
     def to_pandas(self):
         pd = _need("pandas", "RunsList.to_pandas()")
         return pd.DataFrame.from_records(self.records())
+
+    def to_arrow(self):
+        """The table of to_pandas() as a pyarrow Table (a config or summary column whose values are of several
+        types, a number in some runs and text in others, becomes text)."""
+        return _arrow_of(self.to_pandas())
+
+    def to_polars(self):
+        """The table of to_pandas() as a polars DataFrame (through Arrow)."""
+        pl = _need("polars", "RunsList.to_polars()")
+        return pl.from_arrow(self.to_arrow())
 
     def history(self, keys: Optional[Iterable[str]] = None, agg: Optional[str] = None):
         """The histories of these runs (a group's ranks, say) in one DataFrame. agg=None: long form, every run's
@@ -149,14 +184,19 @@ class RunView:
         since the epoch) and one per metric (NaN where a row has no value for it; NaN and ±inf logged come back as
         such). keys: only these metrics (a key no row has is an all-NaN column). superseded: also the rows a
         rewind (init(resume_from=...)) superseded, with _attempt and _superseded columns. format: "pandas" (a
-        DataFrame) or "numpy" (a dict of arrays)."""
-        if format not in ("pandas", "numpy"):
-            raise ValueError("logd: format=%r must be 'pandas' or 'numpy'" % (format,))
+        DataFrame), "numpy" (a dict of arrays), "arrow" (a pyarrow Table) or "polars" (a polars DataFrame)."""
+        if format not in ("pandas", "numpy", "arrow", "polars"):
+            raise ValueError("logd: format=%r must be 'pandas', 'numpy', 'arrow' or 'polars'" % (format,))
         summary_keys = [k for k in self.summary if not k.startswith("_")] if not self.metadata.get("summaryCapped") else None
         asked = list(dict.fromkeys(keys)) if keys is not None else None  # a key named twice is one column
         cols = self._api._history(self.id, asked, superseded, timeout, rows_hint=self.rows, known=summary_keys)
         if format == "numpy":
             return cols
+        if format in ("arrow", "polars"):
+            names = cols.pop("_keys")
+            cols.pop("_matrix")
+            front = ["_step", "_time"] + (["_attempt", "_superseded"] if superseded else [])
+            return _columns_as(format, front + names, cols)
         pd = _need("pandas", "history()")
         names = cols.pop("_keys")
         mat = cols.pop("_matrix")
