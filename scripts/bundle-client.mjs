@@ -17,5 +17,7 @@ await build({
   format: 'esm',
   target: 'node20',
   sourcemap: true,
+  // api.historyArrow() loads the program's own apache-arrow, when it has one: never bundled.
+  external: ['apache-arrow'],
   logLevel: 'warning',
 });

@@ -32,12 +32,15 @@ describe('reading runs back from TypeScript', () => {
       try { await logd.api.run('no-such-run'); } catch (e) { missing = e.message; }
       const kept = (await logd.api.runs({ filter: 'lr < 0.05; summary.acc.max >= 0.9' })).map((r) => r.name);
       const dropped = (await logd.api.runs({ filter: 'lr >= 0.05' })).length;
+      const table = await logd.api.historyArrow(run.id);
+      const arrowCols = table.schema.fields.map((f) => f.name);
+      const arrowLoss = Array.from(table.getChild('loss').toArray()).map(String);
       let badFilter = '';
       try { await logd.api.runs({ filter: 'lr <' }); } catch (e) { badFilter = e.message; }
       console.log(JSON.stringify({
         rows: h.rows, keys: h.keys, steps: Array.from(h.step), loss: Array.from(h.columns.loss).map(String), acc: Array.from(h.columns.acc).map(String),
         onlyKeys: only.keys, nothing: Array.from(only.columns.nothing).every(Number.isNaN), accRows: only.rows,
-        runs: runs.map((r) => [r.name, r.state, r.config.lr, r.rows]), one: [one.id === run.id, one.summary.acc], missing, kept, dropped, badFilter,
+        runs: runs.map((r) => [r.name, r.state, r.config.lr, r.rows]), one: [one.id === run.id, one.summary.acc], missing, kept, dropped, badFilter, arrowRows: table.numRows, arrowCols, arrowLoss,
       }));
     `);
     const r = await runScript(t, file);
@@ -55,6 +58,10 @@ describe('reading runs back from TypeScript', () => {
     expect(got.kept).toEqual(['a']);
     expect(got.dropped).toBe(0);
     expect(got.badFilter).toMatch(/^listRuns: filter: /);
+    // An Apache Arrow table of the same columns (the test's own apache-arrow, a devDependency).
+    expect(got.arrowRows).toBe(100);
+    expect(got.arrowCols).toEqual(['_step', '_time', 'loss', 'acc']);
+    expect(got.arrowLoss).toEqual(got.loss);
     expect(got.missing).toMatch(/no-such-run/);
   }, 60_000);
 });

@@ -106,5 +106,27 @@ async function history(id: string, opts: { keys?: string[]; timeoutMs?: number }
   return { rows: h.rows, keys, step: h.steps, time: h.times, columns };
 }
 
-/** Reading runs back: `api.runs()`, `api.run(id)`, `api.history(id)`. */
-export const api = { runs, run, history };
+/** The package historyArrow() builds its table with: the program's own, not a dependency of logd's. */
+const ARROW = 'apache-arrow';
+
+/**
+ * A run's history as an Apache Arrow table (the `apache-arrow` package, which the program installs: logd does not
+ * depend on it): `_step`, `_time` and one Float64 column per metric, the same columns as history(), unsampled.
+ */
+async function historyArrow(id: string, opts: { keys?: string[]; timeoutMs?: number } = {}): Promise<unknown> {
+  let arrow: { tableFromArrays: (cols: Record<string, Float64Array>) => unknown };
+  try {
+    arrow = (await import(ARROW)) as typeof arrow;
+  } catch (e) {
+    throw new Error(`logd: api.historyArrow() needs the apache-arrow package (npm install apache-arrow): ${(e as Error).message.split('\n')[0]}`);
+  }
+  const h = await history(id, opts);
+  const cols: Record<string, Float64Array> = Object.create(null) as Record<string, Float64Array>;
+  cols._step = h.step;
+  cols._time = h.time;
+  for (const k of h.keys) cols[k] = h.columns[k];
+  return arrow.tableFromArrays(cols);
+}
+
+/** Reading runs back: `api.runs()`, `api.run(id)`, `api.history(id)`, `api.historyArrow(id)`. */
+export const api = { runs, run, history, historyArrow };
