@@ -145,7 +145,8 @@ export function fieldValue(r: RunFields, field: string): unknown {
     const v = lookup(r.summary, field.slice(8));
     return v !== undefined ? v : statOf(r, field.slice(8));
   }
-  const own = RUN_FIELDS[field.toLowerCase()];
+  // An own entry only: a field named __proto__ or constructor is a config or summary key like any other.
+  const own = isRunField(field) ? RUN_FIELDS[field.toLowerCase()] : undefined;
   if (own) return own(r);
   const c = lookup(r.config, field);
   return c !== undefined ? c : lookup(r.summary, field);

@@ -54,6 +54,17 @@ describe('filter expressions', () => {
   });
 });
 
+describe('keys named like Object.prototype', () => {
+  it('__proto__ and constructor are config keys like any other, never the filter\'s own fields', () => {
+    const withKeys = { name: 'a', config: JSON.parse('{"__proto__": "x", "constructor": 1}') as Record<string, unknown> };
+    const plain = { name: 'b', config: { lr: 0.1 } };
+    expect(selectRuns([withKeys, plain], parseFilter('__proto__ = x')).map((r) => r.name)).toEqual(['a']);
+    expect(selectRuns([withKeys, plain], parseFilter('constructor = 1')).map((r) => r.name)).toEqual(['a']);
+    expect(fieldValue(plain, '__proto__')).toBeUndefined();
+    expect(fieldValue(plain, 'constructor')).toBeUndefined();
+  });
+});
+
 describe('logd runs --filter / --sort / --columns', () => {
   let t: TestEnv;
   const ids: Record<string, string> = {};
