@@ -377,7 +377,7 @@ export class Registry {
     this.system.ensureRunning(Math.min(this.system.defaultIntervalMs, ...asked));
     // A sample as the run begins: a run shorter than the interval gets its start and its end, not two samples at
     // its end. After the answer to CreateRun, not before it.
-    setImmediate(() => void this.system?.sampleNow().catch(() => undefined));
+    this.system.sampleSoon();
     this.system.reconcile(this.localWriterPids());
   }
 
