@@ -73,6 +73,15 @@ def _columns_as(fmt: str, names: List[str], columns: Dict[str, object]):
     return pl.DataFrame({n: columns[n] for n in names})
 
 
+def _read_error(e: Exception, run_id: str) -> Exception:
+    """A ReadHistory stream's failure (a grpc.RpcError) as logd says it: LookupError for an unknown run, else a CallError."""
+    code = getattr(e, "code", lambda: None)()
+    details = getattr(e, "details", lambda: str(e))()
+    if code is not None and code.name == "NOT_FOUND":
+        return LookupError("logd: no run %r in this node's store (%s)" % (run_id, details))
+    return CallError(code, "ReadHistory", "ReadHistory of run %s: %s" % (run_id, details))
+
+
 def _time(s: float):
     return datetime.fromtimestamp(s, tz=timezone.utc) if s else None
 
@@ -444,11 +453,7 @@ class Api:
         except CallError:
             raise
         except Exception as e:  # grpc.RpcError
-            code = getattr(e, "code", lambda: None)()
-            details = getattr(e, "details", lambda: str(e))()
-            if code is not None and code.name == "NOT_FOUND":
-                raise LookupError("logd: no run %r in this node's store (%s)" % (run_id, details)) from None
-            raise CallError(code, "ReadHistory", "ReadHistory of run %s: %s" % (run_id, details)) from None
+            raise _read_error(e, run_id) from None
 
     def _history(self, run_id: str, keys: Optional[List[str]], superseded: bool, timeout: float, rows_hint: int = 0,
                  known: Optional[List[str]] = None, system: bool = False) -> Dict[str, object]:
@@ -514,11 +519,7 @@ class Api:
         except CallError:
             raise
         except Exception as e:  # grpc.RpcError
-            code = getattr(e, "code", lambda: None)()
-            details = getattr(e, "details", lambda: str(e))()
-            if code is not None and code.name == "NOT_FOUND":
-                raise LookupError("logd: no run %r in this node's store (%s)" % (run_id, details)) from None
-            raise CallError(code, "ReadHistory", "ReadHistory of run %s: %s" % (run_id, details)) from None
+            raise _read_error(e, run_id) from None
         width = len(names)
         mat = mat[:rows, :width] if (rows, width) != mat.shape else mat
         if keys:
