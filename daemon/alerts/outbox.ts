@@ -221,7 +221,9 @@ const COMMAND_SAYS = 2000;
 function runCommand(sink: Sink, body: unknown): Promise<{ ok: boolean; say: string }> {
   const b = body as Record<string, unknown>;
   const str = (v: unknown) => (typeof v === 'string' ? v : v === null || v === undefined ? '' : String(v));
-  const env = { ...process.env, LOGD_ALERT_KIND: str(b.kind), LOGD_ALERT_TITLE: str(b.title), LOGD_ALERT_TEXT: str(b.text), LOGD_ALERT_LINK: str(b.link),
+  // logd's own secrets (the shared store's URL, the webhook's) stay with the daemon: the command gets the rest.
+  const { LOGD_UPLOAD_URL: _u, LOGD_STORE_URL: _s, LOGD_ALERT_WEBHOOK: _w, ...rest } = process.env;
+  const env = { ...rest, LOGD_ALERT_KIND: str(b.kind), LOGD_ALERT_TITLE: str(b.title), LOGD_ALERT_TEXT: str(b.text), LOGD_ALERT_LINK: str(b.link),
     LOGD_ALERT_RUN: str(b.runId), LOGD_ALERT_GROUP: str(b.group), LOGD_ALERT_PROJECT: str(b.project), LOGD_ALERT_SINK: sink.name };
   return new Promise((resolve) => {
     let child: ChildProcess;

@@ -296,14 +296,15 @@ describe('a command sink, and "no new row for …"', () => {
     const file = path.join(dir, 'alerts.json');
     fs.writeFileSync(file, JSON.stringify({
       sinks: [
-        { name: 'pager', command: `cat > ${out}/$LOGD_ALERT_KIND-$$.json && printf '%s|%s|%s\\n' "$LOGD_ALERT_TITLE" "$LOGD_ALERT_RUN" "$LOGD_ALERT_SINK" >> ${out}/titles`, events: ['metric'] },
+        { name: 'pager', command: `cat > ${out}/$LOGD_ALERT_KIND-$$.json && printf '%s|%s|%s|%s\\n' "$LOGD_ALERT_TITLE" "$LOGD_ALERT_RUN" "$LOGD_ALERT_SINK" "\${LOGD_STORE_URL:-unset}" >> ${out}/titles`, events: ['metric'] },
         { name: 'broken', command: 'echo "no route to pager" >&2; exit 7', events: ['metric'] },
         { name: 'stuck', command: 'sleep 30', events: ['metric'], timeout_ms: 500 },
       ],
       rules: [{ when: 'no new row for 10 s' }],
     }));
+    // A store URL with its password in the daemon's environment: the command does not get it.
     t = makeEnv({ LOGD_ALERTS: file });
-    await startDaemon(t);
+    await startDaemon({ ...t, env: { ...t.env, LOGD_STORE_URL: 'postgresql://logd:S3CRETPW@127.0.0.1:1/logd' } });
     const trainer = script(t, 'quiet.mjs', `
       const run = await logd.init({ project: 'alerts', name: 'quiet' });
       for (let step = 0; step < 3; step++) run.log({ loss: 1 / (step + 1) }, { step });
@@ -321,7 +322,7 @@ describe('a command sink, and "no new row for …"', () => {
     await new Promise((r) => setTimeout(r, 2500));
     const lines = fs.readFileSync(titles, 'utf8').trim().split('\n');
     expect(lines).toHaveLength(1); // once, though the run stayed quiet over several checks
-    expect(lines[0]).toMatch(new RegExp(`^no new row for 1\\d s in run quiet\\|${runId}\\|pager$`));
+    expect(lines[0]).toMatch(new RegExp(`^no new row for 1\\d s in run quiet\\|${runId}\\|pager\\|unset$`));
     const bodies = fs.readdirSync(out).filter((f) => f.endsWith('.json'));
     expect(bodies).toHaveLength(1);
     const body = JSON.parse(fs.readFileSync(path.join(out, bodies[0]), 'utf8'));
