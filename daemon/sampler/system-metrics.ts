@@ -126,15 +126,14 @@ export class SystemMetrics {
 
   /**
    * A sample soon (a run begins), after what the daemon is answering now: the runs that begin in one turn of the
-   * event loop share one, and none is taken when the last is under 50 ms old (a burst of 500 runs reads /proc a
-   * few dozen times, not 500).
+   * event loop share one (a burst of 500 runs reads /proc far fewer than 500 times). An older sample never stands
+   * in for it: taken before the run was created, it would not be the run's.
    */
   sampleSoon(): void {
     if (this.sampleDue) return;
     this.sampleDue = true;
     setImmediate(() => {
       this.sampleDue = false;
-      if (this.last && Date.now() - this.last.time * 1000 < 50) return;
       void this.sampleNow().catch(() => undefined);
     });
   }
