@@ -9,8 +9,19 @@ const MB = 1024 * 1024;
 /** Fewest ticks (summed over all cores) a CPU % is measured over: 50 ms on 2 cores, far less on big nodes. */
 const MIN_CPU_TICKS = 10;
 
+/** The daemon's last reading of /proc/stat that a CPU % was measured to: a new sampler's first baseline. */
+let lastCpuReading: { cpu: ReturnType<typeof parseProcStat>; atMs: number } | null = null;
+
+/** Reads /proc/stat once (the daemon starts): the first sampler's first sample measures CPU % from here. */
+export function primeCpuBaseline(): void {
+  if (lastCpuReading) return;
+  const stat = readText('/proc/stat');
+  if (stat !== null) lastCpuReading = { cpu: parseProcStat(stat), atMs: Date.now() };
+}
+
 export class NodeCounters {
   private prevCpu: ReturnType<typeof parseProcStat> | null = null;
+  private prevCpuAtMs = 0;
   private lastCpu: Record<string, number> | null = null;
   private diskBase: IoBytes | null = null;
   private netBase: ReturnType<typeof parseNetDev> | null = null;
@@ -59,19 +70,25 @@ export class NodeCounters {
    * a sample) may see no tick at all, or one: a figure from so few ticks is
    * noise or nothing. Such a reading repeats the last figure and keeps the
    * baseline, so every sample carries `cpu` and the next one measures the
-   * whole span.
+   * whole span. A sampler's first baseline is the daemon's last reading of
+   * /proc/stat (an earlier sampler's, or the one at daemon start, see
+   * primeCpuBaseline), so a run's first sample, taken milliseconds after the
+   * sampler started, has a figure too: the CPU since that reading.
    */
   private addCpu(node: Record<string, number>, cpu: ReturnType<typeof parseProcStat> | null): void {
     if (!cpu) return;
-    const base = this.prevCpu;
-    if (!base) {
-      this.prevCpu = cpu;
-      return;
+    const now = Date.now();
+    if (!this.prevCpu) {
+      const earlier = lastCpuReading;
+      this.prevCpu = earlier?.cpu ?? cpu;
+      this.prevCpuAtMs = earlier?.atMs ?? now;
+      if (!earlier) lastCpuReading = { cpu, atMs: now };
     }
+    const base = this.prevCpu;
     const ticks = cpu.all.busy + cpu.all.idle - (base.all.busy + base.all.idle);
-    if (ticks < MIN_CPU_TICKS && this.lastCpu) {
-      Object.assign(node, this.lastCpu);
-      return;
+    if (ticks < MIN_CPU_TICKS) {
+      if (this.lastCpu) Object.assign(node, this.lastCpu);
+      return; // too few ticks to measure: the baseline stays, and cpuMeasurableAt says when there are enough
     }
     const figures: Record<string, number> = {};
     const all = cpuPercent(base.all, cpu.all);
@@ -87,6 +104,18 @@ export class NodeCounters {
     Object.assign(node, figures);
     this.lastCpu = figures;
     this.prevCpu = cpu;
+    this.prevCpuAtMs = now;
+    lastCpuReading = { cpu, atMs: now };
+  }
+
+  /**
+   * When a reading can first measure CPU % (MIN_CPU_TICKS since the baseline: /proc/stat counts 100 ticks a second
+   * per CPU, so 50 ms on 2 CPUs, a millisecond on 128); 0 (now) once a figure is known.
+   */
+  cpuMeasurableAt(): number {
+    if (!this.prevCpu || this.lastCpu) return 0;
+    const cpus = Math.max(1, this.prevCpu.cores.length);
+    return this.prevCpuAtMs + Math.ceil(((MIN_CPU_TICKS + 2) * 10) / cpus) + 5; // a margin: ticks land late
   }
 
   private counted(name: string): boolean {

@@ -207,6 +207,11 @@ export class SystemSampler {
     }
   }
 
+  /** When a sample can first carry CPU % (a sampler just started has too few ticks since its baseline); 0: now. */
+  cpuMeasurableAt(): number {
+    return this.counters.cpuMeasurableAt();
+  }
+
   /** Takes one sample now (also between ticks); the GPU part is the loop's latest fresh reading. */
   async sampleNow(): Promise<SystemSample> {
     const nowMs = Date.now();

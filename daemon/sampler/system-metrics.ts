@@ -14,6 +14,7 @@ import { FrameType, encodeHistory, decodeHistory, jsonFrame, parseFrameJson, typ
 import { scanFrames } from '../../src/frames.js';
 import { bytesOf } from '../../src/wire.js';
 import { SystemSampler, type SystemSample, type GpuStaticInfo } from './sampler.js';
+import { primeCpuBaseline } from './node-metrics.js';
 
 export interface RunWindow { from: number; to: number; ownerPid: number; writerPids: Map<number, number> }
 
@@ -31,6 +32,7 @@ export class SystemMetrics {
   private runningIntervalMs = 0;
 
   constructor(dataDir: string, private intervalMs: number, private logLine: (l: string) => void, private nvidiaSmi?: string) {
+    primeCpuBaseline(); // the first run's first sample measures CPU % from the daemon's start
     const dir = path.join(dataDir, 'system');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.file = path.join(dir, 'records.log');
@@ -132,10 +134,15 @@ export class SystemMetrics {
   sampleSoon(): void {
     if (this.sampleDue) return;
     this.sampleDue = true;
-    setImmediate(() => {
+    // A sampler that has just started waits until it can measure CPU % (50 ms on 2 CPUs): a start sample without
+    // `cpu` would leave the run's CPU chart with its end alone.
+    const wait = Math.max(0, (this.sampler?.cpuMeasurableAt() ?? 0) - Date.now());
+    const take = (): void => {
       this.sampleDue = false;
       void this.sampleNow().catch(() => undefined);
-    });
+    };
+    if (wait > 0) setTimeout(take, wait).unref();
+    else setImmediate(take);
   }
 
   private sampleDue = false;

@@ -350,4 +350,19 @@ describe('SystemSampler with nvidia-smi', () => {
       expect(s.node.cpu).toBeLessThanOrEqual(100);
     }
   });
+
+  it('a sampler just started says when its first sample can carry cpu, and a sample then does (a run\'s start sample)', async () => {
+    for (let i = 0; i < 10; i++) {
+      const h = harness({}, { intervalMs: 60_000 }, false);
+      void h.sampler.start();
+      const at = h.sampler.cpuMeasurableAt();
+      expect(at).toBeGreaterThan(Date.now() - 5);
+      expect(at - Date.now()).toBeLessThanOrEqual(1000); // 10 ticks: 100 ms on one CPU at most
+      await new Promise((r) => setTimeout(r, Math.max(0, at - Date.now())));
+      const s = await h.sampler.sampleNow();
+      expect(s.node.cpu, `sample ${i}`).toBeGreaterThanOrEqual(0);
+      expect(h.sampler.cpuMeasurableAt()).toBe(0); // a figure is known: now
+      await h.sampler.stop();
+    }
+  });
 });
