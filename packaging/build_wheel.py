@@ -142,6 +142,10 @@ def stage(version: str, protocol, bsq: str, abi: str, addon_file: str, nodedir: 
     shutil.rmtree(st, ignore_errors=True)
     shutil.copytree(os.path.join(ROOT, "python", "logd"), os.path.join(st, "logd"),
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"))
+    # The crash journal's SIGBUS guard (python/logd/_busguard.c, loaded with ctypes: no Python ABI, so py3-none holds).
+    cc = os.environ.get("CC", "cc")
+    run([cc, "-O2", "-shared", "-fPIC", "-o", os.path.join(st, "logd", "_busguard.so"),
+         os.path.join(ROOT, "python", "logd", "_busguard.c")])
     ver_py = os.path.join(st, "logd", "_version.py")
     text = open(ver_py).read()
     text = re.sub(r'__version__ = "[^"]*"', '__version__ = "%s"' % version, text)

@@ -32,6 +32,7 @@ from array import array
 from collections import deque
 from typing import Optional
 
+from . import busguard
 from ._lazy import json
 from .paths import proc_start_time
 
@@ -110,6 +111,12 @@ class Journal:
             for at in range(0, size, 1 << 20):
                 os.pwrite(fd, bytes(min(1 << 20, size - at)), at)
         self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        # A truncation of the file by another process must not kill the trainer with SIGBUS (busguard.py).
+        self._guard = busguard.guard(self._mm, size)
+        # Rows journaled so far, and their number when the tail was at each batch boundary not yet freed: how many
+        # rows a part of the ring held, should the file be truncated under it (salvage()).
+        self.rows_total = 0
+        self._marks = {0: 0}
         # The key dictionary (name -> id), and the layout of the last row's names (the same nearly every step).
         self._kid = {}
         self._knames: list = []  # id -> name
@@ -175,8 +182,13 @@ class Journal:
         self._fast_end = -1 if self._skip else self._ring_off + end - _ROOM
         self._fast_limit = min(self._head + self._ring - _ROOM, self._seg_end)
 
+    def mark(self) -> None:
+        """A batch boundary at the tail (salvage() counts the rows between two)."""
+        self._marks[self._tail] = self.rows_total
+
     def start_segment(self) -> None:
         """A batch was closed: the next one may grow SEGMENT_BYTES from here."""
+        self._marks[self._tail] = self.rows_total
         self._seg_end = self._tail + SEGMENT_BYTES
         self._refresh()
 
@@ -277,6 +289,7 @@ class Journal:
             _U32.pack_into(mm, end, 0)
         _commit_store(mm, off, length | check << 32)
         self._tail = tail
+        self.rows_total += 1
         return res
 
     @property
@@ -314,6 +327,37 @@ class Journal:
                 append((step, t, keys, list(vs.unpack_from(mm, off + at))))
             pos += length
         return out
+
+    def salvage(self, start: int, end: int):
+        """rows() of a part of the ring that the file's truncation under the mapping zeroed in part (busguard.py):
+        records whose length and checksum hold are read, the rest is skipped 8 bytes at a time. Returns (the rows,
+        how many rows of that part are lost: counted from the batch boundaries' marks, or estimated from the bytes
+        skipped where a boundary has none)."""
+        out = []
+        skipped = 0
+        mm = self._mm
+        ring = self._ring
+        ring_off = self._ring_off
+        pos = start
+        while pos < end:
+            off = ring_off + pos % ring
+            word = _Q.unpack_from(mm, off)[0]
+            length, check = word & 0xFFFFFFFF, word >> 32
+            if 16 <= length and not length & 7 and pos + length <= end and off + length <= ring_off + ring:
+                typ = _TYPE_N.unpack_from(mm, off + 8)[0]
+                if (typ == PAD and check == 0) or _crc32(mm[off + 8 : off + length]) == check:
+                    if typ == ROW:
+                        out.extend(self.rows(pos, pos + length))
+                    pos += length
+                    continue
+            pos += 8
+            skipped += 8
+        marks = self._marks
+        at_end = self.rows_total if end == self._tail else marks.get(end)
+        at_start = marks.get(start)
+        if at_end is not None and at_start is not None:
+            return out, max(0, at_end - at_start - len(out))
+        return out, (skipped + self._last[1] - 1) // max(8, self._last[1]) if skipped else 0
 
     def columns(self, start: int, end: int, wire_ids, steps, times, counts, key_ids, values) -> int:
         """Appends the rows of the ROW records in [start, end) of the ring to a batch's columns (arrays of f64 and
@@ -425,6 +469,7 @@ class Journal:
         A batch none of whose records is in the journal gets its SEAL (flags 1: nothing of it here) only before the
         next record: the reader labels records after the last SEAL as that SEAL's seq + 1, so the last seq must be
         there before them, but a ring too full to take rows need not take SEALs either."""
+        self._marks[self._tail] = self.rows_total
         if self._tail == self._sealed_at or not self._seal(seq, SEAL_DROPPED if dropped else 0):
             self._skip = seq  # (a failed SEAL never happens with the room kept; if it did, the next record carries it)
             self._refresh()
@@ -445,6 +490,7 @@ class Journal:
         if not self._seal(self._skip, SEAL_DROPPED):
             return False
         self.skip_end = self._tail
+        self._marks[self._tail] = self.rows_total
         self._skip = 0
         self._refresh()
         return True
@@ -464,6 +510,14 @@ class Journal:
             _Q.pack_into(self._mm, 16, _f64_bits(head))
             self._head = head
             self._refresh()
+            marks = self._marks
+            for k in [k for k in marks if k < head]:
+                del marks[k]
+
+    def lost(self) -> bool:
+        """The file was truncated under the mapping (another process): the guard kept this process alive, and what
+        the file held past its new end is gone; what is written now reaches no file (segments.py gives it up)."""
+        return self._guard >= 0 and busguard.lost(self._guard)
 
     def close(self, remove: bool) -> None:
         """Unmaps; `remove` deletes the file (everything in it is acknowledged or in a spill file). Kept, the file is
@@ -473,6 +527,8 @@ class Journal:
                 os.unlink(self.path)
             except OSError:
                 pass
+        busguard.release(self._guard)
+        self._guard = -1
         try:
             self._mm.close()
         except (OSError, ValueError, BufferError):

@@ -20,6 +20,7 @@ Writer (the stream) and RelayWriter (a forked child's pipe to its relay) both
 take their rows this way.
 """
 import os
+import struct
 import threading
 from typing import List, Optional, Tuple
 
@@ -113,6 +114,7 @@ class OpenSegments:
         the rows the journal holds; later ones still go into the journal too, for a crash)."""
         if self._ring_to < 0:
             self._ring_to = j.tail
+            j.mark()
         if j.problem:
             self._journal_trouble(j.problem)
             j.problem = None
@@ -154,6 +156,7 @@ class OpenSegments:
         if not self._buf_lock.acquire(timeout=lock_timeout_s):
             return None
         try:
+            self._check_journal_lost()
             if self._open_has_content():
                 self._close_segment()
             segs, self._segments = self._segments, []
@@ -190,6 +193,43 @@ class OpenSegments:
 
     # ---- the journal's end ----
 
+    def _check_journal_lost(self) -> None:
+        """A journal whose file another process truncated (busguard.py kept this process alive) is given up: the rows
+        it still holds are read back into memory, the file is removed, and logging goes on without a journal, said
+        once. Rows that were only in the truncated part of the file are gone with it: their batches go out without
+        them (the seqs stay whole) and the message counts them (Journal.salvage()). Caller holds _ring_lock and
+        _buf_lock."""
+        j = self.journal
+        if j is None or not j.lost():
+            return
+        lost = 0
+
+        def salvage(a: int, b: int) -> list:
+            nonlocal lost
+            rows, gone = j.salvage(a, b)
+            lost += gone
+            return rows
+
+        self._segments = [(seq, 0, 0, (salvage(a, b) if b > a else []) + mem, updates)
+                          for seq, a, b, mem, updates in self._segments]
+        start = max(self._ring_from, j.skip_end)
+        end = j.tail if self._ring_to < 0 else self._ring_to
+        if end > start:
+            ring_rows = salvage(start, end)
+            self._buf[:0] = ring_rows
+            self._seg_rows += len(ring_rows)
+        self._ring_from, self._ring_to = 0, -1
+        self.journal = None
+        j.close(remove=True)
+        msg = ("crash journal lost: %s was truncated by another process; logging goes on without a journal (rows wait "
+               "for the daemon in this process's memory and spool, and those of the last flush interval are lost if it "
+               "is killed)" % j.path)
+        if lost:
+            msg += "; %d rows logged just before were only in the truncated file and are lost" % lost
+        self.journal_problem = msg
+        self._journal_warned = True
+        self._warn("logd: run %s: %s" % (self.run_id, msg))
+
     def journal_acked(self, seq: int) -> None:
         """The daemon has every batch up to seq: the journal frees them."""
         with self._buf_lock:
@@ -202,6 +242,7 @@ class OpenSegments:
         sealed are read back into memory first."""
         with self._ring_lock:
             with self._buf_lock:
+                self._check_journal_lost()
                 j = self.journal
                 if j is None:
                     return

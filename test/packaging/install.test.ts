@@ -201,6 +201,9 @@ describe.skipIf(wheelSkipped !== null)(`the wheel in a clean venv${wheelSkipped 
     expect(v.stdout.trim()).toBe(VERSION);
     const p = await py(venv, env, 'import logd; print(logd.__version__)');
     expect(p.stdout.trim()).toBe(VERSION);
+    // The crash journal's SIGBUS guard comes built with the wheel (no compiler here).
+    const g = await py(venv, env, 'from logd import busguard; print(repr(busguard.unavailable()))');
+    expect(g.stdout.trim(), g.all).toBe("''");
     // The daemon the client would start is the wheel's own, run by the wheel's Node.
     const c = await py(venv, env, 'from logd.discovery import daemon_command; print("\\n".join(daemon_command()))');
     expect(c.exitCode, c.all).toBe(0);
