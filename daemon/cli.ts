@@ -22,6 +22,7 @@ import { registerLogsCommand } from './cli/logs.js';
 import { registerMediaCommand } from './cli/media.js';
 import { registerUploadCommands, uploadStatusLines, daemonUploadStatus } from './cli/upload.js';
 import { registerAlertsCommands, alertsStatusLines } from './cli/alerts.js';
+import { registerReadsServerCommand } from './cli/reads-server.js';
 import { readAlertsStatus } from './alerts/start.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './cli/store-url.js';
 
@@ -402,6 +403,7 @@ registerLaunchCommand(program, async () => {
 });
 
 registerUiCommand(program, fail);
+registerReadsServerCommand(program, fail);
 
 program.parseAsync(process.argv).then(
   () => {

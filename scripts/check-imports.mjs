@@ -31,6 +31,8 @@ const ROOMS = {
   // The query layer reads the local store through the daemon (as a client does) or the shared store.
   'daemon/query': ['src', 'client', 'daemon/store', 'daemon/upload'],
   'daemon/ui': ['src', 'daemon/query', 'daemon/views', 'daemon/alerts'],
+  // The shared store's reads served on a private socket for a client library's reader (`logd reads-server`).
+  'daemon/shared-reads': ['src', 'daemon/query'],
   // Saved dashboard views: a file in the data dir, or a table of the shared store.
   'daemon/views': ['src', 'daemon/upload'],
   // Alerts; a job over several nodes is read and claimed in the shared store (upload's URL, query's reader).
@@ -41,7 +43,7 @@ const ROOMS = {
   'daemon/daemon.ts': ['src', 'addon', 'daemon/store', 'daemon/sampler', 'daemon/process', 'daemon/runs', 'daemon/grpc', 'daemon/upload', 'daemon/health', 'daemon/alerts', 'daemon/code'],
   'launcher': ['src', 'client'],
   // The `logd` command: every program's entry point.
-  'daemon/cli': ['src', 'client', 'launcher', 'daemon/daemon.ts', 'daemon/process', 'daemon/query', 'daemon/ui', 'daemon/upload', 'daemon/store', 'daemon/alerts', 'daemon/views'],
+  'daemon/cli': ['src', 'client', 'launcher', 'daemon/daemon.ts', 'daemon/process', 'daemon/query', 'daemon/ui', 'daemon/upload', 'daemon/store', 'daemon/alerts', 'daemon/views', 'daemon/shared-reads'],
   'daemon/cli.ts': ['src', 'client', 'launcher', 'daemon/daemon.ts', 'daemon/process', 'daemon/query', 'daemon/ui', 'daemon/upload', 'daemon/store', 'daemon/cli', 'daemon/alerts'],
   'native': [],
   'web': ['src'],

@@ -73,12 +73,12 @@ def _columns_as(fmt: str, names: List[str], columns: Dict[str, object]):
     return pl.DataFrame({n: columns[n] for n in names})
 
 
-def _read_error(e: Exception, run_id: str) -> Exception:
+def _read_error(e: Exception, run_id: str, where: str = "this node's store") -> Exception:
     """A ReadHistory stream's failure (a grpc.RpcError) as logd says it: LookupError for an unknown run, else a CallError."""
     code = getattr(e, "code", lambda: None)()
     details = getattr(e, "details", lambda: str(e))()
     if code is not None and code.name == "NOT_FOUND":
-        return LookupError("logd: no run %r in this node's store (%s)" % (run_id, details))
+        return LookupError("logd: no run %r in %s (%s)" % (run_id, where, details))
     return CallError(code, "ReadHistory", "ReadHistory of run %s: %s" % (run_id, details))
 
 
@@ -321,18 +321,49 @@ class RunView:
 
 
 class Api:
-    """Reads runs back from this node's daemon (found, or started, as init() finds it; LOGD_SERVICE names one)."""
+    """Reads runs back: from this node's daemon (found, or started, as init() finds it; LOGD_SERVICE names one), or,
+    with store="postgresql://..." (or LOGD_STORE_URL), from the shared store that every node uploads to, through
+    a reader process of its own (readback/shared.py); close() ends it (so does this process ending)."""
 
-    def __init__(self, timeout: float = 30.0):
+    def __init__(self, timeout: float = 30.0, store: Optional[str] = None):
         self._timeout = timeout
-        self._conn = connection_for(find_daemon())
+        self._shared = None
+        url = store if store is not None else os.environ.get("LOGD_STORE_URL", "")
+        if url:
+            from .shared import SharedReader
+
+            self._shared = SharedReader(url)
+            self.where = self._shared.where
+            self._conn = connection_for(self._shared.address)
+        else:
+            self.where = "this node's store"
+            self._conn = connection_for(find_daemon())
+
+    def close(self) -> None:
+        """Ends the shared store's reader (nothing to do for the node's store)."""
+        if self._shared is not None:
+            self._shared.close()
+
+    def __enter__(self) -> "Api":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self):
+        s = getattr(self, "_shared", None)
+        if s is not None and s.proc.poll() is None:
+            try:
+                s.proc.stdin.close()
+            except (OSError, ValueError):
+                pass
 
     def _unary(self, method: str, req):
         """A call; a daemon that went away since (stopped, restarted) is looked for once more, as init() would."""
         try:
             return self._conn.unary(method, req, self._timeout)
         except CallError as e:
-            if e.code is None or e.code.name not in ("UNAVAILABLE", "UNAUTHENTICATED"):
+            if self._shared is not None or e.code is None or e.code.name not in ("UNAVAILABLE", "UNAUTHENTICATED"):
                 raise
         os.environ.pop("LOGD_SERVICE", None)
         self._conn = connection_for(find_daemon(ignore_env=True))
@@ -383,7 +414,7 @@ class Api:
             return RunView(self, self._unary("GetRun", pb.GetRunRequest(run_id=run_id)))
         except CallError as e:
             if e.code.name == "NOT_FOUND":
-                raise LookupError("logd: no run %r in this node's store (%s); list them with logd.Api().runs()" % (run_id, e)) from None
+                raise LookupError("logd: no run %r in %s (%s); list them with Api.runs()" % (run_id, self.where, e)) from None
             raise
 
     def group(self, name: str, project: str = "") -> RunsList:
@@ -391,7 +422,7 @@ class Api:
         got = self.runs(project=project, group=name)
         got[:] = [r for r in got if r.group == name]
         if not got:
-            raise LookupError("logd: no group %r in this node's store; list the runs with logd.Api().runs()" % (name,))
+            raise LookupError("logd: no group %r in %s; list the runs with Api.runs()" % (name, self.where))
         return got
 
     def _scan(self, run_id: str, keys: Optional[List[str]], page_rows: int, timeout: float):
@@ -453,7 +484,7 @@ class Api:
         except CallError:
             raise
         except Exception as e:  # grpc.RpcError
-            raise _read_error(e, run_id) from None
+            raise _read_error(e, run_id, self.where) from None
 
     def _history(self, run_id: str, keys: Optional[List[str]], superseded: bool, timeout: float, rows_hint: int = 0,
                  known: Optional[List[str]] = None, system: bool = False) -> Dict[str, object]:
@@ -519,7 +550,7 @@ class Api:
         except CallError:
             raise
         except Exception as e:  # grpc.RpcError
-            raise _read_error(e, run_id) from None
+            raise _read_error(e, run_id, self.where) from None
         width = len(names)
         mat = mat[:rows, :width] if (rows, width) != mat.shape else mat
         if keys:

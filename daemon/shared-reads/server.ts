@@ -1,0 +1,152 @@
+// The shared store's reads, served over logd's own read calls: ListRuns, GetRun, ReadHistory, ReadConsole,
+// ReadMedia and ReadImage answered from the shared PostgreSQL store (daemon/query's SharedSource) on a private
+// socket. `logd.Api(store=URL)` (Python) starts one as a child process (`logd reads-server`) and reads through
+// it with the very code that reads the node's daemon: the node's daemon never opens the shared store for a
+// reader, so a notebook's large read cannot slow the trainers it serves.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { randomBytes } from 'node:crypto';
+import * as grpc from '@grpc/grpc-js';
+import { serviceDefinition } from '../../src/proto.js';
+import { sameSecret } from '../../src/token.js';
+import { TOKEN_METADATA_KEY, type RunInfo, type HistoryChunkMsg } from '../../src/wire.js';
+import { parseFilter, selectRuns, runFields, type FilterTerm } from '../../src/run-filter.js';
+import { RunNotFound, type QuerySource } from '../query/index.js';
+import { historyChunks } from './chunks.js';
+
+type Handler = grpc.UntypedServiceImplementation[string];
+
+/** The most entries one ReadConsole or ReadMedia answer holds (as the daemon's). */
+const MAX_PAGE = 10_000;
+
+class CallFailed extends Error {
+  constructor(readonly code: grpc.status, message: string) {
+    super(message);
+  }
+}
+
+function status(e: unknown): grpc.ServiceError {
+  const code = e instanceof CallFailed ? e.code : e instanceof RunNotFound ? grpc.status.NOT_FOUND : grpc.status.UNAVAILABLE;
+  const details = (e instanceof CallFailed || e instanceof RunNotFound ? (e as Error).message : `the shared store: ${(e as Error)?.message ?? String(e)}`) as string & { toWellFormed(): string };
+  return Object.assign(new Error(details), { code, details: details.toWellFormed(), metadata: new grpc.Metadata() });
+}
+
+export interface ReadsServer {
+  /** `unix:/path`, for a client's ServiceAddress. */
+  target: string;
+  token: string;
+  close(): Promise<void>;
+}
+
+/**
+ * Serves `source` on a new socket in a private directory (0700) under the system's temp dir; every call needs
+ * the token. `onCall` is told of each call (the command's idle deadline counts from the last).
+ */
+export async function serveSharedReads(source: QuerySource, onCall: () => void = () => {}): Promise<ReadsServer> {
+  const token = randomBytes(24).toString('hex');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'logd-reads-'));
+  fs.chmodSync(dir, 0o700);
+  const socket = path.join(dir, 'reads.sock');
+
+  const authed = (md: grpc.Metadata): boolean => {
+    const got = md.get(TOKEN_METADATA_KEY)[0];
+    return typeof got === 'string' && sameSecret(got, token);
+  };
+  const unauth = () => status(new CallFailed(grpc.status.UNAUTHENTICATED, `missing or wrong ${TOKEN_METADATA_KEY}`));
+  const unary = <Req, Res>(fn: (req: Req) => Promise<Res>): Handler =>
+    ((call: grpc.ServerUnaryCall<Req, Res>, cb: grpc.sendUnaryData<Res>) => {
+      if (!authed(call.metadata)) return void cb(unauth());
+      onCall();
+      fn(call.request).then((res) => cb(null, res), (e) => cb(status(e)));
+    }) as Handler;
+
+  const service: grpc.UntypedServiceImplementation = {
+    listRuns: unary(async (req: { project: string; group: string; state: string; limit: number; offset: number; tag: string; text: string; filter?: string }) => {
+      const filter = { project: req.project, group: req.group, state: req.state, tag: req.tag, text: req.text };
+      const limit = req.limit > 0 ? req.limit : 1000;
+      let terms: FilterTerm[] = [];
+      try {
+        terms = req.filter ? parseFilter(req.filter) : [];
+      } catch (e) {
+        throw new CallFailed(grpc.status.INVALID_ARGUMENT, `filter: ${(e as Error).message}`);
+      }
+      if (!terms.length) {
+        const page = await source.listRuns({ ...filter, limit, offset: req.offset });
+        return fitted(page.runs, page.total, req.offset);
+      }
+      // A filter expression looks at every run the other fields match, then pages (as the daemon does).
+      const all: RunInfo[] = [];
+      for (let offset = 0; ; ) {
+        const page = await source.listRuns({ ...filter, limit: 5000, offset });
+        all.push(...page.runs);
+        offset += page.runs.length;
+        if (page.runs.length === 0 || offset >= page.total) break;
+      }
+      const picked = selectRuns(all.map((info) => ({ info, ...runFields(info) })), terms).map((x) => x.info);
+      return fitted(picked.slice(req.offset, req.offset + limit), picked.length, req.offset);
+    }),
+
+    getRun: unary((req: { runId: string }) => source.getRun(req.runId)),
+
+    readHistory: ((call: grpc.ServerWritableStream<{ runId: string; keys: string[]; tailRows: number; system: boolean; points: number; allAttempts?: boolean }, HistoryChunkMsg>) => {
+      if (!authed(call.metadata)) return void call.emit('error', unauth());
+      onCall();
+      const r = call.request;
+      void (async () => {
+        const h = await source.history(r.runId, { keys: r.keys, tailRows: r.tailRows, system: r.system, points: r.points, allAttempts: !!r.allAttempts });
+        for (const c of historyChunks(h, !!r.allAttempts && !r.points)) {
+          if (call.cancelled) return;
+          if (!call.write(c)) await new Promise((res) => call.once('drain', res));
+        }
+        call.end();
+      })().catch((e) => call.emit('error', status(e)));
+    }) as Handler,
+
+    readConsole: unary(async (req: { runId: string; afterOffset: number | string; limit: number }) => {
+      if (!source.console) throw new CallFailed(grpc.status.UNIMPLEMENTED, `${source.where} keeps no console output`);
+      const page = await source.console(req.runId, Number(req.afterOffset) || 0);
+      return { entriesJson: page.entries.slice(0, req.limit > 0 ? Math.min(req.limit, MAX_PAGE) : MAX_PAGE).map((e) => JSON.stringify(e)), nextOffset: page.next };
+    }),
+
+    readMedia: unary(async (req: { runId: string; afterOffset: number | string; kind: string; key: string }) => {
+      if (!source.media) throw new CallFailed(grpc.status.UNIMPLEMENTED, `${source.where} keeps no media`);
+      const page = await source.media(req.runId, Number(req.afterOffset) || 0, { kind: req.kind || undefined, key: req.key || undefined });
+      return { entriesJson: page.entries.map((e) => JSON.stringify(e)), nextOffset: page.next };
+    }),
+
+    readImage: unary(async (req: { runId: string; sha256: string }) => {
+      const img = source.image ? await source.image(req.runId, req.sha256) : null;
+      if (!img) throw new CallFailed(grpc.status.NOT_FOUND, `run ${req.runId} has no image ${req.sha256.slice(0, 80)} in ${source.where}`);
+      return { data: img.data, format: img.format };
+    }),
+  };
+
+  const server = new grpc.Server({ 'grpc.max_send_message_length': 64 * 1024 * 1024 });
+  server.addService(serviceDefinition, service);
+  await new Promise<void>((resolve, reject) => server.bindAsync(`unix:${socket}`, grpc.ServerCredentials.createInsecure(), (e) => (e ? reject(e) : resolve())));
+  fs.chmodSync(socket, 0o600);
+  return {
+    target: `unix:${socket}`,
+    token,
+    close: () => new Promise<void>((resolve) => {
+      server.tryShutdown(() => {
+        fs.rmSync(dir, { recursive: true, force: true });
+        resolve();
+      });
+    }),
+  };
+}
+
+/** A page of runs, cut by size so that no answer nears the message limit (as the daemon's). */
+function fitted(page: RunInfo[], total: number, offset: number): { runs: RunInfo[]; total: number; nextOffset: number } {
+  const budget = 16 * 1024 * 1024;
+  const runs: RunInfo[] = [];
+  let bytes = 0;
+  for (const info of page) {
+    bytes += info.configJson.length + info.summaryJson.length + info.metadataJson.length + 512;
+    if (runs.length > 0 && bytes > budget) break;
+    runs.push(info);
+  }
+  return { runs, total, nextOffset: runs.length < page.length ? offset + runs.length : 0 };
+}

@@ -1,0 +1,174 @@
+// Issue 33: logd.Api(store=URL) reads the shared store, every node's runs, into DataFrames. Real processes: a
+// throwaway PostgreSQL, two nodes (two daemons with their own data dirs and node names) whose Python trainers
+// upload to it, and a reader that is neither node: its Api starts `logd reads-server` (daemon/shared-reads) and
+// reads through it. The node's own daemon is never asked. What each node's daemon reads back from its own store
+// is the reference: the shared store's DataFrames must be the same, row for row.
+import fs from 'node:fs';
+import path from 'node:path';
+import { execFileSync } from 'node:child_process';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
+import { alive, killDaemon, makeEnv, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
+import { PYTHON, pythonMissing, runPython, spawnPython, killSpawnedPython } from '../python/py-helpers.js';
+import { nodeEnv, waitUploaded } from './helpers.js';
+
+function missing(): string | null {
+  const pg = pgUnavailable();
+  if (pg) return pg;
+  if (pythonMissing) return pythonMissing;
+  try {
+    execFileSync(PYTHON, ['-c', 'import pandas, numpy'], { stdio: 'pipe', timeout: 60_000 });
+    return null;
+  } catch {
+    return `${PYTHON} has no pandas (make python installs it from python/read-requirements.txt)`;
+  }
+}
+const why = missing();
+
+let pgc: PgCluster;
+const envs: TestEnv[] = [];
+
+const TRAINER = `
+import sys, logd
+node, n = sys.argv[1], int(sys.argv[2])
+for g in range(2):
+    run = logd.init(project="shared-read", group="sweep", name="%s-%d" % (node, g), config={"lr": 0.01 * (g + 1), "node": node})
+    for s in range(n):
+        row = {"loss": 1.0 / (s + 1) + g, "acc": s / n}
+        if s % 7 == 0:
+            row["rare"] = float("nan") if s % 14 == 0 else -float("inf")
+        run.log(row, step=s)
+    print("%s says %d" % (node, g))
+    run.finish()
+    print("RUN", run.id, flush=True)
+`;
+
+/** Every run of the project, its history and its console lines, as JSON: from the node's store or the shared one. */
+const READER = `
+import json, sys, logd, numpy as np
+store = sys.argv[1] if len(sys.argv) > 1 else None
+api = logd.Api(store=store) if store else logd.Api()
+out = {"where": api.where, "runs": {}}
+for r in api.runs(project="shared-read"):
+    h = r.history()
+    out["runs"][r.id] = {
+        "name": r.name, "config": r.config,
+        "columns": list(h.columns),
+        "values": {c: [None if np.isnan(v) else (str(v) if np.isinf(v) else float(v)) for v in h[c].to_numpy(dtype=float)] for c in h.columns if c != "_time"},
+        "logs": list(r.logs()["line"]),
+    }
+if store:
+    out["filtered"] = sorted(r.name for r in api.runs(filter="lr > 0.015"))
+    out["table"] = list(api.runs(project="shared-read").to_pandas()["name"])
+    try:
+        api.run("nosuchrun")
+    except LookupError as e:
+        out["missing"] = str(e)
+    out["child"] = api._shared.proc.pid
+    api.close()
+    out["child_code"] = api._shared.proc.returncode
+print(json.dumps(out))
+`;
+
+describe.skipIf(why !== null)(`logd.Api(store=URL): the shared store read into DataFrames${why ? ` (skipped: ${why})` : ''}`, () => {
+  beforeAll(async () => {
+    pgc = await startPg();
+  }, 120_000);
+  afterAll(() => pgc?.destroy());
+  afterEach(async () => {
+    killSpawnedPython();
+    for (const t of envs.splice(0)) {
+      await killDaemon(t.dir);
+      await t.cleanup();
+    }
+  });
+
+  it('two nodes\' runs, each history row for row as its node has it, console lines, a filter, an unknown run named; the reader ends with close()', async () => {
+    const ids: Record<string, string[]> = {};
+    const local: Record<string, any> = {};
+    for (const node of ['node-a', 'node-b']) {
+      const t = nodeEnv(node, pgc.url, { LOGD_IDLE_TIMEOUT_MS: '120000' });
+      envs.push(t);
+      await startDaemon(t);
+      const file = path.join(t.dir, 'train.py');
+      fs.writeFileSync(file, TRAINER);
+      const r = await runPython(t, [file, node, '1500']);
+      expect(r.exitCode, r.all).toBe(0);
+      ids[node] = r.stdout.split('\n').filter((l) => l.startsWith('RUN ')).map((l) => l.slice(4));
+      expect(ids[node]).toHaveLength(2);
+      for (const id of ids[node]) await waitUploaded(t, pgc.url, id, 1500);
+      fs.writeFileSync(path.join(t.dir, 'read.py'), READER);
+      const l = await runPython(t, [path.join(t.dir, 'read.py')]);
+      expect(l.exitCode, l.all).toBe(0);
+      local[node] = JSON.parse(l.stdout.trim().split('\n').pop()!);
+    }
+    // The reader: on neither node (its own data dir, no daemon; it must start none).
+    const reader = makeEnv();
+    envs.push(reader);
+    fs.writeFileSync(path.join(reader.dir, 'read.py'), READER);
+    const s = await runPython(reader, [path.join(reader.dir, 'read.py'), pgc.url]);
+    expect(s.exitCode, s.all).toBe(0);
+    const shared = JSON.parse(s.stdout.trim().split('\n').pop()!);
+    expect(shared.where).toMatch(/^the shared store postgres:\/\/logd:\*\*\*@/); // the password is never shown
+    expect(Object.keys(shared.runs).sort()).toEqual([...ids['node-a'], ...ids['node-b']].sort());
+    for (const node of ['node-a', 'node-b']) {
+      for (const id of ids[node]) {
+        const want = local[node].runs[id];
+        const got = shared.runs[id];
+        expect(got.name).toBe(want.name);
+        expect(got.config).toEqual(want.config);
+        expect(got.columns).toEqual(want.columns);
+        expect(got.values).toEqual(want.values); // NaN, -inf and every step, exactly
+        expect(got.values._step).toHaveLength(1500);
+        expect(got.logs).toEqual(want.logs);
+        expect(got.logs.join('\n')).toMatch(new RegExp(`^${node} says \\d$`, 'm'));
+      }
+    }
+    expect(shared.filtered).toEqual(['node-a-1', 'node-b-1']);
+    expect([...shared.table].sort()).toEqual(['node-a-0', 'node-a-1', 'node-b-0', 'node-b-1']);
+    expect(shared.missing).toMatch(/no run 'nosuchrun' in the shared store postgres:\/\/logd:\*\*\*@.*does not exist/);
+    expect(shared.child_code).toBe(0);
+    expect(alive(shared.child)).toBe(false);
+    // The reader's node has no daemon: the shared store was read without one.
+    expect(fs.existsSync(path.join(reader.runtimeDir, 'service.json'))).toBe(false);
+  }, 300_000);
+
+  it('a reader process killed with SIGKILL leaves no reads-server behind; the URL is not on its command line', async () => {
+    const reader = makeEnv();
+    envs.push(reader);
+    const file = path.join(reader.dir, 'hold.py');
+    fs.writeFileSync(file, `
+import time, logd
+api = logd.Api(store=${JSON.stringify(pgc.url)})
+print("child", api._shared.proc.pid, flush=True)
+time.sleep(600)
+`);
+    const p = spawnPython(reader, [file]);
+    await waitUntil(() => p.lines.some((l) => l.startsWith('child ')), 60_000, 'the reader to open the shared store');
+    const child = Number(p.lines.find((l) => l.startsWith('child '))!.split(' ')[1]);
+    expect(alive(child)).toBe(true);
+    const password = new URL(pgc.url).password;
+    expect(fs.readFileSync(`/proc/${child}/cmdline`, 'utf8')).not.toContain(password);
+    p.kill('SIGKILL');
+    await waitUntil(() => !alive(child), 15_000, 'the reads-server to end with its parent');
+  }, 120_000);
+
+  it('a store that cannot be reached: a clear error within the deadline, no process left', async () => {
+    const reader = makeEnv();
+    envs.push(reader);
+    const r = await runPython(reader, ['-c', `
+import time, logd
+t = time.time()
+try:
+    logd.Api(store="postgres://logd:secret@127.0.0.1:1/logd")
+except Exception as e:
+    print(type(e).__name__, "|", e, "|", round(time.time() - t, 1))
+`]);
+    expect(r.exitCode, r.all).toBe(0);
+    const [kind, msg, secs] = r.stdout.trim().split('\n').pop()!.split(' | ');
+    expect(kind).toBe('ConnectionError');
+    expect(msg).toMatch(/could not open the shared store: .*127\.0\.0\.1:1/);
+    expect(msg).not.toContain('secret');
+    expect(Number(secs)).toBeLessThan(30);
+  }, 120_000);
+});
