@@ -20,7 +20,8 @@ export class DaemonStartError extends Error {
 }
 
 const EXIT_ALREADY_RUNNING = 3;
-const cliPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'daemon', 'cli.js');
+/** The `logd` command's entry point beside the client (dist/daemon/cli.js; the bundled client sits in dist/client too). */
+export const cliPath = path.join(path.dirname(fileURLToPath(import.meta.url)), '..', 'daemon', 'cli.js');
 
 /**
  * The daemon that serves this data dir: the one named by the service file in the runtime dir privateRuntime()

@@ -11,6 +11,7 @@ import { connectionFor } from '../connection.js';
 import { checkedDaemon } from '../stale-service.js';
 import { readHistory } from '../history.js';
 import type { RunInfo } from '../../src/wire.js';
+import { startReadsServer } from './shared.js';
 
 /** A run as the daemon lists it, its JSON fields parsed. */
 export interface RunRecord {
@@ -64,8 +65,9 @@ function record(r: RunInfo): RunRecord {
  * The node's runs, newest first. `filter`: only runs where every term holds, as `logd runs --filter` reads it
  * ("lr < 0.01; state = crashed"); a term that does not parse rejects with the daemon's INVALID_ARGUMENT, saying where.
  */
-async function runs(filter: { project?: string; group?: string; state?: string; tag?: string; search?: string; limit?: number; filter?: string } = {}): Promise<RunRecord[]> {
-  const c = await connection();
+type RunsFilter = { project?: string; group?: string; state?: string; tag?: string; search?: string; limit?: number; filter?: string };
+
+async function runsOn(c: Connection, filter: RunsFilter = {}): Promise<RunRecord[]> {
   const out: RunRecord[] = [];
   for (let offset = 0; ;) {
     const want = filter.limit === undefined ? 1000 : Math.min(1000, filter.limit - out.length);
@@ -80,13 +82,13 @@ async function runs(filter: { project?: string; group?: string; state?: string; 
 }
 
 /** One run; rejects naming the id when there is none. */
-async function run(id: string): Promise<RunRecord> {
-  return record(await (await connection()).unary<unknown, RunInfo>('getRun', { runId: id }, 30_000));
+async function runOn(c: Connection, id: string): Promise<RunRecord> {
+  return record(await c.unary<unknown, RunInfo>('getRun', { runId: id }, 30_000));
 }
 
 /** Every stored row of a run, unsampled, as columns; `keys` limits the metrics (a key no row has is an all-NaN column). */
-async function history(id: string, opts: { keys?: string[]; timeoutMs?: number } = {}): Promise<HistoryColumns> {
-  const h = await readHistory(await connection(), id, { keys: opts.keys, timeoutMs: opts.timeoutMs });
+async function historyOn(c: Connection, id: string, opts: { keys?: string[]; timeoutMs?: number } = {}): Promise<HistoryColumns> {
+  const h = await readHistory(c, id, { keys: opts.keys, timeoutMs: opts.timeoutMs });
   const keys = opts.keys && opts.keys.length ? opts.keys : h.keys;
   const index = new Map(h.keys.map((k, i) => [k, i]));
   const columns: Record<string, Float64Array> = Object.create(null) as Record<string, Float64Array>;
@@ -113,14 +115,14 @@ const ARROW = 'apache-arrow';
  * A run's history as an Apache Arrow table (the `apache-arrow` package, which the program installs: logd does not
  * depend on it): `_step`, `_time` and one Float64 column per metric, the same columns as history(), unsampled.
  */
-async function historyArrow(id: string, opts: { keys?: string[]; timeoutMs?: number } = {}): Promise<unknown> {
+async function historyArrowOn(c: Connection, id: string, opts: { keys?: string[]; timeoutMs?: number } = {}): Promise<unknown> {
   let arrow: { tableFromArrays: (cols: Record<string, Float64Array>) => unknown };
   try {
     arrow = (await import(ARROW)) as typeof arrow;
   } catch (e) {
     throw new Error(`logd: api.historyArrow() needs the apache-arrow package (npm install apache-arrow): ${(e as Error).message.split('\n')[0]}`);
   }
-  const h = await history(id, opts);
+  const h = await historyOn(c, id, opts);
   const cols: Record<string, Float64Array> = Object.create(null) as Record<string, Float64Array>;
   cols._step = h.step;
   cols._time = h.time;
@@ -128,5 +130,42 @@ async function historyArrow(id: string, opts: { keys?: string[]; timeoutMs?: num
   return arrow.tableFromArrays(cols);
 }
 
-/** Reading runs back: `api.runs()`, `api.run(id)`, `api.history(id)`, `api.historyArrow(id)`. */
-export const api = { runs, run, history, historyArrow };
+/** The reads of one store, through one connection. */
+export interface Reader {
+  runs(filter?: RunsFilter): Promise<RunRecord[]>;
+  run(id: string): Promise<RunRecord>;
+  history(id: string, opts?: { keys?: string[]; timeoutMs?: number }): Promise<HistoryColumns>;
+  historyArrow(id: string, opts?: { keys?: string[]; timeoutMs?: number }): Promise<unknown>;
+}
+
+function readerOn(conn: () => Promise<Connection>): Reader {
+  return {
+    runs: async (filter) => runsOn(await conn(), filter),
+    run: async (id) => runOn(await conn(), id),
+    history: async (id, opts) => historyOn(await conn(), id, opts),
+    historyArrow: async (id, opts) => historyArrowOn(await conn(), id, opts),
+  };
+}
+
+/** The shared store's reader (`api.shared()`): the same reads, and `close()`, which ends its reader process. */
+export interface SharedReader extends Reader {
+  /** Where it reads: the URL, its password masked. */
+  where: string;
+  close(): Promise<void>;
+}
+
+/**
+ * The shared store every node uploads to (`url`, or LOGD_STORE_URL), read through a reader process of this
+ * program's own (`logd reads-server`, daemon/shared-reads), not the node's daemon, as Python's
+ * logd.Api(store=...) does. The URL goes to it in its environment, never on its command line. It ends with
+ * close(), or when this process ends.
+ */
+async function shared(url = process.env.LOGD_STORE_URL ?? ''): Promise<SharedReader> {
+  if (!url) throw new Error('logd: api.shared() needs the shared store\'s URL (postgres://…), or LOGD_STORE_URL');
+  const { target, token, where, close } = await startReadsServer(url);
+  let c: Connection | null = null;
+  return { ...readerOn(async () => (c ??= connectionFor({ target, token }))), where, close };
+}
+
+/** Reading runs back: `api.runs()`, `api.run(id)`, `api.history(id)`, `api.historyArrow(id)` of the node's store; `api.shared(url)` the shared store's. */
+export const api = { ...readerOn(connection), shared };

@@ -8,7 +8,7 @@ import path from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
-import { alive, killDaemon, makeEnv, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
+import { alive, killDaemon, makeEnv, runScript, script, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
 import { PYTHON, pythonMissing, runPython, spawnPython, killSpawnedPython } from '../python/py-helpers.js';
 import { nodeEnv, waitUploaded } from './helpers.js';
 
@@ -131,6 +131,32 @@ describe.skipIf(why !== null)(`logd.Api(store=URL): the shared store read into D
     expect(alive(shared.child)).toBe(false);
     // The reader's node has no daemon: the shared store was read without one.
     expect(fs.existsSync(path.join(reader.runtimeDir, 'service.json'))).toBe(false);
+
+    // TypeScript: api.shared(url), the same runs and the same columns.
+    const ts = await runScript(reader, script(reader, 'read.mjs', `
+      const store = await logd.api.shared(process.argv[2]);
+      const out = { where: store.where, runs: {} };
+      for (const r of await store.runs({ project: 'shared-read' })) {
+        const h = await store.history(r.id);
+        out.runs[r.id] = { name: r.name, step: Array.from(h.step), loss: Array.from(h.columns.loss), rare: Array.from(h.columns.rare, (v) => Number.isNaN(v) ? null : String(v)) };
+      }
+      out.filtered = (await store.runs({ filter: 'lr > 0.015' })).map((r) => r.name).sort();
+      await store.close();
+      console.log(JSON.stringify(out));
+    `), [pgc.url]);
+    expect(ts.exitCode, ts.stderr).toBe(0);
+    const tsOut = JSON.parse(ts.stdout.trim().split('\n').pop()!);
+    expect(tsOut.where).toBe(shared.where);
+    expect(tsOut.filtered).toEqual(['node-a-1', 'node-b-1']);
+    for (const node of ['node-a', 'node-b']) {
+      for (const id of ids[node]) {
+        const want = local[node].runs[id].values;
+        expect(tsOut.runs[id].step).toEqual(want._step);
+        expect(tsOut.runs[id].loss).toEqual(want.loss);
+        // Python said -inf as "-inf", TypeScript as "-Infinity"; NaN (and no value) as null in both.
+        expect(tsOut.runs[id].rare.map((v: string | null) => (v === '-Infinity' ? '-inf' : v))).toEqual(want.rare);
+      }
+    }
   }, 300_000);
 
   it('a reader process killed with SIGKILL leaves no reads-server behind; the URL is not on its command line', async () => {
