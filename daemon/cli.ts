@@ -13,6 +13,7 @@ import { stopMarker } from '../src/service-file.js';
 import { describeEnvironment } from '../src/environment.js';
 import { mergeBySteps, rawRows, jsonLines, csvLines } from '../client/history.js';
 import { lastRows } from './cli/last-rows.js';
+import { exportColumns, parquetBytes, arrowBytes } from './cli/export-files.js';
 import { parseFilter, selectRuns, fieldValue, isRunField, RUN_FIELD_NAMES, LOWER_IS_BETTER, type FilterTerm, type RunFields } from '../src/run-filter.js';
 import { openSource, type QuerySource } from './query/index.js';
 import { registerLaunchCommand } from '../launcher/main.js';
@@ -300,9 +301,9 @@ program
 
 program
   .command('export')
-  .description('export a run\'s history as JSON lines or CSV')
+  .description('export a run\'s history as JSON lines, CSV, Parquet or an Arrow IPC file')
   .argument('<run>', 'run id')
-  .addOption(new Option('--format <f>', 'output format').choices(['jsonl', 'csv']).default('jsonl'))
+  .addOption(new Option('--format <f>', 'output format (parquet and arrow: one float64 column per metric, null where a row has none)').choices(['jsonl', 'csv', 'parquet', 'arrow']).default('jsonl'))
   .option('--output <file>', 'write to this file instead of stdout')
   .option('--force', 'overwrite --output if it exists')
   .option('--keys <list>', 'only these metrics (comma-separated)')
@@ -311,9 +312,11 @@ program
   .option('--system', "the node's system metrics sampled while the run was alive, instead of its history")
   .addOption(urlOption('store', STORE_HELP))
   .addOption(urlFileOption('store'))
-  .action(async (id: string, o: { format: 'jsonl' | 'csv'; output?: string; force?: boolean; keys?: string; raw?: boolean; allAttempts?: boolean; system?: boolean } & UrlOptions) => {
+  .action(async (id: string, o: { format: 'jsonl' | 'csv' | 'parquet' | 'arrow'; output?: string; force?: boolean; keys?: string; raw?: boolean; allAttempts?: boolean; system?: boolean } & UrlOptions) => {
     if (o.allAttempts && o.system) fail('--all-attempts is about the run\'s history; --system exports the node\'s metrics: give one of them');
     if (o.output && fs.existsSync(o.output) && !o.force) fail(`${o.output} exists; add --force to overwrite it`);
+    const binary = o.format === 'parquet' || o.format === 'arrow';
+    if (binary && !o.output && process.stdout.isTTY) fail(`--format ${o.format} writes a binary file: give --output FILE (or redirect standard output)`, 2);
     const src = await querySource(o);
     const info = await src.getRun(id).catch((e: Error) => fail(e.message));
     const damage = damageLine(runJson(info));
@@ -321,6 +324,18 @@ program
     const keys = o.keys ? o.keys.split(',').map((k) => k.trim()).filter(Boolean) : [];
     const h = await src.history(id, { keys, system: !!o.system, allAttempts: !!o.allAttempts }).catch((e: Error) => fail(e.message));
     const groups = o.raw || o.system ? rawRows(h) : mergeBySteps(h);
+    if (binary) {
+      const cols = exportColumns(h, groups, !!o.raw || !!o.system);
+      const bytes = o.format === 'parquet' ? await parquetBytes(cols, `logd ${LOGD_VERSION}`) : await arrowBytes(cols);
+      if (o.output) {
+        // Whole or not at all: a file that is there is complete.
+        const tmp = `${o.output}.logd-tmp-${process.pid}`;
+        fs.writeFileSync(tmp, bytes, { mode: 0o644 });
+        fs.renameSync(tmp, o.output);
+        process.stderr.write(`logd: wrote ${groups.length} rows × ${cols.length} columns of run ${id} to ${o.output} (${o.format}, ${bytes.byteLength} bytes)\n`);
+      } else writeAllBytes(1, bytes);
+      return;
+    }
     const lines = o.format === 'jsonl' ? jsonLines(h, groups, !!o.raw) : csvLines(h, groups, !!o.raw);
     const fd = o.output ? fs.openSync(o.output, o.force ? 'w' : 'wx') : 1;
     let buf: string[] = [];
@@ -360,7 +375,10 @@ function rank(k: string): number {
 
 /** Synchronous full write (stdout may be a pipe that takes a little at a time). */
 function writeAll(fd: number, text: string): void {
-  const b = Buffer.from(text);
+  writeAllBytes(fd, Buffer.from(text));
+}
+
+function writeAllBytes(fd: number, b: Uint8Array): void {
   let off = 0;
   while (off < b.length) {
     try {
