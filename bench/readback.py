@@ -7,6 +7,9 @@ nothing.
    pandas DataFrame, the first read after a daemon restart (cold: the run's log not in the daemon's memory, the page
    cache warm) and again (warm); the process's peak RSS growth against the frame's own size.
 2. M runs (default 2 000) with 20 config keys and 10 summary keys: logd.Api().runs().to_pandas().
+3. With LOGD_BENCH_STORE_URL (a shared PostgreSQL store, password included: the environment, not the command line):
+   the daemon uploads both (it is started with LOGD_UPLOAD_URL), and the same reads go through
+   logd.Api(store=URL): opening it (its reader process and first connection), history() and runs().to_pandas().
 Needs numpy and pandas (the `read` extra) and the daemon this environment finds (started if none).
 """
 import argparse
@@ -33,7 +36,12 @@ def rss_mb():
     return 0.0
 
 
-print("bench/readback: %d rows x 10 metrics; %d runs; load %s" % (a.rows, a.runs, " ".join("%.1f" % x for x in os.getloadavg())))
+STORE = os.environ.get("LOGD_BENCH_STORE_URL", "")
+if STORE:
+    os.environ["LOGD_UPLOAD_URL"] = STORE  # for the daemon this process starts
+    os.environ.setdefault("LOGD_NODE", "bench-node")
+print("bench/readback: %d rows x 10 metrics; %d runs; load %s%s" % (a.rows, a.runs, " ".join("%.1f" % x for x in os.getloadavg()),
+                                                                  "; and the shared store" if STORE else ""))
 t0 = time.perf_counter()
 run = logd.init(project="bench-read", name="big")
 keys = ["m%d" % i for i in range(10)]
@@ -43,7 +51,8 @@ run.finish(timeout=600)
 print("  logged %d rows in %.1f s" % (a.rows, time.perf_counter() - t0))
 
 logd_bin = os.environ.get("LOGD_BIN", "logd")
-subprocess.run([logd_bin, "stop"], capture_output=True)  # cold: the next read is a new daemon's first
+if not STORE:
+    subprocess.run([logd_bin, "stop"], capture_output=True)  # cold: the next read is a new daemon's first
 api = logd.Api()
 for r in range(a.rounds):
     before = rss_mb()
@@ -67,3 +76,34 @@ for r in range(a.rounds):
     t = time.perf_counter()
     df = api.runs(project="bench-runs").to_pandas()
     print("  runs().to_pandas(): %.3f s for %d runs x %d columns" % (time.perf_counter() - t, len(df), df.shape[1]))
+
+if STORE:
+    t0 = time.perf_counter()
+    shared = logd.Api(store=STORE)
+    print("  Api(store=...) opened in %.3f s" % (time.perf_counter() - t0))
+    deadline = time.time() + 1800
+    while True:  # the daemon uploads as it goes; wait for every row of the big run and every small run
+        try:
+            big = shared.run(run.id)
+            n = len(shared.runs(project="bench-runs"))
+            if big.state == "finished" and big.rows == a.rows and n == a.runs:
+                break
+        except LookupError:
+            pass
+        if time.time() > deadline:
+            sys.exit("bench/readback: the shared store did not get every row within 30 minutes")
+        time.sleep(2)
+    print("  uploaded %d rows and %d runs to the shared store, %.1f s after they were made" % (a.rows, a.runs, time.perf_counter() - t0))
+    for r in range(a.rounds):
+        before = rss_mb()
+        t = time.perf_counter()
+        df = shared.run(run.id).history()
+        took = time.perf_counter() - t
+        print("  shared store: history() -> pandas: %.3f s for %d rows x %d columns (%.1f M points/s); RSS %.0f -> %.0f MB"
+              % (took, len(df), df.shape[1], len(df) * 10 / took / 1e6, before, rss_mb()))
+        del df
+    for r in range(a.rounds):
+        t = time.perf_counter()
+        df = shared.runs(project="bench-runs").to_pandas()
+        print("  shared store: runs().to_pandas(): %.3f s for %d runs x %d columns" % (time.perf_counter() - t, len(df), df.shape[1]))
+    shared.close()

@@ -24,6 +24,7 @@ import { registerMediaCommand } from './cli/media.js';
 import { registerUploadCommands, uploadStatusLines, daemonUploadStatus } from './cli/upload.js';
 import { registerAlertsCommands, alertsStatusLines } from './cli/alerts.js';
 import { registerReadsServerCommand } from './cli/reads-server.js';
+import { registerManageCommands } from './cli/manage.js';
 import { readAlertsStatus } from './alerts/start.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './cli/store-url.js';
 
@@ -422,6 +423,7 @@ registerLaunchCommand(program, async () => {
 
 registerUiCommand(program, fail);
 registerReadsServerCommand(program, fail);
+registerManageCommands(program, fail);
 
 program.parseAsync(process.argv).then(
   () => {

@@ -41,6 +41,8 @@ export const MESSAGES: Record<string, readonly Field[]> = {
   AlertResponse: [['queued', 1, 'bool', 0, 0], ['message', 2, 'string', 0, 0]],
   SetEnvironmentRequest: [['runId', 1, 'string', 0, 0], ['runToken', 2, 'string', 0, 0], ['writerId', 3, 'string', 0, 0], ['environmentJson', 4, 'string', 0, 0]],
   SetEnvironmentResponse: [],
+  EditRunRequest: [['runId', 1, 'string', 0, 0], ['setName', 2, 'bool', 0, 0], ['name', 3, 'string', 0, 0], ['addTags', 4, 'string', 1, 0], ['removeTags', 5, 'string', 1, 0], ['setNotes', 6, 'bool', 0, 0], ['notes', 7, 'string', 0, 0]],
+  DeleteRunResponse: [],
   ReadConsoleRequest: [['runId', 1, 'string', 0, 0], ['afterOffset', 2, 'uint64', 0, 0], ['limit', 3, 'uint32', 0, 0]],
   ReadMediaRequest: [['runId', 1, 'string', 0, 0], ['afterOffset', 2, 'uint64', 0, 0], ['limit', 3, 'uint32', 0, 0], ['kind', 4, 'string', 0, 0], ['key', 5, 'string', 0, 0]],
   ReadMediaResponse: [['entriesJson', 1, 'string', 1, 0], ['nextOffset', 2, 'uint64', 0, 0]],
@@ -68,4 +70,6 @@ export const METHODS: Record<string, readonly [path: string, request: string, re
   reportExit: ['/logd.v1.Logd/ReportExit', 'ReportExitRequest', 'ReportExitResponse', false, false],
   alert: ['/logd.v1.Logd/Alert', 'AlertRequest', 'AlertResponse', false, false],
   setEnvironment: ['/logd.v1.Logd/SetEnvironment', 'SetEnvironmentRequest', 'SetEnvironmentResponse', false, false],
+  editRun: ['/logd.v1.Logd/EditRun', 'EditRunRequest', 'RunInfo', false, false],
+  deleteRun: ['/logd.v1.Logd/DeleteRun', 'GetRunRequest', 'DeleteRunResponse', false, false],
 };

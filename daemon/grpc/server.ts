@@ -12,6 +12,7 @@ import type { Registry } from '../runs/registry.js';
 import type { Finaliser } from '../runs/finaliser.js';
 import type { LiveRun, Writer, WriteCall } from '../runs/run.js';
 import { rowFromLive, infoFromRow } from '../runs/index-rows.js';
+import { editRun, removeRun } from '../runs/manage.js';
 import { Undecodable } from '../../src/proto.js';
 import { toJson } from '../../src/json.js';
 import { MEDIA_KINDS } from '../../src/media.js';
@@ -305,6 +306,14 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       const n = reg.openRuns().length;
       setImmediate(() => ctx.requestShutdown('a Shutdown call (logd stop)'));
       return { runsKilled: n };
+    }),
+
+    editRun: unary(ctx, (req: { runId: string; setName: boolean; name: string; addTags: string[]; removeTags: string[]; setNotes: boolean; notes: string }) =>
+      editRun(reg, req.runId, { name: req.setName ? req.name : undefined, addTags: req.addTags, removeTags: req.removeTags, notes: req.setNotes ? req.notes : undefined })),
+
+    deleteRun: unary(ctx, async (req: { runId: string }) => {
+      await removeRun(reg, req.runId);
+      return {};
     }),
 
     readHistory: reading<HistoryRequest, HistoryChunkMsg>(ctx, true, (call) => streamHistory(reg, call)),

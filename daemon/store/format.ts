@@ -36,7 +36,10 @@
 import type { RunEnd } from '../../src/story/end.js';
 import { toJson } from '../../src/json.js';
 
-export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9, MEDIA: 10, BASE: 11, CHECKPOINT: 12, CHECKPOINT_AT: 13, SEQ: 14 } as const;
+export const FrameType = { RUN: 1, KEYS: 2, WRITER: 3, HISTORY: 4, SUMMARY: 5, CONFIG: 6, STATE: 7, ATTEMPT: 8, CONSOLE: 9, MEDIA: 10, BASE: 11, CHECKPOINT: 12, CHECKPOINT_AT: 13, SEQ: 14, EDIT: 15 } as const;
+
+/** An EDIT frame (`logd rename`, `logd tag`, `logd note`): the listing fields it sets, and when. */
+export interface RunEdit { name?: string; tags?: string[]; notes?: string; at: number }
 
 /**
  * One attempt of a run: the first is the run's creation; each continue

@@ -7,7 +7,7 @@
 // give the same state.
 import fs from 'node:fs';
 import { RecordLog } from './record-log.js';
-import { FrameType, decodeHistory, parseFrameJson, type Attempt, type AttemptFrame, type BaseFrame, type MediaFrame, type MediaIndex, indexMedia, frameSeq, type FinalState, type RunMeta, type WriterMeta } from './format.js';
+import { FrameType, decodeHistory, parseFrameJson, type Attempt, type AttemptFrame, type BaseFrame, type RunEdit, type MediaFrame, type MediaIndex, indexMedia, frameSeq, type FinalState, type RunMeta, type WriterMeta } from './format.js';
 import { RunSummary } from './summary.js';
 import { ownRecord } from '../../src/json.js';
 import { scanFrames, type ScanResult } from '../../src/frames.js';
@@ -170,6 +170,12 @@ export class ReplayState {
         const f = parseFrameJson<{ writerIdx: number; seq: number }>(p);
         const ok = Number.isInteger(f.writerIdx) && f.writerIdx >= 0 && f.writerIdx < this.writers.length && Number.isSafeInteger(f.seq);
         if (ok) this.maxSeq[f.writerIdx] = Math.max(this.maxSeq[f.writerIdx] ?? 0, f.seq);
+        break;
+      }
+      case FrameType.EDIT: {
+        // A rename, tag or note after the run was made: the listing fields it sets (an index rebuild keeps them).
+        const e = parseFrameJson<RunEdit>(p);
+        if (this.meta) this.meta = { ...this.meta, ...(typeof e.name === 'string' ? { name: e.name } : {}), ...(Array.isArray(e.tags) ? { tags: e.tags } : {}), ...(typeof e.notes === 'string' ? { notes: e.notes } : {}) };
         break;
       }
       case FrameType.BASE: {

@@ -93,6 +93,26 @@ export class Store {
     });
   }
 
+  /**
+   * Appends one frame to the log of a run no daemon stage holds open (final, its log closed): opened, appended,
+   * made durable, closed. After a close in progress (a checkpoint being written) is done.
+   */
+  async appendToClosed(id: string, type: number, parts: readonly Uint8Array[]): Promise<void> {
+    await this.sealed(id);
+    const { log } = RecordLog.open(this.logPath(id));
+    try {
+      log.append(type, parts);
+      await log.sync();
+    } finally {
+      log.close();
+    }
+  }
+
+  /** Removes a run: its directory, its index row and its checkpoint hint (`logd rm`; a claim that did not commit). */
+  removeRun(id: string): void {
+    this.removeUnanswered(id);
+  }
+
   /** Removes a run that was never answered to anyone (a claim in the shared store that did not commit). */
   removeUnanswered(id: string): void {
     fs.rmSync(path.join(this.runsDir, id), { recursive: true, force: true });
