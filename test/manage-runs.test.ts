@@ -91,7 +91,7 @@ describe('managing runs: rename, tag, note, rm', () => {
     const [a, b, c] = await threeRuns();
     const asked = await cli(t, ['rm', a], { reject: false });
     expect(asked.exitCode).toBe(2);
-    expect(asked.stderr).toMatch(new RegExp(`logd rm removes 1 run\\(s\\) from this node's store for good: ${a} \\(r0, finished\\); add --yes`));
+    expect(asked.stderr).toMatch(new RegExp(`logd rm removes 1 run\\(s\\) from the local store \\(.*\\) for good: ${a} \\(r0, finished\\); add --yes`));
     expect(fs.existsSync(path.join(t.dataDir, 'runs', a))).toBe(true);
     const gone = await cli(t, ['rm', a, '--yes']);
     expect(gone.stdout.trim()).toBe(`removed ${a} (r0)`);
@@ -104,7 +104,7 @@ describe('managing runs: rename, tag, note, rm', () => {
     expect(g.stdout.trim().split('\n').sort()).toEqual([`removed ${b} (r1)`, `removed ${c} (r2)`].sort());
     expect(await cliJson(t, ['runs'])).toEqual([]);
     const none = await cli(t, ['rm', '--group', 'sweep-1', '--yes'], { reject: false });
-    expect(none.stderr).toMatch(/group "sweep-1" has no runs in this node's store/);
+    expect(none.stderr).toMatch(/group "sweep-1" has no runs in the local store/);
   });
 
   it('bad input is refused with what is wrong, and changes nothing', async () => {

@@ -10,12 +10,14 @@ export * from './source.js';
 export interface OpenOptions {
   /** A postgres:// URL; empty or missing: LOGD_STORE_URL, then the local store. */
   store?: string;
+  /** The node's store even when LOGD_STORE_URL is set (commands that change runs name the shared store explicitly). */
+  localOnly?: boolean;
   /** Told when the local source's daemon went away and a new one is looked for (the dashboard logs it). */
   onReconnect?: (line: string) => void;
 }
 
 export async function openSource(opts: OpenOptions = {}): Promise<QuerySource> {
-  const url = opts.store || process.env.LOGD_STORE_URL || '';
+  const url = opts.store || (opts.localOnly ? '' : process.env.LOGD_STORE_URL) || '';
   if (url) {
     const { openSharedSource } = await import('./shared.js');
     return openSharedSource(url);

@@ -7,7 +7,7 @@ import type { ServiceAddress } from '../../src/wire.js';
 import { connectionFor, CallError, Status, type Connection } from '../../client/connection.js';
 import { findDaemon } from '../../client/discovery.js';
 import { readHistory, readSummary } from '../../client/history.js';
-import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine, MediaItem } from './source.js';
+import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine, MediaItem, RunEditAsk } from './source.js';
 import { RunNotFound } from './source.js';
 import { downsampleHistory } from './downsampled.js';
 
@@ -48,6 +48,17 @@ export class LocalSource implements QuerySource {
 
   wholeSummary(id: string): Promise<{ summary: Record<string, unknown>; stats: Record<string, unknown> }> {
     return this.call((c) => readSummary(c, id), id);
+  }
+
+  async editRun(id: string, e: RunEditAsk): Promise<{ name: string; tags: string[]; notes: string }> {
+    const r = await this.call((c) => c.unary<unknown, RunInfo>('editRun', {
+      runId: id, setName: e.name !== undefined, name: e.name ?? '', addTags: e.addTags ?? [], removeTags: e.removeTags ?? [], setNotes: e.notes !== undefined, notes: e.notes ?? '',
+    }, CALL_MS), id);
+    return { name: r.name, tags: r.tags, notes: r.notes };
+  }
+
+  async removeRun(id: string): Promise<void> {
+    await this.call((c) => c.unary('deleteRun', { runId: id }, CALL_MS), id);
   }
 
   getRun(id: string): Promise<RunInfo> {

@@ -10,7 +10,7 @@ import { pgOptions, lacksPassword, NO_PASSWORD } from '../upload/pgpass.js';
 import { SCHEMA_VERSION, storeVersion } from '../upload/schema.js';
 import { decodeFloat8Array, decodeInt4Array } from '../upload/copy.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from '../upload/pg-sink.js';
-import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine, MediaItem } from './source.js';
+import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine, MediaItem, RunEditAsk } from './source.js';
 import { RunNotFound } from './source.js';
 import { downsampleHistory } from './downsampled.js';
 import { latestTimeline } from './latest-timeline.js';
@@ -232,6 +232,42 @@ export class SharedSource implements QuerySource {
     this.needMediaSchema();
     const rows = await this.q<{ one: number }>('SELECT 1 AS one FROM logd_runs WHERE id = $1', [id]);
     if (!rows.length) throw new RunNotFound(id, this.where);
+  }
+
+  async editRun(id: string, e: RunEditAsk): Promise<{ name: string; tags: string[]; notes: string }> {
+    if (e.name !== undefined && e.name.trim() === '') throw new Error('a run\'s name cannot be empty');
+    const r = (await this.q<{ name: string; tags: string[]; notes: string }>(
+      `UPDATE logd_runs SET name = CASE WHEN $2::text IS NULL THEN name ELSE $2 END,
+         tags = ARRAY(SELECT DISTINCT t FROM unnest(array_cat(tags, $3::text[])) t WHERE NOT t = ANY($4::text[])),
+         notes = CASE WHEN $5::text IS NULL THEN notes ELSE $5 END
+       WHERE id = $1 RETURNING name, tags, notes`,
+      [id, e.name ?? null, e.addTags ?? [], e.removeTags ?? [], e.notes ?? null]))[0];
+    if (!r) throw new RunNotFound(id, this.where);
+    return r;
+  }
+
+  /**
+   * Every row of the run in every table of the store (by run_id), and its own row, in one transaction. Its upload
+   * cursor stays, marked done: the node that uploaded it does not send it again (it would, from the start, were
+   * the cursor gone); a run continued or edited there later comes back with what is new.
+   */
+  async removeRun(id: string): Promise<void> {
+    await this.mustExist(id);
+    const tables = (await this.q<{ table_name: string }>(
+      "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() AND column_name = 'run_id' AND table_name LIKE 'logd\\_%'", [])).map((r) => r.table_name);
+    const c = await this.pool.connect();
+    try {
+      await c.query('BEGIN');
+      for (const t of tables.filter((t) => t !== 'logd_cursors')) await c.query(`DELETE FROM ${pg.escapeIdentifier(t)} WHERE run_id = $1`, [id]);
+      if (tables.includes('logd_cursors')) await c.query('UPDATE logd_cursors SET done = true, system_done = true WHERE run_id = $1', [id]);
+      await c.query('DELETE FROM logd_runs WHERE id = $1', [id]);
+      await c.query('COMMIT');
+    } catch (e) {
+      await c.query('ROLLBACK').catch(() => {});
+      throw e;
+    } finally {
+      c.release();
+    }
   }
 
   async close(): Promise<void> {

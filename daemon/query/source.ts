@@ -81,6 +81,13 @@ export interface QuerySource {
    */
   media?(id: string, after: number, filter?: { kind?: string; key?: string }): Promise<{ entries: MediaItem[]; next: number }>;
   image?(id: string, sha256: string): Promise<{ data: Uint8Array; format: 'png' | 'jpeg' } | null>;
+  /**
+   * Changes a run's name, tags or notes (`logd rename`/`tag`/`note`, the dashboard's selection): answers with its
+   * listing fields as they are now. Rejects with RunNotFound, or an Error saying what is wrong with the edit.
+   */
+  editRun?(id: string, edit: RunEditAsk): Promise<{ name: string; tags: string[]; notes: string }>;
+  /** Removes a run that is not running (`logd rm`, the dashboard's selection). */
+  removeRun?(id: string): Promise<void>;
   close(): Promise<void>;
   /**
    * For long-lived readers (the dashboard): keeps the source serving. The
@@ -89,6 +96,9 @@ export interface QuerySource {
    */
   keepAlive?(): Promise<void>;
 }
+
+/** What an edit of a run changes (a field left out stays as it is). */
+export interface RunEditAsk { name?: string; addTags?: string[]; removeTags?: string[]; notes?: string }
 
 /** One stored piece of console output: writer index, its RANK (null: none), time, stream, text (one or more lines). */
 export interface ConsoleLine { w: number; rank: number | null; t: number; s: 'out' | 'err'; l: string }
