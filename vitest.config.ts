@@ -18,6 +18,7 @@ const SLOW = [
   'test/python/{health,ddp,reach,rewind,documented,journal,media}.test.ts',
   'test/health/{rate,gloo-kill}.test.ts', 'test/ui/{health,browser,many-ranks,explore}.test.ts', 'test/story/{torchrun-faults,two-nodes}.test.ts', 'test/alerts/alerts.test.ts',
   'test/examples.test.ts', 'test/sampler/sampler.test.ts', 'test/console/console.test.ts', 'test/system.test.ts',
+  'test/manage-runs.test.ts',
 ];
 const set = process.env.LOGD_TESTS ?? 'all';
 if (!['all', 'fast', 'slow'].includes(set)) throw new Error(`LOGD_TESTS=${set}: use fast, slow or all`);

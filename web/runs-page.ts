@@ -7,7 +7,7 @@ import { splitJobs } from '../src/story/jobs.js';
 import { storyOfRuns } from '../src/story/story.js';
 import type { RunInfo } from '../src/wire.js';
 import { h, clear, link, stateBadge, ago, debounce, fmt } from './dom.js';
-import { api, live, type Run } from './api.js';
+import { api, live, send, type Run } from './api.js';
 import { fieldValue } from '../src/run-filter.js';
 import { saveViewControl, savedViewsList } from './saved-views.js';
 
@@ -48,6 +48,12 @@ export function runsPage(root: HTMLElement): () => void {
   const chartsOf = h('button', { id: 'chart-view', title: 'the charts of the runs this view shows (the first 20), overlaid; group lines and colour them by a config key there' }, 'Charts');
   const explore = h('button', { id: 'explore', title: 'parallel coordinates and a scatter of the selected runs, or of every run this view matches' }, 'Parameters');
   const info = h('span', { class: 'muted', id: 'count' });
+  // Managing the selected runs (as `logd tag`, `rename`, `note` and `rm` do), in the store this dashboard reads.
+  const tagBtn = h('button', { id: 'tag-selected', disabled: true, title: 'add or remove tags of the selected runs' }, 'Tag…');
+  const renameBtn = h('button', { id: 'rename-selected', disabled: true, title: 'rename the selected run (one)' }, 'Rename…');
+  const noteBtn = h('button', { id: 'note-selected', disabled: true, title: 'set the notes of the selected run (one)' }, 'Notes…');
+  const deleteBtn = h('button', { id: 'delete-selected', class: 'danger', disabled: true, title: 'remove the selected runs for good (not running ones)' }, 'Delete…');
+  const managed = h('span', { class: 'muted', id: 'manage-result', role: 'status' });
   const prev = h('button', {}, '‹ newer'), next = h('button', {}, 'older ›');
   const table = h('table', { class: 'runs', id: 'runs' });
   const problem = h('p', { class: 'error', id: 'runs-problem' });
@@ -56,6 +62,7 @@ export function runsPage(root: HTMLElement): () => void {
     h('header', {}, h('h1', {}, 'Runs'), info, saveViewControl()),
     savedViewsList(),
     h('div', { class: 'filters' }, search, project, tag, state, compare, chartsOf, explore),
+    h('div', { class: 'filters manage' }, tagBtn, renameBtn, noteBtn, deleteBtn, managed),
     h('div', { class: 'filters' }, expr, addCol, keyList, addBtn),
     problem, table, h('div', { class: 'pager' }, prev, next),
   );
@@ -108,7 +115,53 @@ export function runsPage(root: HTMLElement): () => void {
     else for (const [k, v] of Object.entries(query())) if (v && ['text', 'project', 'state', 'tag', 'filter'].includes(k)) u.set(k, String(v));
     location.href = `/explore${u.toString() ? `?${u}` : ''}`;
   });
+  const chosen = () => runs.filter((r) => selected.has(r.id));
+  const change = async (action: 'edit' | 'delete', body: Record<string, unknown>, done: (a: { runs?: Array<{ id: string }>; removed?: string[] }) => string) => {
+    try {
+      const a = await send<{ runs?: Array<{ id: string }>; removed?: string[] }>('POST', `/api/manage/${action}`, body);
+      managed.textContent = done(a);
+      managed.className = 'muted';
+      if (action === 'delete') for (const id of a.removed ?? []) selected.delete(id);
+      selectionChanged();
+      await reload();
+    } catch (e) {
+      managed.textContent = (e as Error).message;
+      managed.className = 'error';
+    }
+  };
+  tagBtn.addEventListener('click', () => {
+    const ids = [...selected];
+    const said = prompt(`Tags for ${ids.length} run(s), comma-separated: a name adds it, -name removes it`, '');
+    if (said === null || said.trim() === '') return;
+    const words = said.split(',').map((w) => w.trim()).filter(Boolean);
+    const addTags = words.filter((w) => !w.startsWith('-')), removeTags = words.filter((w) => w.startsWith('-')).map((w) => w.slice(1));
+    void change('edit', { ids, addTags, removeTags }, (a) => `tagged ${a.runs?.length ?? 0} run(s)`);
+  });
+  renameBtn.addEventListener('click', () => {
+    const [r] = chosen();
+    if (!r) return;
+    const name = prompt(`New name of run ${r.id}`, r.name);
+    if (name === null || name === r.name) return;
+    void change('edit', { ids: [r.id], name }, () => `renamed ${r.id}`);
+  });
+  noteBtn.addEventListener('click', () => {
+    const [r] = chosen();
+    if (!r) return;
+    const notes = prompt(`Notes of run ${r.id} (empty: none)`, String((r as { notes?: string }).notes ?? ''));
+    if (notes === null) return;
+    void change('edit', { ids: [r.id], notes }, () => `notes of ${r.id} saved`);
+  });
+  deleteBtn.addEventListener('click', () => {
+    const rs = chosen();
+    if (!rs.length) return;
+    const list = rs.slice(0, 10).map((r) => `${r.name || r.id} (${r.id}, ${r.state})`).join('\n') + (rs.length > 10 ? `\n… and ${rs.length - 10} more` : '');
+    if (!confirm(`Remove ${rs.length} run(s) for good? Their rows, console output and media go with them.\n\n${list}`)) return;
+    void change('delete', { ids: rs.map((r) => r.id) }, (a) => `removed ${a.removed?.length ?? 0} run(s)`);
+  });
   const selectionChanged = () => {
+    const picked = chosen().length;
+    tagBtn.disabled = deleteBtn.disabled = picked === 0;
+    renameBtn.disabled = noteBtn.disabled = picked !== 1;
     const n = selected.size + selectedGroups.size;
     compare.disabled = n < 2;
     compare.textContent = `Compare selected (${n})`;

@@ -59,6 +59,11 @@ export class RunIndex {
     return hit;
   }
 
+  /** Forgets every listing held (runs were edited or removed from this dashboard). */
+  forget(): void {
+    this.held.clear();
+  }
+
   /** Every run matching `base`, newest first, in the API's JSON shape. */
   async runs(base: RunFilter): Promise<RunJson[]> {
     const key = keyOf(base);

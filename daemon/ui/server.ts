@@ -7,7 +7,7 @@ import path from 'node:path';
 import { createHash, randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { sameSecret } from '../../src/token.js';
-import type { QuerySource } from '../query/index.js';
+import { RunNotFound, type QuerySource } from '../query/index.js';
 import { Api, HttpError, runJson } from './api.js';
 import type { RunJson } from './run-index.js';
 import { serveLive } from './live.js';
@@ -73,10 +73,14 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     const url = new URL(req.url ?? '/', 'http://ui.invalid');
     const parts = url.pathname.split('/').slice(1).map(decodeSegment);
     const write = req.method === 'POST' || req.method === 'DELETE';
-    // Writes: only saved views, only from this dashboard's own page (or a script with the token header).
-    if (write && !(parts[0] === 'api' && parts[1] === 'views')) return sendJson(res, 405, { error: 'the dashboard only answers GET, except POST and DELETE of /api/views' });
-    if (!write && req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: 'the dashboard only answers GET, except POST and DELETE of /api/views' });
-    if (write && req.headers.origin !== undefined && req.headers.origin !== `http://${req.headers.host}`) return sendJson(res, 403, { error: 'a view is saved from the dashboard\'s own page, not from another site' });
+    // Writes: saved views, and runs edited or removed (POST /api/manage/edit|delete), only from this dashboard's own
+    // page (or a script with the token header): a page of another site is refused by its Origin, and cannot send
+    // JSON here without a preflight this server never answers.
+    const writable = parts[0] === 'api' && (parts[1] === 'views' || (parts[1] === 'manage' && req.method === 'POST'));
+    const only = 'the dashboard only answers GET, except POST and DELETE of /api/views and POST of /api/manage/edit and /api/manage/delete';
+    if (write && !writable) return sendJson(res, 405, { error: only });
+    if (!write && req.method !== 'GET' && req.method !== 'HEAD') return sendJson(res, 405, { error: only });
+    if (write && req.headers.origin !== undefined && req.headers.origin !== `http://${req.headers.host}`) return sendJson(res, 403, { error: 'a change is made from the dashboard\'s own page, not from another site' });
     if (parts[0] === 'assets') return sendAsset(res, parts.slice(1).join('/'), url.searchParams.get('v') === version);
     if (parts[0] === 'favicon.ico') return void res.writeHead(204).end();
     const isApi = parts[0] === 'api';
@@ -111,11 +115,65 @@ export async function startUi(o: UiOptions): Promise<UiServer> {
     if (what === 'groups' && id !== undefined && sub === 'console' && parts.length === 4) return sendJson(res, 200, await api.groupConsole(id, q));
     if (what === 'groups' && id !== undefined && sub === 'health') return sendJson(res, 200, await api.groupHealth(id, q));
     if (what === 'views') return views(req, res, id);
+    if (what === 'manage' && (id === 'edit' || id === 'delete') && sub === undefined) return manage(req, res, id);
     if (what === 'aggregate' && id === undefined) return sendJson(res, 200, await api.aggregate(q));
     if (what === 'alerts' && id === undefined) return sendJson(res, 200, alertsOf(o.alertsDataDir ?? null, q));
     if (what === 'explore' && id === undefined) return sendJson(res, 200, await explore(api.index, async (id) => runJson(await o.source.getRun(id)) as RunJson, q));
     if (what === 'live' && id === undefined) return serveLive(api, q, req, res);
     throw new HttpError(404, `no such API path: ${url.pathname.slice(0, 200)}; docs/dashboard.md (Dashboard API) lists them`);
+  }
+
+  /**
+   * POST /api/manage/edit {ids, name?, addTags?, removeTags?, notes?} and POST /api/manage/delete {ids}: the
+   * selection's runs changed as `logd rename`/`tag`/`note`/`rm` change them, in the store this dashboard reads.
+   * A removal checks every run first: one that is running refuses the whole request, and nothing is removed.
+   */
+  async function manage(req: http.IncomingMessage, res: http.ServerResponse, action: 'edit' | 'delete'): Promise<void> {
+    const src = o.source;
+    if (!src.editRun || !src.removeRun) throw new HttpError(405, `${src.where} cannot change runs from here`);
+    if (!/^application\/json\b/i.test(req.headers['content-type'] ?? '')) throw new HttpError(415, 'send the change as JSON (content-type: application/json)');
+    let ask: { ids?: unknown; name?: unknown; addTags?: unknown; removeTags?: unknown; notes?: unknown };
+    try {
+      ask = JSON.parse(await readBody(req, 256 * 1024)) as typeof ask;
+    } catch (e) {
+      if (e instanceof SyntaxError) throw new HttpError(400, `the change is not JSON: ${e.message}`);
+      throw e;
+    }
+    const strings = (v: unknown, what: string): string[] => {
+      if (v === undefined) return [];
+      if (!Array.isArray(v) || v.some((x) => typeof x !== 'string')) throw new HttpError(400, `${what} must be a list of strings`);
+      return v as string[];
+    };
+    const ids = strings(ask.ids, 'ids');
+    if (ids.length === 0) throw new HttpError(400, 'ids: name at least one run');
+    if (ids.length > 1000) throw new HttpError(400, `ids: at most 1000 runs at once (${ids.length} given)`);
+    for (const k of ['name', 'notes'] as const) if (ask[k] !== undefined && typeof ask[k] !== 'string') throw new HttpError(400, `${k} must be a string`);
+    if (ask.name !== undefined && ids.length > 1) throw new HttpError(400, 'name: rename one run at a time');
+    const known = await Promise.all(ids.map((id) => src.getRun(id).catch((e: Error) => {
+      throw e instanceof RunNotFound ? new HttpError(404, e.message) : e;
+    })));
+    try {
+      if (action === 'delete') {
+        const running = known.find((r) => r.state === 'running' || r.state === 'finishing');
+        if (running) throw new HttpError(409, `run ${running.id} (${running.name}) is ${running.state}: a run can be removed once it has ended; nothing was removed`);
+        for (const id of ids) await src.removeRun(id);
+        return sendJson(res, 200, { removed: ids, where: src.where });
+      }
+      const edit = { name: ask.name as string | undefined, notes: ask.notes as string | undefined, addTags: strings(ask.addTags, 'addTags'), removeTags: strings(ask.removeTags, 'removeTags') };
+      const runs: Array<{ id: string; name: string; tags: string[]; notes: string }> = [];
+      for (const id of ids) runs.push({ id, ...(await src.editRun(id, edit)) });
+      return sendJson(res, 200, { runs, where: src.where });
+    } catch (e) {
+      if (e instanceof HttpError) throw e;
+      const m = (e as Error).message.replace(/^(editRun|deleteRun): /, '');
+      // What the store refused (a bad name, tag or notes: INVALID_ARGUMENT; a running run: FAILED_PRECONDITION) is
+      // the asker's to fix; anything else is the server's.
+      const code = (e as { code?: number }).code;
+      if (e instanceof RunNotFound) throw new HttpError(404, m);
+      throw new HttpError(code === 3 || code === 9 || /cannot be empty/.test(m) ? 400 : 500, m);
+    } finally {
+      api.index.forget();
+    }
   }
 
   /** GET /api/views, POST /api/views {name, url}, DELETE /api/views/{name}. */
