@@ -137,6 +137,13 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
     createRun: unary(ctx, async (req: Parameters<Registry['createRun']>[0], call) => {
       const continuing = req.id || req.resumeFrom?.runId;
       // A run just finished may still be getting its checkpoint (store/seal.ts): its log is opened again after that.
+      // A run whose client deferred it (no answer to its CreateRun in time) exists only as spill files until the
+      // daemon reads them: a restarted job's init(resume_from=...) must find it, not be told it does not exist.
+      const continues = req.resume === 'allow' || req.resume === 'must' || !!req.resumeFrom;
+      if (continues && continuing && typeof continuing === 'string' && checkRunId(continuing) === null && !reg.runs.has(continuing) && !reg.store.exists(continuing)) {
+        const read = fin.ingestDeferred(continuing);
+        if (read) reg.log(`server: run ${continuing}: made from ${read} deferred spill file(s) before a new attempt continues it`);
+      }
       if (continuing && typeof continuing === 'string') await reg.store.sealed(continuing);
       if ((req.resume === 'allow' || req.resume === 'must' || req.resumeFrom) && continuing) {
         // A new attempt (a restarted worker) may come before the daemon noticed the last one's owner died: end it first.

@@ -10,7 +10,7 @@ import type { Registry } from './registry.js';
 import { isAlive } from './liveness.js';
 import { procState, endFromStatus, oomSince, OomWatch } from './process-end.js';
 import { describeEnd, END_EXCEPTION_CHARS, signalName, type RunEnd } from '../../src/story/end.js';
-import { ingestSpool, ingestRunSpool, ingestDeferredSpool, type FinaliseRun } from './spool.js';
+import { ingestSpool, ingestRunSpool, ingestDeferredSpool, ingestDeferredOf, type FinaliseRun } from './spool.js';
 import { ingestRunJournals, ingestWriterJournal } from './journal.js';
 import { bytesSinceCheckpoint } from '../store/seal.js';
 import { THREAD_READ_BYTES } from '../store/seal-read.js';
@@ -205,6 +205,11 @@ export class Finaliser {
    * `resumable`: a daemon stop, which the run's owner may come back from.
    */
   /** finalise() as the spool's callback: a run its owner's spill file ends. */
+  /** A run this daemon does not have yet, made now from its deferred spill files if there are any (see spool.ts). */
+  ingestDeferred(runId: string): number {
+    return ingestDeferredOf(this.reg, this.finaliseRun, runId);
+  }
+
   readonly finaliseRun: FinaliseRun = (run, state, reason, exitCode, exception) => {
     // The owner's spill says how it ended (its exit code; 128 + n from the client's handler of signal n) where the
     // kernel's status was already collected: that goes in its end record.

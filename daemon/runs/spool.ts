@@ -63,6 +63,23 @@ export function ingestDeferredSpool(reg: Registry, finalise: FinaliseRun): void 
   }
 }
 
+/**
+ * The deferred spill files of one run (its client gave up on the CreateRun and kept the rows), at once: a new
+ * attempt that continues the run (init(resume_from=...) of a restarted job) may come before the 2 s scan has
+ * made the run from them. Returns how many files were read.
+ */
+export function ingestDeferredOf(reg: Registry, finalise: FinaliseRun, runId: string): number {
+  let n = 0;
+  for (const dir of [path.join(reg.store.dataDir, 'spool'), deferredFallbackDir(reg.store.dataDir)]) {
+    for (const name of spillNames(dir, '.deferred.spill')) {
+      if (!name.startsWith(`${runId}--`)) continue;
+      ingestFile(reg, finalise, path.join(dir, name));
+      n++;
+    }
+  }
+  return n;
+}
+
 function spillNames(dir: string, suffix: string): string[] {
   try {
     return fs.readdirSync(dir).filter((n) => n.endsWith(suffix));

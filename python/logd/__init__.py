@@ -167,6 +167,7 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
     fork = _step_ref("fork_from", fork_from)
     if rewind and fork:
         raise ValueError("logd: give resume_from (rewind this run) or fork_from (a new run from another), not both")
+    _given_id = id is not None or (rewind is not None and rewind[0] is not None)
     if rewind:
         if rewind[0] is not None and id is not None and rewind[0] != id:
             raise ValueError("logd: resume_from names run %s but id is %s: resume_from rewinds the run being continued "
@@ -218,7 +219,22 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         from .forked import init_via_relay
 
         return init_via_relay(req, on_error)
-    run = create_run(req, on_error, _writer_factory, console=t.console and console is not False)
+    derived = rewind is not None and rewind[0] is None and resume_from is not None and id is not None and not _given_id
+    try:
+        run = create_run(req, on_error, _writer_factory, console=t.console and console is not False)
+    except CallError as e:
+        # A restarted torchrun worker rewinds its rank's run (resume_from=(None, step)); when the earlier attempt's
+        # run never reached this node's daemon (its init was deferred and its process killed before its rows were
+        # handed over), there is nothing to rewind: the run starts here under the job's id, said once, and training
+        # goes on (logging never ends a job). A run named by its id is the caller's to get right: that raises.
+        if not (derived and e.code is not None and e.code.name == "NOT_FOUND"):
+            raise
+        _warn("logd: run %s: resume_from=(None, %d): this rank's run of the job's earlier attempt is not in the daemon's "
+              "store (its rows never reached it); the run starts here, from this attempt" % (req.id, rewind[1]))
+        req.ClearField("resume_from")
+        req.resume = "allow"
+        req.create_key = _ids.token_urlsafe(18)
+        run = create_run(req, on_error, _writer_factory, console=t.console and console is not False)
     if save_code is not False and os.environ.get("LOGD_SAVE_CODE", "") != "0" and hasattr(run, "_writer"):
         from .environment import send_later
 

@@ -84,6 +84,34 @@ describe.skipIf(pythonMissing !== null)(`Python: init(resume_from=..., fork_from
     expect((await cliJson(t, ['runs'])).map((r: any) => r.id).sort()).toEqual(['py', 'pyfork']);
     expect((await cliJson(t, ['show', 'py'])).metadata.attempts).toHaveLength(2);
   });
+
+  it('a restarted torchrun worker whose earlier attempt never reached the daemon: resume_from=(None, 40) starts its run, says so once, and training goes on; a named run still raises', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+    await startDaemon(t);
+    const file = path.join(t.dir, 'restarted.py');
+    fs.writeFileSync(file, `
+import sys, logd
+try:
+    run = logd.init(project="rewind", group="g-lost", name="rank1", resume_from=(None if sys.argv[1] == "derived" else "named-run", 40))
+except Exception as e:
+    print("error %s: %s" % (type(e).__name__, e))
+    sys.exit(3)
+for s in range(41, 61):
+    run.log({"loss": s}, step=s)
+print("run", run.id, run.finish().state)
+`);
+    const env = { RANK: '1', LOCAL_RANK: '1', WORLD_SIZE: '4', TORCHELASTIC_RUN_ID: 'job-lost-attempt', TORCHELASTIC_RESTART_COUNT: '1' };
+    const r = await runPython(t, [file, 'derived'], { env });
+    expect(r.exitCode, r.all).toBe(0);
+    const [, id, state] = r.stdout.trim().split('\n').pop()!.split(' ');
+    expect(state).toBe('finished');
+    expect(id).toMatch(/^tr[0-9a-f]{18}$/);
+    expect(r.stderr.match(/resume_from=\(None, 40\): this rank's run of the job's earlier attempt is not in the daemon's store/g) ?? [], r.stderr).toHaveLength(1);
+    expect((await exportJsonl(t, id)).map((x) => x._step)).toEqual(range(41, 60));
+    const named = await runPython(t, [file, 'named'], { env });
+    expect(named.exitCode).toBe(3);
+    expect(named.stdout).toMatch(/error CallError: CreateRun: run named-run does not exist/);
+  });
 });
 
 describe.skipIf(torchMissing !== null)(`torchrun, 4 ranks: a job restarted from its checkpoint rewinds each rank's run${torchMissing ? ` (skipped: ${torchMissing})` : ''}`, () => {
@@ -95,7 +123,14 @@ describe.skipIf(torchMissing !== null)(`torchrun, 4 ranks: a job restarted from 
     const r = await execa(PYTHON, ['-m', 'torch.distributed.run', '--nproc_per_node', '4', '--master_port', String(await freePort()), '--monitor_interval', '1',
       '--max_restarts', '2', '--redirects', '1', '--tee', '1', '--log_dir', path.join(t.dir, 'torchrun-logs'),
       path.join(FIXTURES, 'rewind_train.py'), out, 'g-rewind'], { env: pyEnv(t, { OMP_NUM_THREADS: '1' }), extendEnv: false, reject: false, all: true, timeout: 300_000 });
-    expect(r.exitCode, `torchrun failed:\n${r.all}`).toBe(0);
+    const daemonLog = () => {
+      try {
+        return fs.readFileSync(path.join(t.runtimeDir, 'daemon.log'), 'utf8').slice(-6000);
+      } catch (e) {
+        return `(no daemon log: ${(e as Error).message})`;
+      }
+    };
+    expect(r.exitCode, `torchrun failed:\n${r.all.slice(-8000)}\n--- the daemon's log ---\n${daemonLog()}`).toBe(0);
     expect((await cliJson(t, ['runs', '--project', 'rewind'])).length).toBe(4);
     for (let rank = 0; rank < 4; rank++) {
       const first = readJson(path.join(out, `rank${rank}-attempt0.json`));
