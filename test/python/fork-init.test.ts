@@ -28,8 +28,11 @@ describe.skipIf(pythonMissing !== null)(`Python init()/attach() in forked childr
 
   it('a fork pool under a parent that holds a run: each worker creates, logs into and finishes its own run; attach, a fork of a fork, kill -9; the parent run is unaffected', async () => {
     const out = path.join(t.dir, 'fork-init.json');
-    const r = await runPython(t, [path.join(FIXTURES, 'fork_init.py'), out], { timeout: 180_000 });
-    expect(r.exitCode, r.all).toBe(0);
+    // 6 s here alone; it once ran past 120 s in CI beside other suites: the fixture dumps every thread's stack at
+    // 100 s (faulthandler), so a hang shows where, and the test waits long enough to see it.
+    const started = Date.now();
+    const r = await runPython(t, [path.join(FIXTURES, 'fork_init.py'), out], { timeout: 200_000 });
+    expect(r.exitCode, `after ${Date.now() - started} ms:\n${r.all}`).toBe(0);
     expect(r.all).not.toMatch(/Traceback|forked after logd connected|Bad file descriptor|Fork support/);
     const res = readJson(out);
     const n = res.rows as number;
@@ -71,7 +74,7 @@ describe.skipIf(pythonMissing !== null)(`Python init()/attach() in forked childr
     }
     // Every run of the project: the parent's, and one per init() above; none twice.
     expect(byName.size).toBe(1 + 6 + 2 + 1 + 1 + (torchMissing === null ? 4 : 0));
-  });
+  }, 240_000);
 
   it('a forked child with no usable daemon: on_error="raise" raises a clear error; by default its run goes on deferred and a daemon later holds every row', async () => {
     const other = path.join(t.dir, 'other');
