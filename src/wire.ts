@@ -47,6 +47,21 @@ export interface HistoryChunkMsg {
   /** Only with ReadHistoryRequest.allAttempts: the rows' attempt, and whether a later rewind superseded them. */
   attempt?: number; superseded?: boolean;
 }
+/**
+ * The first runs of a listing page that fit `budgetBytes` (their JSON fields and a little for the rest; at least
+ * one): a ListRuns answer is cut by size so that no number or size of runs makes it exceed the message limit.
+ */
+export function fitRuns(page: RunInfo[], budgetBytes: number): RunInfo[] {
+  const runs: RunInfo[] = [];
+  let bytes = 0;
+  for (const info of page) {
+    bytes += info.configJson.length + info.summaryJson.length + info.metadataJson.length + 512;
+    if (runs.length > 0 && bytes > budgetBytes) break;
+    runs.push(info);
+  }
+  return runs;
+}
+
 /** A step of a run, where a rewind (resume_from) or a fork (fork_from) starts (proto: StepRef). */
 export interface StepRef { runId: string; step: number }
 

@@ -3,7 +3,7 @@
 import path from 'node:path';
 import * as grpc from '@grpc/grpc-js';
 import { sameSecret } from '../../src/token.js';
-import { TOKEN_METADATA_KEY, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../../src/wire.js';
+import { TOKEN_METADATA_KEY, fitRuns, type WriteRequestMsg, type RunInfo, type ClientInfo, type HistoryChunkMsg } from '../../src/wire.js';
 import { LogdError, invalid, notFound, failedPrecondition, unavailable, exhausted } from '../../src/errors.js';
 import { runWindow, type RunWindow } from '../sampler/system-metrics.js';
 import { LOGD_VERSION, PROTOCOL_VERSION } from '../../src/config.js';
@@ -222,14 +222,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       const page = picked ? picked.slice(req.offset, req.offset + limit) : reg.store.index.list({ ...filter, limit, offset: req.offset }).map(infoOf);
       // Summaries are capped per run; the page is also cut by size, so no
       // number or size of runs ever makes the answer exceed the message limit.
-      const budget = reg.tunables.maxMessageBytes / 4;
-      const runs: RunInfo[] = [];
-      let bytes = 0;
-      for (const info of page) {
-        bytes += info.configJson.length + info.summaryJson.length + info.metadataJson.length + 512;
-        if (runs.length > 0 && bytes > budget) break;
-        runs.push(info);
-      }
+      const runs = fitRuns(page, reg.tunables.maxMessageBytes / 4);
       const nextOffset = runs.length < page.length ? req.offset + runs.length : 0;
       return { runs, total: picked ? picked.length : reg.store.index.countMatching(filter), nextOffset };
     }),

@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { serviceDefinition } from '../../src/proto.js';
 import { sameSecret } from '../../src/token.js';
-import { TOKEN_METADATA_KEY, type RunInfo, type HistoryChunkMsg } from '../../src/wire.js';
+import { TOKEN_METADATA_KEY, fitRuns, type RunInfo, type HistoryChunkMsg } from '../../src/wire.js';
 import { parseFilter, selectRuns, runFields, type FilterTerm } from '../../src/run-filter.js';
 import { RunNotFound, type QuerySource } from '../query/index.js';
 import { historyChunks } from './chunks.js';
@@ -138,15 +138,8 @@ export async function serveSharedReads(source: QuerySource, onCall: () => void =
   };
 }
 
-/** A page of runs, cut by size so that no answer nears the message limit (as the daemon's). */
+/** A page of runs, cut by size as the daemon's (src/wire.ts fitRuns). */
 function fitted(page: RunInfo[], total: number, offset: number): { runs: RunInfo[]; total: number; nextOffset: number } {
-  const budget = 16 * 1024 * 1024;
-  const runs: RunInfo[] = [];
-  let bytes = 0;
-  for (const info of page) {
-    bytes += info.configJson.length + info.summaryJson.length + info.metadataJson.length + 512;
-    if (runs.length > 0 && bytes > budget) break;
-    runs.push(info);
-  }
+  const runs = fitRuns(page, 16 * 1024 * 1024);
   return { runs, total, nextOffset: runs.length < page.length ? offset + runs.length : 0 };
 }

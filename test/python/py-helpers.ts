@@ -25,6 +25,11 @@ function probe(code: string): string | null {
 
 /** Why the Python client's tests cannot run here; null when they can. */
 export const pythonMissing: string | null = probe('import logd, grpc, google.protobuf');
+/** Why the DataFrame tests (logd.Api into pandas) cannot run here; null when they can. Asked on first use. */
+export function pandasMissing(): string | null {
+  if (pythonMissing) return pythonMissing;
+  return probe('import pandas, numpy') && `${PYTHON} has no pandas (make python installs it from python/read-requirements.txt)`;
+}
 /** Why the PyTorch DDP tests cannot run here; null when they can. */
 export const torchMissing: string | null = pythonMissing ?? probe('import torch, torch.distributed; assert torch.distributed.is_available()');
 

@@ -4,20 +4,10 @@
 // has (an all-NaN column), config flattened into config.* columns, and an
 // unknown run id named in a clear error.
 import { afterEach, describe, expect, it } from 'vitest';
-import { execFileSync } from 'node:child_process';
 import path from 'node:path';
 import { makeEnv, killDaemon, type TestEnv } from '../helpers.js';
-import { FIXTURES, PYTHON, pythonMissing, runPython } from './py-helpers.js';
+import { FIXTURES, pandasMissing, runPython } from './py-helpers.js';
 
-function pandasMissing(): string | null {
-  if (pythonMissing) return pythonMissing;
-  try {
-    execFileSync(PYTHON, ['-c', 'import pandas, numpy'], { stdio: 'pipe', timeout: 60_000 });
-    return null;
-  } catch {
-    return `${PYTHON} has no pandas (make python installs it from python/read-requirements.txt)`;
-  }
-}
 const missing = pandasMissing();
 
 let t: TestEnv;

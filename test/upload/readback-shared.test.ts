@@ -5,25 +5,13 @@
 // is the reference: the shared store's DataFrames must be the same, row for row.
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFileSync } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
 import { alive, killDaemon, makeEnv, runScript, script, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
-import { PYTHON, pythonMissing, runPython, spawnPython, killSpawnedPython } from '../python/py-helpers.js';
+import { pandasMissing, runPython, spawnPython, killSpawnedPython } from '../python/py-helpers.js';
 import { nodeEnv, waitUploaded } from './helpers.js';
 
-function missing(): string | null {
-  const pg = pgUnavailable();
-  if (pg) return pg;
-  if (pythonMissing) return pythonMissing;
-  try {
-    execFileSync(PYTHON, ['-c', 'import pandas, numpy'], { stdio: 'pipe', timeout: 60_000 });
-    return null;
-  } catch {
-    return `${PYTHON} has no pandas (make python installs it from python/read-requirements.txt)`;
-  }
-}
-const why = missing();
+const why = pgUnavailable() ?? pandasMissing();
 
 let pgc: PgCluster;
 const envs: TestEnv[] = [];
