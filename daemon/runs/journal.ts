@@ -47,10 +47,10 @@ class Window {
   private start = 0;
   constructor(private fd: number, private size: number) {}
 
-  at(offset: number, len: number): Buffer | null {
+  at(offset: number, len: number, chunk = CHUNK): Buffer | null {
     if (offset < 0 || offset + len > this.size) return null;
     if (offset < this.start || offset + len > this.start + this.buf.byteLength) {
-      const want = Math.min(Math.max(len, CHUNK), this.size - offset);
+      const want = Math.min(Math.max(len, chunk), this.size - offset);
       const b = Buffer.allocUnsafeSlow(pad8(want)); // own ArrayBuffer at offset 0: aligned views
       const got = fs.readSync(this.fd, b, 0, want, offset);
       if (got < len) return null;
@@ -119,8 +119,11 @@ function identityOf(json: unknown): JournalIdentity | null {
   return { runId: o.runId, runToken: o.runToken, writerId: o.writerId, pid: o.pid!, host: o.host, startTime: Number(o.startTime) || 0, client: String(o.client ?? '') };
 }
 
-/** Reads a journal; a string says why the file is refused as a whole. */
-export function readJournal(file: string): JournalContents | string {
+/**
+ * Reads a journal; a string says why the file is refused as a whole. `stopIf`, given the identity, can stop the
+ * read there (the contents then hold the identity alone): a live writer's journal is not read past its header.
+ */
+export function readJournal(file: string, stopIf?: (id: JournalIdentity) => boolean): JournalContents | string {
   let fd: number;
   try {
     fd = fs.openSync(file, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK);
@@ -135,7 +138,7 @@ export function readJournal(file: string): JournalContents | string {
     if (st.size > MAX_JOURNAL_BYTES) return `it is ${st.size} bytes long, more than any journal (${MAX_JOURNAL_BYTES})`;
     if (st.size < HEADER_BYTES + 64) return `it is ${st.size} bytes long, shorter than a journal's header`;
     const win = new Window(fd, st.size);
-    const head = Buffer.from(win.at(0, HEADER_BYTES)!);
+    const head = Buffer.from(win.at(0, HEADER_BYTES, HEADER_BYTES)!);
     if (head.toString('latin1', 0, 8) !== JOURNAL_MAGIC) return 'it has no journal header (wrong magic)';
     const version = head.readUInt32LE(H.version);
     if (version !== JOURNAL_VERSION) return `it is journal format ${version}; this logd reads format ${JOURNAL_VERSION}`;
@@ -160,6 +163,7 @@ export function readJournal(file: string): JournalContents | string {
     }
     if (!identity) return 'its identity is not valid JSON naming a run, a token and a writer';
     const out: JournalContents = { identity, keys: [], batches: [], records: 0, notJournaled: head.readDoubleLE(H.notJournaled) || 0, damaged: null };
+    if (stopIf?.(identity)) return out;
 
     const valid = (b: Buffer, len: number): boolean => {
       const stored = b.readUInt32LE(4);
@@ -315,14 +319,17 @@ export function ingestJournal(reg: Registry, file: string): IngestResult {
   const none: IngestResult = { rows: 0, batches: 0, skipped: false };
   if (ingested.has(file)) return none; // read already; removed once its rows are durable
   const base = path.basename(file);
-  const c = readJournal(file);
+  // A live writer's journal (the usual case at a FinishRun: the writer removes it after) is read no further than
+  // its header: a burst of 500 finishing runs read 32 GB of journals to learn that, 2 s of the daemon's time.
+  let lives = false;
+  const c = readJournal(file, (id) => (lives = writerLives(id)));
   if (typeof c === 'string') {
     reg.reportJournalProblem(`journal: ${base} refused: ${c}; moved aside to ${base}.bad`);
     moveAside(file, '.bad');
     return none;
   }
   const id = c.identity;
-  if (writerLives(id)) return { ...none, skipped: true };
+  if (lives) return { ...none, skipped: true };
   if (c.batches.length === 0 && !c.damaged && c.notJournaled === 0) {
     fs.rmSync(file, { force: true }); // everything in it was acknowledged: nothing to store, no run to touch
     return none;

@@ -205,6 +205,32 @@ describe.skipIf(!!NO_ADDON)(`crash journal: record level and hostile files${NO_A
     expect(c.batches[0].media.map((m: any) => [m.key, m.kind, Number(m.step)])).toEqual([['grad/w', 'histogram', 3]]);
   });
 
+  it('one process keeps 128 MiB of full-size journals open at most: writers opened past that get 10 MiB ones, and a closed one frees its room', async () => {
+    const { Journal } = await import(distJournal);
+    const dir = fs.mkdtempSync(path.join(ROOT, '.tmp-journal-budget-'));
+    try {
+      const open = (i: number) => Journal.open(dir, { runId: `r${i}`, runToken: 'tok', writerId: `w-${i}` }, 64).journal;
+      const js = [0, 1, 2, 3].map(open);
+      const sizes = () => js.map((j) => fs.statSync(j.file).size / 2 ** 20);
+      expect(sizes()).toEqual([64, 64, 10, 10]);
+      // a small journal is a whole one: its rows are read back
+      js[2].key(0, 'loss');
+      for (let i = 0; i < 100; i++) js[2].row(i, 1000 + i, new Uint32Array([0]), new Float64Array([i]), 0, 1);
+      js[2].seal(1);
+      const back = (await import(distReader)).readJournal(js[2].file);
+      expect(back.batches.reduce((a: number, b: { rows: number }) => a + b.rows, 0)).toBe(100);
+      js[0].close(true);
+      js.push(open(4)); // 64 + 10 + 10 open: a fourth 64 would pass 128
+      expect(fs.statSync(js[4].file).size / 2 ** 20).toBe(10);
+      js[1].close(true);
+      js.push(open(5)); // 10 + 10 + 10 open
+      expect(fs.statSync(js[5].file).size / 2 ** 20).toBe(64);
+      for (const j of js) j.close(true);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('a flipped byte inside a row: the rows before it are read, the damage is reported, nothing after it is trusted', async () => {
     const { readJournal } = await import(distReader);
     t = makeEnv();
