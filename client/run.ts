@@ -164,13 +164,23 @@ export class Run {
   }
 
   private environmentSent = false;
+  private environmentSoon: NodeJS.Immediate | null = null;
 
   /**
-   * Records this process's code and environment (client/environment.ts) on this writer, once. The call goes out
-   * now, on the connection a later FinishRun takes, so the daemon has it first and finish() waits for nothing;
-   * the git facts are the daemon's to read (daemon/code), and the run's end waits for those.
+   * Records this process's code and environment (client/environment.ts) on this writer, once. It is gathered
+   * just after init() returns (reading the package list takes a few milliseconds the first time), or at the
+   * latest when finish() starts; the call goes out on the connection FinishRun takes, so the daemon has it first
+   * and finish() waits for nothing. The git facts are the daemon's to read (daemon/code); the run's end waits
+   * for those.
    */
   sendEnvironment(): void {
+    if (this.environmentSent || this.environmentSoon) return;
+    this.environmentSoon = setImmediate(() => this.sendEnvironmentNow());
+  }
+
+  private sendEnvironmentNow(): void {
+    if (this.environmentSoon) clearImmediate(this.environmentSoon);
+    this.environmentSoon = null;
     if (this.environmentSent) return;
     this.environmentSent = true;
     try {
@@ -184,6 +194,7 @@ export class Run {
   }
 
   private async finishWithin(exitCode: number, timeoutMs: number): Promise<FinishResult> {
+    if (this.environmentSoon) this.sendEnvironmentNow(); // before FinishRun, on its connection
     if (this.writer.deferred) {
       // No daemon ever created the run: its rows go where a daemon will find them. Nothing to wait for.
       const spilled = this.spillAndSay(this.isOwner ? exitCode : null, 'from which the daemon of this data dir creates and stores the run at its next start (or: logd sync --ingest FILE)');

@@ -77,7 +77,7 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
   fs.mkdirSync(stacksDir, { recursive: true, mode: 0o700 });
   const registry = new Registry(store, tunables, log);
   const gitReader = new GitReader();
-  registry.gitFacts = (cwd) => gitReader.facts(cwd) as Promise<Record<string, unknown> | null>;
+  registry.gitFacts = (cwd, withDiff) => gitReader.facts(cwd, withDiff) as Promise<Record<string, unknown> | null>;
   if (opts.sampleIntervalMs !== 0) registry.system = new SystemMetrics(paths.dataDir, opts.sampleIntervalMs ?? tunables.sampleIntervalMs, log);
   const finaliser = new Finaliser(registry);
   recover(registry, finaliser);

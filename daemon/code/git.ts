@@ -1,5 +1,6 @@
 // The git facts of a trainer's working directory, read by the daemon (docs/api.md "Code and environment"): the
-// commit, branch, dirty flag (and how many tracked files changed), the origin remote and the work tree's root.
+// commit, branch, dirty flag (and how many tracked files changed), the origin remote and the work tree's root,
+// and of a dirty tree its diff against the commit (tracked files only, cut at DIFF_MAX_BYTES).
 //
 // Why here and not in the clients: a client that ran git itself paid for it in every short process (git spawned
 // 3–5 times, 20–40 ms of a 100-row run's finish waiting for it, and node:child_process or subprocess loaded into
@@ -11,7 +12,7 @@
 // MAX_RUNNING directories at once and MAX_WAITING queued (more are answered "busy" rather than queued for ever).
 import fs from 'node:fs';
 import path from 'node:path';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { redactUrl } from '../../src/environment.js';
 
 const GIT_MS = 2000;
@@ -20,6 +21,8 @@ export const CACHE_MS = 5000;
 const MAX_RUNNING = 2;
 const MAX_WAITING = 64;
 const MAX_CACHED = 256;
+/** The most of a dirty tree's diff kept (cut at a line's end); its whole size is said beside it. */
+export const DIFF_MAX_BYTES = 256 * 1024;
 
 export interface GitFacts {
   commit?: string;
@@ -30,6 +33,51 @@ export interface GitFacts {
   root?: string;
   /** Why the directory was not read (another user's, gone, the daemon busy); absent when it was. */
   unread?: string;
+  /** A dirty tree's `git diff HEAD` (tracked files, no binary contents), at most DIFF_MAX_BYTES; the run keeps it as a text item (daemon/runs/run.ts). */
+  diff?: string;
+  /** The diff's whole size in bytes, and whether `diff` is cut. */
+  diffBytes?: number;
+  diffCut?: boolean;
+}
+
+/**
+ * `git diff HEAD` of a work tree, at most `cap` bytes (cut after the last whole line), with its whole size; null
+ * when git fails. No external diff drivers or text conversions run (a repository's config names programs).
+ */
+export function gitDiff(cwd: string, cap = DIFF_MAX_BYTES): Promise<{ diff: string; bytes: number; cut: boolean } | null> {
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let kept = 0;
+    let bytes = 0;
+    const p = spawn('git', ['-c', 'core.fsmonitor=false', '-c', 'core.quotepath=off', 'diff', 'HEAD', '--no-color', '--no-ext-diff', '--no-textconv'], {
+      cwd, stdio: ['ignore', 'pipe', 'ignore'], windowsHide: true,
+      env: { ...process.env, GIT_OPTIONAL_LOCKS: '0', GIT_TERMINAL_PROMPT: '0', GIT_PAGER: 'cat', LC_ALL: 'C' },
+    });
+    const timer = setTimeout(() => p.kill('SIGKILL'), GIT_MS);
+    p.stdout.on('data', (d: Buffer) => {
+      bytes += d.byteLength;
+      if (kept < cap + 1) {
+        chunks.push(d);
+        kept += d.byteLength;
+      }
+    });
+    p.on('error', () => {
+      clearTimeout(timer);
+      resolve(null);
+    });
+    p.on('close', (code) => {
+      clearTimeout(timer);
+      if (code !== 0) return resolve(null);
+      let out = Buffer.concat(chunks);
+      const cut = bytes > cap;
+      if (cut) {
+        out = out.subarray(0, cap);
+        const nl = out.lastIndexOf(0x0a);
+        out = out.subarray(0, nl + 1);
+      }
+      resolve({ diff: out.toString('utf8'), bytes, cut });
+    });
+  });
 }
 
 function git(args: string[], cwd: string): Promise<string | null> {
@@ -58,7 +106,7 @@ export function parseStatus(out: string): { commit: string | null; branch: strin
   return { commit, branch, changed };
 }
 
-async function read(cwd: string): Promise<GitFacts | null> {
+async function read(cwd: string, withDiff: boolean): Promise<GitFacts | null> {
   let st: fs.Stats;
   try {
     st = await fs.promises.stat(cwd);
@@ -72,10 +120,14 @@ async function read(cwd: string): Promise<GitFacts | null> {
   if (status === null) return null; // not a work tree (or no git): "not in a git work tree"
   const s = parseStatus(status);
   if (!s.commit) return null; // a repository without a commit yet
-  const [remote, root] = await Promise.all([git(['config', '--get', 'remote.origin.url'], cwd), git(['rev-parse', '--show-toplevel'], cwd)]);
+  const [remote, root, diff] = await Promise.all([
+    git(['config', '--get', 'remote.origin.url'], cwd), git(['rev-parse', '--show-toplevel'], cwd),
+    withDiff && s.changed > 0 ? gitDiff(cwd) : Promise.resolve(null),
+  ]);
   return {
     commit: s.commit, branch: s.branch, dirty: s.changed > 0, ...(s.changed ? { changed: s.changed } : {}),
     ...(remote?.trim() ? { remote: redactUrl(remote.trim()) } : {}), ...(root?.trim() ? { root: root.trim() } : {}),
+    ...(diff && diff.bytes > 0 ? { diff: diff.diff, diffBytes: diff.bytes, diffCut: diff.cut } : {}),
   };
 }
 
@@ -89,10 +141,11 @@ export class GitReader {
 
   constructor(private readonly cacheMs = CACHE_MS) {}
 
-  /** The git facts of `cwd` (an absolute path the client sent); never rejects. */
-  facts(cwd: string): Promise<GitFacts | null> {
+  /** The git facts of `cwd` (an absolute path the client sent), with a dirty tree's diff unless `withDiff` is false; never rejects. */
+  facts(cwd: string, withDiff = true): Promise<GitFacts | null> {
     if (typeof cwd !== 'string' || !path.isAbsolute(cwd) || cwd.length > 4096 || cwd.includes('\0')) return Promise.resolve({ unread: 'the working directory is not an absolute path' });
-    const key = path.normalize(cwd);
+    const dir = path.normalize(cwd);
+    const key = `${withDiff ? 'd' : 'n'}:${dir}`;
     const now = Date.now();
     const hit = this.cache.get(key);
     if (hit && now - hit.at < this.cacheMs) return hit.facts;
@@ -100,7 +153,7 @@ export class GitReader {
     const facts = this.slot().then(async () => {
       try {
         this.reads++;
-        return await read(key);
+        return await read(dir, withDiff);
       } catch (e) {
         return { unread: (e as Error).message };
       } finally {

@@ -295,7 +295,7 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
       }
       // A client that did not read git itself (logd's own clients leave it to the daemon: daemon/code) has its
       // working directory read here, once per directory for every run started there within a few seconds.
-      if (!('git' in env) && typeof env.cwd === 'string' && reg.gitFacts) run.setEnvironmentWith(w, env, reg.gitFacts(env.cwd));
+      if (!('git' in env) && typeof env.cwd === 'string' && reg.gitFacts) run.setEnvironmentWith(w, env, reg.gitFacts(env.cwd, env.saveDiff !== false));
       else run.setEnvironment(w, env);
       return {};
     }),

@@ -362,7 +362,7 @@ export class Registry {
   /** run.alert() from training code (the composition root sets it when alerts are on): queued or why not. */
   userAlert: ((info: RunInfo, a: { title: string; text: string; level: string; id: string }) => { queued: boolean; message: string }) | null = null;
   /** The git facts of a writer's working directory (daemon/code, set by the composition root); null: not read. */
-  gitFacts: ((cwd: string) => Promise<Record<string, unknown> | null>) | null = null;
+  gitFacts: ((cwd: string, withDiff: boolean) => Promise<Record<string, unknown> | null>) | null = null;
 
   waitFor(pred: () => boolean, timeoutMs: number): Promise<boolean> {
     return this.commits.waitFor(pred, timeoutMs);

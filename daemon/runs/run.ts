@@ -10,6 +10,7 @@ import type { CheckedBatch } from './validate.js';
 import { processStartTime } from './liveness.js';
 import { toJson, ownRecord } from '../../src/json.js';
 import { runWindow, type RunSpan, type SystemMetrics } from '../sampler/system-metrics.js';
+import { splitEnvironment } from '../../src/environment.js';
 import { LastLines, oomCounters, type OomCounters } from './process-end.js';
 import type { RunEnd } from '../../src/story/end.js';
 import { StepProgress } from '../health/progress.js';
@@ -217,8 +218,17 @@ export class LiveRun {
   setEnvironment(w: Writer, env: Record<string, unknown>): void {
     // Once per writer: a client sends it once; more calls would only grow the log.
     if (w.meta.environment || this.final) return;
-    w.meta.environment = env;
+    // The long parts (a dirty tree's diff, the installed packages) are text items of the run (docs/api.md "Code
+    // and environment"), not part of its metadata: a runs table of 10 000 runs would carry them all.
+    const { texts, kept } = splitEnvironment(env);
+    w.meta.environment = kept;
     this.log.append(FrameType.WRITER, jsonFrame(w.meta));
+    if (texts.length) {
+      const t = Date.now() / 1000;
+      const entries: MediaEntry[] = texts.map(([key, text]) => ({ key, step: 0, t, kind: 'text', text }));
+      this.log.append(FrameType.MEDIA, jsonFrame({ writerIdx: w.meta.idx, entries }));
+      indexMedia(this.media, entries);
+    }
   }
 
   /** Environments waiting for the daemon's read of their git facts (setEnvironmentWith): the run's end waits for them. */
