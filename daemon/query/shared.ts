@@ -169,6 +169,7 @@ export class SharedSource implements QuerySource {
     const args: unknown[] = [];
     if (filter.kind) (args.push(filter.kind), cond.push(`kind = $${args.length + 2}`));
     if (filter.key) (args.push(filter.key), cond.push(`key = $${args.length + 2}`));
+    else cond.push(`key NOT LIKE 'logd/%'`); // logd's own items (src/environment.ts) only when named
     const page = await this.page(id, 'logd_media', 'entry_json', after, cond, args);
     if (page.end <= after) return { entries: [], next: page.next };
     const rows = await this.q<{ w: number; rank: number | null; entry_json: string }>(

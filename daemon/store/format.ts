@@ -119,8 +119,17 @@ export type MediaIndex = Record<string, { kind: string; count: number; lastStep:
 /** The most media keys a run's metadata lists (the rest are counted in "mediaKeysCapped"). */
 export const MEDIA_INDEX_KEYS = 1000;
 
+/**
+ * Items of logd's own under `logd/` (a run's diff and package list: src/environment.ts): kept and uploaded like
+ * any text item, but left out of the run's media index and of media listings unless their key is asked for.
+ */
+export function isOwnMediaKey(key: string): boolean {
+  return key.startsWith('logd/');
+}
+
 export function indexMedia(index: MediaIndex, entries: readonly MediaEntry[]): void {
   for (const e of entries) {
+    if (isOwnMediaKey(e.key)) continue;
     const k = index[e.key];
     if (k) {
       k.count++;

@@ -7,7 +7,7 @@ import { IndexDb, type RunRow } from './index-db.js';
 import { replayLog, type ReplayedRun } from './replay.js';
 import { sealLog, SEAL_POLICY, type SealPolicy } from './seal.js';
 import type { CheckpointRef } from './checkpoint.js';
-import { FrameType, decodeHistory, parseFrameJson, jsonFrame, type RunMeta, type Attempt, type HistoryBatch, type WriterMeta, type ConsoleFrame, type MediaFrame } from './format.js';
+import { FrameType, decodeHistory, parseFrameJson, jsonFrame, isOwnMediaKey, type RunMeta, type Attempt, type HistoryBatch, type WriterMeta, type ConsoleFrame, type MediaFrame } from './format.js';
 import { readImage } from './media.js';
 import { scanFrames, readFrame, type FrameRef } from '../../src/frames.js';
 import { StoreProblems } from './problems.js';
@@ -269,7 +269,7 @@ export class Store {
     return this.framePage(id, FrameType.MEDIA, fromOffset, limit, maxBytes, (p, rankOf, out) => {
       const f = parseFrameJson<MediaFrame>(p);
       for (const e of f.entries) {
-        if ((kind && e.kind !== kind) || (key && e.key !== key)) continue;
+        if ((kind && e.kind !== kind) || (key ? e.key !== key : isOwnMediaKey(e.key))) continue; // logd's own items only when named
         out.push(toJson({ w: f.writerIdx, rank: rankOf(f.writerIdx), ...e }));
       }
     });
