@@ -7,13 +7,11 @@
 // runs no git and loads no child_process. Off with init({ saveCode: false })
 // or LOGD_SAVE_CODE=0.
 //
-// With it: the installed versions of the program's own dependencies (the
-// nearest package.json's, read from node_modules; LOGD_SAVE_PACKAGES=0 leaves
-// them out), which the run keeps as its `logd/packages` text item; and
-// LOGD_SAVE_DIFF=0 asks the daemon not to keep a dirty tree's diff.
-import fs from 'node:fs';
+// The daemon also reads, from the working directory, a dirty tree's diff and
+// the installed versions of the nearest package.json's dependencies, which the
+// run keeps as its `logd/code.diff` and `logd/packages` text items;
+// LOGD_SAVE_DIFF=0 and LOGD_SAVE_PACKAGES=0 ask it not to.
 import os from 'node:os';
-import path from 'node:path';
 import { LOGD_VERSION } from '../src/config.js';
 import { redactArgv } from '../src/environment.js';
 
@@ -28,7 +26,6 @@ export function gatherEnvironment(): Record<string, unknown> {
 }
 
 function gather(cwd: string): Record<string, unknown> {
-  const packages = process.env.LOGD_SAVE_PACKAGES === '0' ? null : dependencies(cwd);
   return {
     command: redactArgv(process.argv).map((a) => (a.length > 500 ? `${a.slice(0, 499)}…` : a)).slice(0, 100),
     cwd,
@@ -36,51 +33,7 @@ function gather(cwd: string): Record<string, unknown> {
     platform: `${os.platform()} ${os.release()} ${os.arch()}`,
     logd: LOGD_VERSION,
     client: 'typescript',
-    ...(packages ? { packages } : {}),
     ...(process.env.LOGD_SAVE_DIFF === '0' ? { saveDiff: false } : {}),
+    ...(process.env.LOGD_SAVE_PACKAGES === '0' ? { savePackages: false } : {}),
   };
-}
-
-/** The most dependencies listed: a package.json with more is a workspace root, not a trainer. */
-const MAX_DEPENDENCIES = 300;
-
-/**
- * `name==version` of each dependency of the nearest package.json (from the working directory up), as installed
- * (its node_modules/NAME/package.json, looked up the way Node resolves it); `name==?` where it is not installed.
- * Null when there is no package.json. About a millisecond for 50 dependencies, once per process.
- */
-function dependencies(cwd: string): string[] | null {
-  let dir = cwd;
-  for (let i = 0; i < 32; i++) {
-    let pkg: { dependencies?: Record<string, string>; devDependencies?: Record<string, string> } | null = null;
-    try {
-      pkg = JSON.parse(fs.readFileSync(path.join(dir, 'package.json'), 'utf8'));
-    } catch {
-      pkg = null;
-    }
-    if (pkg && typeof pkg === 'object') {
-      const names = [...Object.keys(pkg.dependencies ?? {}), ...Object.keys(pkg.devDependencies ?? {})].slice(0, MAX_DEPENDENCIES);
-      return names.map((n) => `${n}==${installedVersion(dir, n) ?? '?'}`.slice(0, 200));
-    }
-    const up = path.dirname(dir);
-    if (up === dir) break;
-    dir = up;
-  }
-  return null;
-}
-
-function installedVersion(from: string, name: string): string | null {
-  if (!/^(@[\w.-]+\/)?[\w.-]+$/.test(name)) return null;
-  for (let dir = from, i = 0; i < 32; i++) {
-    try {
-      const v = (JSON.parse(fs.readFileSync(path.join(dir, 'node_modules', name, 'package.json'), 'utf8')) as { version?: unknown }).version;
-      return typeof v === 'string' ? v : null;
-    } catch {
-      /* not here: the parent's node_modules */
-    }
-    const up = path.dirname(dir);
-    if (up === dir) break;
-    dir = up;
-  }
-  return null;
 }

@@ -32,6 +32,7 @@ import { acquireLock, refuseSecondDaemon, markStopping, EXIT_ALREADY_RUNNING } f
 import { HealthMonitor, type HealthView } from './health/monitor.js';
 import { isAlive } from './runs/liveness.js';
 import { GitReader } from './code/git.js';
+import { PackageReader } from './code/packages.js';
 
 export interface ServeOptions {
   sidecar: boolean;
@@ -78,6 +79,8 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
   const registry = new Registry(store, tunables, log);
   const gitReader = new GitReader();
   registry.gitFacts = (cwd, withDiff) => gitReader.facts(cwd, withDiff) as Promise<Record<string, unknown> | null>;
+  const packageReader = new PackageReader();
+  registry.nodePackages = (cwd) => packageReader.list(cwd);
   if (opts.sampleIntervalMs !== 0) registry.system = new SystemMetrics(paths.dataDir, opts.sampleIntervalMs ?? tunables.sampleIntervalMs, log);
   const finaliser = new Finaliser(registry);
   recover(registry, finaliser);

@@ -294,9 +294,14 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
         throw invalid((e as Error).message);
       }
       // A client that did not read git itself (logd's own clients leave it to the daemon: daemon/code) has its
-      // working directory read here, once per directory for every run started there within a few seconds.
-      if (!('git' in env) && typeof env.cwd === 'string' && reg.gitFacts) run.setEnvironmentWith(w, env, reg.gitFacts(env.cwd, env.saveDiff !== false));
-      else run.setEnvironment(w, env);
+      // working directory read here, once per directory for every run started there within a few seconds; and a
+      // TypeScript one its package.json's dependencies as installed (a Python client sends its own list).
+      const cwd = typeof env.cwd === 'string' ? env.cwd : null;
+      const git = cwd && !('git' in env) && reg.gitFacts ? reg.gitFacts(cwd, env.saveDiff !== false) : null;
+      const packages = cwd && env.client === 'typescript' && !('packages' in env) && env.savePackages !== false && reg.nodePackages ? reg.nodePackages(cwd) : null;
+      if (git || packages) {
+        run.setEnvironmentWith(w, env, Promise.all([git, packages]).then(([g, pk]) => ({ ...(git ? { git: g } : {}), ...(pk ? { packages: pk } : {}) })));
+      } else run.setEnvironment(w, env);
       return {};
     }),
 

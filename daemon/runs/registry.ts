@@ -363,6 +363,8 @@ export class Registry {
   userAlert: ((info: RunInfo, a: { title: string; text: string; level: string; id: string }) => { queued: boolean; message: string }) | null = null;
   /** The git facts of a writer's working directory (daemon/code, set by the composition root); null: not read. */
   gitFacts: ((cwd: string, withDiff: boolean) => Promise<Record<string, unknown> | null>) | null = null;
+  /** A TypeScript trainer's installed packages, read from its working directory (daemon/code/packages.ts). */
+  nodePackages: ((cwd: string) => Promise<string[] | null>) | null = null;
 
   waitFor(pred: () => boolean, timeoutMs: number): Promise<boolean> {
     return this.commits.waitFor(pred, timeoutMs);

@@ -234,9 +234,9 @@ export class LiveRun {
   /** Environments waiting for the daemon's read of their git facts (setEnvironmentWith): the run's end waits for them. */
   private readonly environmentsPending = new Set<Promise<void>>();
 
-  /** The environment once `git` (the daemon's read of the writer's working directory) answers. */
-  setEnvironmentWith(w: Writer, env: Record<string, unknown>, git: Promise<Record<string, unknown> | null>): void {
-    const p = git.then((g) => this.setEnvironment(w, { ...env, git: g }), () => this.setEnvironment(w, env))
+  /** The environment once the daemon's reads of the writer's working directory (git, packages: daemon/code) answer. */
+  setEnvironmentWith(w: Writer, env: Record<string, unknown>, more: Promise<Record<string, unknown>>): void {
+    const p = more.then((m) => this.setEnvironment(w, { ...env, ...m }), () => this.setEnvironment(w, env))
       .finally(() => this.environmentsPending.delete(p));
     this.environmentsPending.add(p);
   }
