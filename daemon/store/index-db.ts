@@ -32,12 +32,15 @@ CREATE TABLE IF NOT EXISTS runs (
 );
 CREATE INDEX IF NOT EXISTS runs_project ON runs(project, created_at);
 CREATE INDEX IF NOT EXISTS runs_group ON runs(grp, created_at);
+CREATE INDEX IF NOT EXISTS runs_newest ON runs(created_at DESC, id);
 CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 `;
 
 export class IndexDb {
   private db: Database.Database;
   private upsertStmt: Database.Statement;
+  /** Prepared statements by their SQL: a listing of 10 000 runs asks for each run's damage (metaGet) once. */
+  private readonly stmts = new Map<string, Database.Statement>();
 
   constructor(file: string) {
     this.db = new Database(file);
@@ -57,8 +60,17 @@ export class IndexDb {
     this.upsertStmt.run(row);
   }
 
+  private stmt(sql: string): Database.Statement {
+    let s = this.stmts.get(sql);
+    if (!s) {
+      if (this.stmts.size > 64) this.stmts.clear(); // filters make a few shapes; never grows without bound
+      this.stmts.set(sql, (s = this.db.prepare(sql)));
+    }
+    return s;
+  }
+
   get(id: string): RunRow | undefined {
-    return this.db.prepare('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
+    return this.stmt('SELECT * FROM runs WHERE id = ?').get(id) as RunRow | undefined;
   }
 
   remove(id: string): void {
@@ -84,17 +96,22 @@ export class IndexDb {
     return { where: where.length ? 'WHERE ' + where.join(' AND ') : '', args };
   }
 
-  /** One page of the runs matching the filters, newest first. */
+  /**
+   * One page of the runs matching the filters, newest first. The page's ids are picked first (from the
+   * runs_newest index, without the JSON columns), then only those rows are read: an OFFSET deep into 10 000
+   * runs no longer sorts and skips whole rows (68 ms a page before, for pages of 1000).
+   */
   list(f: RunListFilter): RunRow[] {
     const { where, args } = this.filter(f);
-    const sql = `SELECT * FROM runs ${where} ORDER BY created_at DESC, id LIMIT ? OFFSET ?`;
-    return this.db.prepare(sql).all(...args, f.limit && f.limit > 0 ? f.limit : 1000, f.offset ?? 0) as RunRow[];
+    const sql = `SELECT r.* FROM (SELECT rowid AS k FROM runs ${where} ORDER BY created_at DESC, id LIMIT ? OFFSET ?) AS p
+      JOIN runs r ON r.rowid = p.k ORDER BY r.created_at DESC, r.id`;
+    return this.stmt(sql).all(...args, f.limit && f.limit > 0 ? f.limit : 1000, f.offset ?? 0) as RunRow[];
   }
 
   /** How many runs match the filters. */
   countMatching(f: RunListFilter): number {
     const { where, args } = this.filter(f);
-    return (this.db.prepare(`SELECT count(*) AS n FROM runs ${where}`).get(...args) as { n: number }).n;
+    return (this.stmt(`SELECT count(*) AS n FROM runs ${where}`).get(...args) as { n: number }).n;
   }
 
   nonFinal(): RunRow[] {
@@ -103,7 +120,7 @@ export class IndexDb {
 
   /** The small key/value table beside the runs (store problems live here). */
   metaGet(k: string): string | undefined {
-    return (this.db.prepare('SELECT v FROM meta WHERE k = ?').get(k) as { v: string } | undefined)?.v;
+    return (this.stmt('SELECT v FROM meta WHERE k = ?').get(k) as { v: string } | undefined)?.v;
   }
 
   metaSet(k: string, v: string): void {
