@@ -58,7 +58,8 @@ function run(cmd: string, args: string[], opts: { input?: string } = {}): string
   }
 }
 
-export async function startPg(): Promise<PgCluster> {
+/** `maxConnections`: the server's max_connections (100 unless said; bench/cluster gives one per simulated node). */
+export async function startPg(opts: { maxConnections?: number } = {}): Promise<PgCluster> {
   const why = pgUnavailable();
   if (why) throw new Error(why);
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'logd-pg-'));
@@ -73,7 +74,7 @@ export async function startPg(): Promise<PgCluster> {
   // Local socket: trust for the test's superuser; TCP: passwords, as on a real server.
   fs.appendFileSync(path.join(dataDir, 'postgresql.conf'), [
     `port = ${port}`, `listen_addresses = '127.0.0.1'`, `unix_socket_directories = '${sockDir}'`,
-    'fsync = off', 'synchronous_commit = off', 'full_page_writes = off', 'max_connections = 100', '',
+    'fsync = off', 'synchronous_commit = off', 'full_page_writes = off', `max_connections = ${opts.maxConnections ?? 100}`, '',
   ].join('\n'));
   const logFile = path.join(dir, 'server.log');
   const pgctl = (args: string[]) => run(path.join(PG_BIN, 'pg_ctl'), ['-D', dataDir, '-l', logFile, '-w', '-t', '120', ...args]);
