@@ -351,7 +351,7 @@ export class Finaliser {
     if (w.meta.writerId === run.meta.ownerWriterId) {
       const st = lookOnce(seen, w.meta.pid, w.startTime);
       if (!st.alive) this.ownerDied(run, w, st.status, withinS);
-    } else if (lookOnce(seen, w.meta.pid, w.startTime).alive === false) this.writerGone(run, w, `its process ${w.meta.pid} exited`);
+    } else if (!isAlive(w.meta.pid, w.startTime)) this.writerGone(run, w, `its process ${w.meta.pid} exited`); // a zombie still counts: its journal is read once it is reaped (runs/journal.ts)
   }
 
   /** A writer's process is gone: deliver what it spilled, then detach it or crash the run. */
