@@ -35,7 +35,16 @@ describe('GitReader', () => {
     fs.writeFileSync(path.join(repo, 'untracked.txt'), 'x\n'); // untracked files do not make it dirty
     const r = new GitReader();
     const facts = await r.facts(path.join(repo, 'sub'));
-    expect(facts).toEqual({ commit: head, branch: 'main', dirty: true, changed: 2, remote: 'https://dev:***@git.example.com/team/model.git', root: fs.realpathSync(repo) });
+    // The diff of the whole work tree (tracked files), whichever subdirectory the trainer ran in.
+    const diff = git('diff', 'HEAD') + '\n';
+    expect(facts).toEqual({
+      commit: head, branch: 'main', dirty: true, changed: 2, remote: 'https://dev:***@git.example.com/team/model.git', root: fs.realpathSync(repo),
+      diff, diffBytes: Buffer.byteLength(diff), diffCut: false,
+    });
+    expect(diff).toContain('+++ b/sub/c.txt');
+    expect(diff).not.toContain('untracked');
+    // Without the diff (LOGD_SAVE_DIFF=0): the same facts, no diff read.
+    expect(await new GitReader().facts(path.join(repo, 'sub'), false)).toEqual({ commit: head, branch: 'main', dirty: true, changed: 2, remote: 'https://dev:***@git.example.com/team/model.git', root: fs.realpathSync(repo) });
     git('checkout', '-q', '.');
     const clean = await new GitReader().facts(repo);
     expect(clean).toMatchObject({ commit: head, dirty: false });
