@@ -7,7 +7,7 @@
 // draw the rows it superseded; a fork links to its source (attempts.ts).
 import { alertsSection } from './alerts.js';
 import { h, clear, link, stateBadge, objectTable, ago, debounce, append } from './dom.js';
-import { describeEnvironment } from '../src/environment.js';
+import { describeEnvironment, DIFF_KEY, PACKAGES_KEY } from '../src/environment.js';
 import { api, live, type Run } from './api.js';
 import { LazyChart, color, type Line } from './chart.js';
 import { chartControls, byPrefix } from './controls.js';
@@ -234,6 +234,24 @@ function rankWords(rank: unknown): string {
   return `rank ${x.rank ?? '?'}${world !== undefined ? ` of ${world}` : ''}${extra ? ` (${extra})` : ''}`;
 }
 
+/** One of the run's own text items (its diff, its package list: src/environment.ts), read when opened. */
+function ownText(runId: string, id: string, title: string, key: string): HTMLElement {
+  const pre = h('pre', { class: 'own-text' });
+  const box = h('details', { id }, h('summary', {}, title), pre) as HTMLDetailsElement;
+  box.addEventListener('toggle', () => {
+    if (!box.open || pre.dataset.loaded) return;
+    pre.dataset.loaded = '1';
+    pre.textContent = 'reading…';
+    api.media(runId, 'text', key).then((a) => {
+      pre.textContent = a.entries.map((e) => e.text ?? '').join('\n') || 'nothing was stored';
+    }, (e: Error) => {
+      pre.textContent = `it could not be read: ${e.message}`;
+      delete pre.dataset.loaded;
+    });
+  });
+  return box;
+}
+
 function infoTab(body: HTMLElement, r: Run): void {
   const m = r.metadata as { host?: string; pid?: number; rank?: unknown; writers?: Array<Record<string, unknown>>; environment?: Record<string, unknown> };
   const environment = m.environment;
@@ -244,7 +262,9 @@ function infoTab(body: HTMLElement, r: Run): void {
       rows: r.historyRows, host: m.host ?? '', pid: m.pid ?? '', rank: rankWords(m.rank), 'writers attached': r.writersAttached,
     })),
     alertsSection({ run: r.id }),
-    environment ? h('section', { id: 'environment' }, h('h2', {}, 'Code and environment'), objectTable(Object.fromEntries(describeEnvironment(environment)))) : null,
+    environment ? h('section', { id: 'environment' }, h('h2', {}, 'Code and environment'), objectTable(Object.fromEntries(describeEnvironment(environment))),
+      typeof (environment.git as { diffBytes?: unknown } | null)?.diffBytes === 'number' ? ownText(r.id, 'own-diff', 'The diff of its dirty work tree', DIFF_KEY) : null,
+      typeof environment.packagesCount === 'number' ? ownText(r.id, 'own-packages', `The ${environment.packagesCount} packages installed`, PACKAGES_KEY) : null) : null,
     h('section', { id: 'writers' }, h('h2', {}, 'Writers'), ...(m.writers ?? []).map((w) => objectTable(fields(w)))),
     h('section', { id: 'config' }, h('h2', {}, 'Config'), objectTable(r.config)),
     h('section', { id: 'summary' }, h('h2', {}, 'Summary'), objectTable(r.summary)),

@@ -69,6 +69,11 @@ describe.skipIf(missing !== null)(`the first hour in the dashboard, round 2${mis
     expect(text).not.toMatch(/1\.\d+e\+9/);
     expect(text).not.toMatch(/\{"rank"/);
     expect(await page.locator('#writers').textContent()).toMatch(/joinedAt.*ago/);
+    // The run's package list (the repository's package.json, where the trainer ran), read when opened (issue 38 item 8).
+    const own = page.locator('#own-packages');
+    await own.locator('summary').click();
+    await page.waitForFunction(() => /better-sqlite3==\d/.test(document.querySelector('#own-packages pre')?.textContent ?? ''), null, { timeout: 30_000 });
+    expect(await own.locator('summary').textContent()).toMatch(/^The \d+ packages installed$/);
     // Its code and environment (item 8): the command that ran and the runtime, in words.
     await page.locator('#environment').waitFor();
     expect(await page.locator('#environment').textContent()).toMatch(/command.*flat\.mjs.*env.*node /s);
