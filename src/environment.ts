@@ -3,6 +3,8 @@
 // Clients gather it (Python: logd/environment.py, TypeScript:
 // client/environment.ts) and cut secrets first; the daemon checks again.
 
+import { OWN_MEDIA_PREFIX } from './media.js';
+
 /** The most a writer's environment may take, as JSON, without its package list. */
 export const ENVIRONMENT_MAX_BYTES = 16 * 1024;
 /** The most a SetEnvironment may carry with its package list. */
@@ -11,8 +13,8 @@ export const ENVIRONMENT_WITH_PACKAGES_MAX_BYTES = 512 * 1024;
 export const PACKAGES_MAX = 5000;
 const PACKAGE_LINE_MAX = 200;
 /** The text items a run keeps of its owner's environment (logd media RUN --key ...; the dashboard's Info tab). */
-export const DIFF_KEY = 'logd/code.diff';
-export const PACKAGES_KEY = 'logd/packages';
+export const DIFF_KEY = `${OWN_MEDIA_PREFIX}code.diff`;
+export const PACKAGES_KEY = `${OWN_MEDIA_PREFIX}packages`;
 
 const SECRET_ARG = /^(--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|credentials?)[\w.-]*)(=)(.+)$/i;
 const SECRET_FLAG = /^--?[\w.-]*(?:password|passwd|secret|token|api[_-]?key|access[_-]?key|credentials?)[\w.-]*$/i;

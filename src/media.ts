@@ -5,6 +5,15 @@
 // docs/api.md, "Beyond numbers", documents every bound here.
 
 export const MEDIA_KINDS = ['histogram', 'image', 'text'] as const;
+
+/**
+ * Media keys of logd's own (a run's diff and package list: src/environment.ts): kept and uploaded like any text
+ * item, but left out of the run's media index and of media listings unless their key is asked for.
+ */
+export const OWN_MEDIA_PREFIX = 'logd/';
+export function isOwnMediaKey(key: string): boolean {
+  return key.startsWith(OWN_MEDIA_PREFIX);
+}
 export type MediaKind = (typeof MEDIA_KINDS)[number];
 
 /** An image's encoded bytes at most (PNG or JPEG as logged). */

@@ -4,6 +4,7 @@
 // million-row run is a handful of arrays, not a million rows. Console output
 // and media are rows keyed by the offset of their frame in the run's log, so
 // they page as the local source does, with that offset as the cursor.
+import { OWN_MEDIA_PREFIX } from '../../src/media.js';
 import pg from 'pg';
 import { parseStoreUrl, redact, type StoreUrl } from '../upload/url.js';
 import { pgOptions, lacksPassword, NO_PASSWORD } from '../upload/pgpass.js';
@@ -169,7 +170,7 @@ export class SharedSource implements QuerySource {
     const args: unknown[] = [];
     if (filter.kind) (args.push(filter.kind), cond.push(`kind = $${args.length + 2}`));
     if (filter.key) (args.push(filter.key), cond.push(`key = $${args.length + 2}`));
-    else cond.push(`key NOT LIKE 'logd/%'`); // logd's own items (src/environment.ts) only when named
+    else (args.push(`${OWN_MEDIA_PREFIX}%`), cond.push(`key NOT LIKE $${args.length + 2}`)); // logd's own items (src/media.ts) only when named
     const page = await this.page(id, 'logd_media', 'entry_json', after, cond, args);
     if (page.end <= after) return { entries: [], next: page.next };
     const rows = await this.q<{ w: number; rank: number | null; entry_json: string }>(

@@ -33,6 +33,7 @@
 //          MEDIA frame (summary or config updates alone, or nothing): its
 //          seq, so that a restarted daemon knows it was stored (replay)
 
+import { isOwnMediaKey } from '../../src/media.js';
 import type { RunEnd } from '../../src/story/end.js';
 import { toJson } from '../../src/json.js';
 
@@ -118,14 +119,6 @@ export type MediaIndex = Record<string, { kind: string; count: number; lastStep:
 
 /** The most media keys a run's metadata lists (the rest are counted in "mediaKeysCapped"). */
 export const MEDIA_INDEX_KEYS = 1000;
-
-/**
- * Items of logd's own under `logd/` (a run's diff and package list: src/environment.ts): kept and uploaded like
- * any text item, but left out of the run's media index and of media listings unless their key is asked for.
- */
-export function isOwnMediaKey(key: string): boolean {
-  return key.startsWith('logd/');
-}
 
 export function indexMedia(index: MediaIndex, entries: readonly MediaEntry[]): void {
   for (const e of entries) {
