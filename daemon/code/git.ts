@@ -49,9 +49,8 @@ export function gitDiff(cwd: string, cap = DIFF_MAX_BYTES): Promise<{ diff: stri
     const chunks: Buffer[] = [];
     let kept = 0;
     let bytes = 0;
-    const p = spawn('git', ['-c', 'core.fsmonitor=false', '-c', 'core.quotepath=off', 'diff', 'HEAD', '--no-color', '--no-ext-diff', '--no-textconv'], {
-      cwd, stdio: ['ignore', 'pipe', 'ignore'], windowsHide: true,
-      env: { ...process.env, GIT_OPTIONAL_LOCKS: '0', GIT_TERMINAL_PROMPT: '0', GIT_PAGER: 'cat', LC_ALL: 'C' },
+    const p = spawn('git', [...GIT_CONFIG, '-c', 'core.quotepath=off', 'diff', 'HEAD', '--no-color', '--no-ext-diff', '--no-textconv'], {
+      cwd, stdio: ['ignore', 'pipe', 'ignore'], windowsHide: true, env: gitEnv(),
     });
     const timer = setTimeout(() => p.kill('SIGKILL'), GIT_MS);
     p.stdout.on('data', (d: Buffer) => {
@@ -80,12 +79,13 @@ export function gitDiff(cwd: string, cap = DIFF_MAX_BYTES): Promise<{ diff: stri
   });
 }
 
+/** How every git here runs: no fsmonitor, no optional locks, no prompt, no pager, C locale. */
+const GIT_CONFIG = ['-c', 'core.fsmonitor=false'];
+const gitEnv = (): NodeJS.ProcessEnv => ({ ...process.env, GIT_OPTIONAL_LOCKS: '0', GIT_TERMINAL_PROMPT: '0', GIT_PAGER: 'cat', LC_ALL: 'C' });
+
 function git(args: string[], cwd: string): Promise<string | null> {
   return new Promise((resolve) => {
-    execFile('git', ['-c', 'core.fsmonitor=false', ...args], {
-      cwd, timeout: GIT_MS, maxBuffer: 4 << 20, windowsHide: true,
-      env: { ...process.env, GIT_OPTIONAL_LOCKS: '0', GIT_TERMINAL_PROMPT: '0', LC_ALL: 'C' },
-    }, (err, stdout) => resolve(err ? null : stdout));
+    execFile('git', [...GIT_CONFIG, ...args], { cwd, timeout: GIT_MS, maxBuffer: 4 << 20, windowsHide: true, env: gitEnv() }, (err, stdout) => resolve(err ? null : stdout));
   });
 }
 
