@@ -91,6 +91,12 @@ export async function simulate(o: SimOptions): Promise<SimResult> {
   const keys = Array.from({ length: o.metrics }, (_, k) => `m${k}`);
   const stores: Store[] = [];
   const runs: SimRun[] = [];
+  /** Each node's runs, and their logs (what one store commit syncs). */
+  const nodeRuns: SimRun[][] = [];
+  const logsOf = (n: number) => nodeRuns[n].map((x) => x.log);
+  const indexRuns = (n: number) => {
+    for (const x of nodeRuns[n]) stores[n].index.upsert(rowFromReplay(stores[n].replay(x.id, false).run));
+  };
   const now = () => Date.now() / 1000;
   fs.mkdirSync(o.dir, { recursive: true });
 
@@ -98,6 +104,7 @@ export async function simulate(o: SimOptions): Promise<SimResult> {
   for (let n = 0; n < o.nodes; n++) {
     const store = Store.open(path.join(o.dir, `node-${n}`));
     stores.push(store);
+    nodeRuns.push([]);
     for (let r = 0; r < o.ranks; r++) {
       const rank = { rank: n * o.ranks + r, localRank: r, worldSize: o.nodes * o.ranks, nodeRank: n, localWorldSize: o.ranks };
       const meta: RunMeta = {
@@ -107,10 +114,12 @@ export async function simulate(o: SimOptions): Promise<SimResult> {
       const log = store.createRun(meta);
       log.append(FrameType.WRITER, jsonFrame({ idx: 0, writerId: 'w-sim', pid: process.pid, host: `node-${n}`, rank, joinedAt: now() }));
       log.append(FrameType.KEYS, jsonFrame({ first: 0, names: keys }));
-      runs.push({ id: meta.id, node: n, log, step: 0, marks: [] });
+      const x: SimRun = { id: meta.id, node: n, log, step: 0, marks: [] };
+      runs.push(x);
+      nodeRuns[n].push(x);
     }
-    await store.commit(runs.filter((x) => x.node === n).map((x) => x.log));
-    for (const x of runs.filter((y) => y.node === n)) store.index.upsert(rowFromReplay(store.replay(x.id, false).run));
+    await store.commit(logsOf(n));
+    indexRuns(n);
   }
   say(`cluster-sim: ${o.nodes} nodes x ${o.ranks} ranks x ${o.metrics} metrics at ${o.stepsPerSec} steps/s for ${o.seconds} s (group ${group})`);
 
@@ -166,7 +175,7 @@ export async function simulate(o: SimOptions): Promise<SimResult> {
       x.step += k;
       rowsWritten += k;
     }
-    await Promise.all(stores.map((s, n) => s.commit(runs.filter((x) => x.node === n).map((x) => x.log))));
+    await Promise.all(stores.map((s, n) => s.commit(logsOf(n))));
     const at = Date.now();
     for (const x of runs) x.marks.push({ end: x.log.durableBytes, at });
     if (at - lastSample >= 500) {
@@ -178,9 +187,9 @@ export async function simulate(o: SimOptions): Promise<SimResult> {
   const writeS = (Date.now() - t0) / 1000;
   // The runs end (a STATE frame each), as their trainers' finish would make them.
   for (const x of runs) x.log.append(FrameType.STATE, jsonFrame({ state: 'finished', reason: '', exitCode: 0, finishedAt: now() }));
-  await Promise.all(stores.map((s, n) => s.commit(runs.filter((y) => y.node === n).map((y) => y.log))));
+  await Promise.all(stores.map((s, n) => s.commit(logsOf(n))));
   for (const x of runs) x.marks.push({ end: x.log.durableBytes, at: Date.now() });
-  for (const [n, s] of stores.entries()) for (const x of runs.filter((y) => y.node === n)) s.index.upsert(rowFromReplay(s.replay(x.id, false).run));
+  for (let n = 0; n < o.nodes; n++) indexRuns(n);
 
   // Drain: until every run's cursor is at its log's end and marked done.
   const deadline = Date.now() + (o.drainS ?? 120) * 1000;
