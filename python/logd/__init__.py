@@ -332,7 +332,7 @@ def _deferred_run(req: pb.CreateRunRequest, e: BaseException, create, factory) -
     problem = problem_text(reason, spool)
     w.last_problem = problem
     _warn("logd: run %s: %s" % (info.id, problem))
-    exit_hooks.install()
+    exit_hooks.install(deferred=True)
     run = Run(info, w, info.run_token, True, _warn, make)
 
     def created(real: pb.RunInfo, address: ServiceAddress) -> None:

@@ -105,7 +105,7 @@ def _relayed_run(proc: subprocess.Popen, info: pb.RunInfo, address: ServiceAddre
     # No journal for a deferred run: it would name a run no daemon knows (deferred.py).
     w = RelayWriter(address, info.id, token, writer_id, client_info(), t.flush_interval_s, _warn, info.spool_dir,
                     0 if deferred else t.journal_mb, proc=proc)
-    exit_hooks.install()
+    exit_hooks.install(deferred=deferred)
     return Run(info, w, token, is_owner, _warn, _writer_factory(info.id, token, info.spool_dir))
 
 
@@ -163,5 +163,5 @@ def _deferred_here(req: pb.CreateRunRequest, e: BaseException):
     w = make(None, writer_id, deferred=deferred_create(req, reason))
     w.last_problem = problem_text(reason, spool, retrying=False)
     _warn("logd: run %s: %s" % (info.id, w.last_problem))
-    exit_hooks.install()
+    exit_hooks.install(deferred=True)
     return Run(info, w, info.run_token, True, _warn, make)

@@ -76,6 +76,22 @@ describe.skipIf(pythonMissing !== null)(`Python init()/attach() in forked childr
     expect(byName.size).toBe(1 + 6 + 2 + 1 + 1 + (torchMissing === null ? 4 : 0));
   }, 240_000);
 
+  it('SIGTERM in workers: a fork pool\'s and a spawn pool\'s workers keep it at its default (a Python handler can miss a SIGTERM that lands as the main thread blocks, and the pool then waits forever); a worker terminated mid-run keeps every row', async () => {
+    const out = path.join(t.dir, 'fork-sigterm.json');
+    const r = await runPython(t, [path.join(FIXTURES, 'fork_sigterm.py'), out], { timeout: 150_000 });
+    expect(r.exitCode, r.all).toBe(0);
+    expect(r.all).not.toMatch(/Traceback/);
+    const res = readJson(out);
+    expect(res.parent).toBe('logd.exit_hooks');
+    expect(res.fork).toEqual(['default', 'default']);
+    expect(res.spawn).toEqual(['default']);
+    for (const id of res.terminated as string[]) {
+      await waitUntil(async () => (await cliJson<RunJson>(t, ['show', id])).state !== 'running', 30_000, `the terminated worker's run ${id} to end`);
+      expect(await cliJson<RunJson>(t, ['show', id])).toMatchObject({ state: 'crashed', historyRows: res.rows });
+      expect(await steps(t, id)).toEqual(Array.from({ length: res.rows }, (_, i) => i));
+    }
+  }, 180_000);
+
   it('a forked child with no usable daemon: on_error="raise" raises a clear error; by default its run goes on deferred and a daemon later holds every row', async () => {
     const other = path.join(t.dir, 'other');
     const rt = path.join(t.dir, 'rt-other');

@@ -47,8 +47,19 @@ export function pyEnv(t: TestEnv, extra: Record<string, string> = {}): NodeJS.Pr
   return env;
 }
 
+/** Runs a Python program. Past the timeout its whole process group is killed (forked workers and relays included,
+ * which would otherwise hold the output pipes open and the result back), so what it printed is seen. */
 export function runPython(t: TestEnv, args: string[], opts: { env?: Record<string, string>; timeout?: number } = {}) {
-  return execa(PYTHON, args, { env: pyEnv(t, opts.env), extendEnv: false, reject: false, all: true, timeout: opts.timeout ?? 120_000 });
+  const timeout = opts.timeout ?? 120_000;
+  const p = execa(PYTHON, args, { env: pyEnv(t, opts.env), extendEnv: false, reject: false, all: true, detached: true });
+  const timer = setTimeout(() => {
+    process.stderr.write(`runPython: ${args[0]} ran past ${timeout} ms; killing its process group\n`);
+    try {
+      process.kill(-p.pid!, 'SIGKILL');
+    } catch { /* already gone */ }
+  }, timeout);
+  p.finally(() => clearTimeout(timer)).catch(() => {});
+  return p;
 }
 
 export function readJson<T = any>(file: string): T {
