@@ -85,8 +85,15 @@ check-imports:
 test: check-imports system-deps build native python
 	@bash scripts/run-tests.sh fast
 
+# The Python client's own suites run a second time with log()'s compiled hot path forced off (issue 39): every
+# behaviour holds on both paths.
+PURE_PYTHON_TESTS = test/python/client.test.ts test/python/journal.test.ts test/python/truncate.test.ts \
+	test/python/console.test.ts test/python/reliability.test.ts test/python/deferred.test.ts test/python/fork-init.test.ts
+
 test-slow: check-imports system-deps build native python packages-for-test
 	@bash scripts/run-tests.sh slow
+	@echo "test-slow: the Python client's suites again, LOGD_PURE_PYTHON=1"
+	@LOGD_PURE_PYTHON=1 bash scripts/run-tests.sh all $(PURE_PYTHON_TESTS)
 
 # The chaos, fuzz and load tests at soak length (docs/reliability.md).
 soak: build

@@ -1,6 +1,13 @@
-# The package is described in pyproject.toml; this file only adds the crash journal's SIGBUS guard
-# (logd/_busguard.c, a plain C library that logd/busguard.py loads with ctypes). optional=True: without a C
-# compiler the package installs without it, and a journal truncated by another process still ends the process.
+# The package is described in pyproject.toml; this file only adds its two C parts, each optional=True: without a C
+# compiler (or Python's headers) the package installs without them.
+# - logd/_busguard.c: the crash journal's SIGBUS guard, a plain C library that logd/busguard.py loads with ctypes;
+#   without it a journal truncated by another process still ends the process.
+# - logd/_hot.c: log()'s hot path (issue 39), a CPython extension on the stable ABI (3.8+); without it log() runs
+#   the pure-Python path, which is the reference (logd/hot.py says which is in use: logd.hot_path).
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("logd._busguard", sources=["logd/_busguard.c"], optional=True)])
+setup(ext_modules=[
+    Extension("logd._busguard", sources=["logd/_busguard.c"], optional=True),
+    Extension("logd._hot", sources=["logd/_hot.c"], optional=True, py_limited_api=True,
+              define_macros=[("Py_LIMITED_API", "0x03080000")]),
+])

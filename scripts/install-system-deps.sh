@@ -6,12 +6,13 @@
 #   python3-setuptools, python3-wheel, protobuf-compiler
 #                               (the Python client, its tests and the check
 #                                that its generated wire code is current)
+#   python3-dev                 (Python's headers: log()'s compiled hot path, python/logd/_hot.c)
 #   chromium, fonts-liberation  (the dashboard's browser tests, through playwright-core; fonts for its screenshots)
 #   postgresql                  (the shared store's tests start a throwaway PostgreSQL 15)
 # Everything else in logd works without them: the native tests then skip with
 # the reason. Runs apt-get only when something is missing and we are root.
 set -uo pipefail
-pkgs=(libtorch-dev libgloo-dev python3-torch cmake g++ python3-grpcio python3-protobuf python3-numpy python3-pil python3-venv python3-setuptools python3-wheel protobuf-compiler chromium fonts-liberation postgresql)
+pkgs=(libtorch-dev libgloo-dev python3-torch cmake g++ python3-dev python3-grpcio python3-protobuf python3-numpy python3-pil python3-venv python3-setuptools python3-wheel protobuf-compiler chromium fonts-liberation postgresql)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -42,6 +42,7 @@ from .deferred import (check_on_error, deferred_create, deferred_info, deferred_
                        retry_create, should_raise)
 
 from ._version import __version__  # package.json's version (packaging/sync-version.mjs)
+from .hot import name as hot_path  # "c" when log()'s compiled hot path is in use, else "python (why)" (hot.py)
 __all__ = ["setup", "init", "attach", "finish_all", "Run", "Histogram", "Image", "Text", "DisabledRun", "FinishResult", "CallError", "DaemonStartError", "Api",
            "DaemonUnavailableError", "UntrustedDirError", "UntrustedDaemonError"]
 
@@ -58,7 +59,7 @@ def __getattr__(name):
 def __dir__():
     # dir(logd) and a notebook's completion show the public API, not the modules and helpers this file imports
     # (os, re, socket, ...): they stay reachable as attributes, for logd's own modules.
-    return sorted(__all__ + ["__version__", "integrations"])
+    return sorted(__all__ + ["__version__", "hot_path", "integrations"])
 
 
 def _warn(msg: str) -> None:

@@ -32,7 +32,7 @@ from array import array
 from collections import deque
 from typing import Optional
 
-from . import busguard
+from . import busguard, hot
 from ._lazy import json
 from .paths import proc_start_time
 
@@ -93,7 +93,7 @@ def process_start_time() -> int:
     return proc_start_time(os.getpid()) or 0
 
 
-class Journal:
+class Journal(hot.RingBase):
     """One writer's journal file, mapped. Create it with Journal.create()."""
 
     def __init__(self, path: str, fd: int, size: int, identity: bytes):
@@ -113,6 +113,9 @@ class Journal:
         self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         # A truncation of the file by another process must not kill the trainer with SIGBUS (busguard.py).
         self._guard = busguard.guard(self._mm, size)
+        # log()'s C path (hot.py, _hot.c) writes rows at this address; 0 while it is not in use or once unmapped.
+        self._map_size = size
+        self._base = hot.address_of(self._mm)
         # Rows journaled so far, and their number when the tail was at each batch boundary not yet freed: how many
         # rows a part of the ring held, should the file be truncated under it (salvage()).
         self.rows_total = 0
@@ -529,6 +532,7 @@ class Journal:
                 pass
         busguard.release(self._guard)
         self._guard = -1
+        self._base = 0  # first: the C path never writes to an unmapped address
         try:
             self._mm.close()
         except (OSError, ValueError, BufferError):

@@ -1,0 +1,361 @@
+/* The Python client's hot path in C (issue 39): Run.log() of a row with the same names as the last one, all of
+ * them numbers, into the crash journal, in one call with no Python frame of its own.
+ *
+ * What it does is exactly what the pure-Python path does for that case (logd/run.py Run.log, logd/segments.py
+ * OpenSegments.add, logd/journal.py Journal.row): the same ROW record at the same place, the same commit order,
+ * the same state after it. Anything else (another set of names, a value that is not a float or an int, an int
+ * beyond a double, a media value or device tensor waiting, DDP timings to merge, a journal near the end of its
+ * ring or its batch, the writer's lock held, no journal) makes it return False having changed nothing, and the
+ * Python path does the row. So the Python path stays the reference and the only one for every rare case.
+ *
+ * Journal (journal.py) derives from Ring when this module loads: the fields the row touches are C members of the
+ * object (read and written by journal.py as ordinary attributes), so this path reads them without a lookup.
+ * Built against the stable ABI (Py_LIMITED_API 3.8): one build serves every CPython 3 from 3.8. Loaded by
+ * logd/hot.py; LOGD_PURE_PYTHON=1 keeps it off. */
+#ifndef Py_LIMITED_API
+#define Py_LIMITED_API 0x03080000
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+#include <time.h>
+
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t off;        /* _off: where the tail is in the file */
+    Py_ssize_t tail;       /* _tail: the logical ring position past the last record */
+    Py_ssize_t fast_end;   /* _fast_end, _fast_limit: the common case's bounds (journal.py _refresh) */
+    Py_ssize_t fast_limit;
+    Py_ssize_t ring;       /* _ring, _ring_off: the ring's size and where it starts in the file */
+    Py_ssize_t ring_off;
+    Py_ssize_t rows_total; /* rows_total */
+    Py_ssize_t base;       /* _base: the mapping's address; 0 when unmapped (close() clears it first) */
+    Py_ssize_t size;       /* _map_size: the mapping's length */
+    PyObject *last_keys;   /* _last_keys: the names of the last row journaled (a list) */
+    PyObject *last;        /* _last: their layout (struct, length, header, ids bytes, where the values start) */
+} Ring;
+
+static PyMemberDef ring_members[] = {
+    {"_off", T_PYSSIZET, offsetof(Ring, off), 0, NULL},
+    {"_tail", T_PYSSIZET, offsetof(Ring, tail), 0, NULL},
+    {"_fast_end", T_PYSSIZET, offsetof(Ring, fast_end), 0, NULL},
+    {"_fast_limit", T_PYSSIZET, offsetof(Ring, fast_limit), 0, NULL},
+    {"_ring", T_PYSSIZET, offsetof(Ring, ring), 0, NULL},
+    {"_ring_off", T_PYSSIZET, offsetof(Ring, ring_off), 0, NULL},
+    {"rows_total", T_PYSSIZET, offsetof(Ring, rows_total), 0, NULL},
+    {"_base", T_PYSSIZET, offsetof(Ring, base), 0, NULL},
+    {"_map_size", T_PYSSIZET, offsetof(Ring, size), 0, NULL},
+    {"_last_keys", T_OBJECT, offsetof(Ring, last_keys), 0, NULL},
+    {"_last", T_OBJECT, offsetof(Ring, last), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static void ring_dealloc(PyObject *self) {
+    Ring *r = (Ring *)self;
+    PyTypeObject *tp = Py_TYPE(self);
+    Py_CLEAR(r->last_keys);
+    Py_CLEAR(r->last);
+    freefunc free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    free(self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot ring_slots[] = {
+    {Py_tp_members, ring_members},
+    {Py_tp_dealloc, (void *)ring_dealloc},
+    {Py_tp_doc, (void *)"The crash journal's ring state that the hot path reads and writes (logd/journal.py's base)."},
+    {0, NULL},
+};
+
+static PyType_Spec ring_spec = {"logd._hot.Ring", sizeof(Ring), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, ring_slots};
+
+static PyTypeObject *RingType;
+
+/* CRC-32 (IEEE 802.3, reflected, as zlib.crc32), slicing by 8. */
+static uint32_t crc_table[8][256];
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++) crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+}
+
+static uint32_t crc32_of(const unsigned char *p, size_t n) {
+    uint32_t c = 0xFFFFFFFFu;
+    while (n >= 8) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + 4, 4);
+        lo ^= c;
+        c = crc_table[7][lo & 0xFF] ^ crc_table[6][(lo >> 8) & 0xFF] ^ crc_table[5][(lo >> 16) & 0xFF] ^ crc_table[4][lo >> 24] ^
+            crc_table[3][hi & 0xFF] ^ crc_table[2][(hi >> 8) & 0xFF] ^ crc_table[1][(hi >> 16) & 0xFF] ^ crc_table[0][hi >> 24];
+        p += 8;
+        n -= 8;
+    }
+    while (n--) c = crc_table[0][(c ^ *p++) & 0xFF] ^ (c >> 8);
+    return c ^ 0xFFFFFFFFu;
+}
+
+/* Interned attribute names. */
+static PyObject *s_finished, *s_flat_keys, *s_ddp_watch, *s_pending, *s_row_media, *s_row_device, *s_device_queue,
+    *s_next_step, *s_writer, *s_pid, *s_wpid, *s_buf_lock, *s_locked, *s_journal, *s_ring_to, *s_steps_given;
+
+/* An attribute that must be present; NULL (the error cleared) otherwise. */
+static PyObject *attr(PyObject *o, PyObject *name) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (v == NULL) PyErr_Clear();
+    return v;
+}
+
+/* True when o's attribute `name` is falsy (absent counts as not falsy: the Python path decides). */
+static int falsy(PyObject *o, PyObject *name) {
+    PyObject *v = attr(o, name);
+    if (v == NULL) return 0;
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    if (t < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    return !t;
+}
+
+#define STACK_VALUES 64
+
+/* log(run, data, step) -> bool: True when the row was journaled here (run and journal updated as the Python path
+ * would); False when nothing was done and the Python path must take the row. Never raises. */
+static PyObject *hot_log(PyObject *mod, PyObject *args) {
+    (void)mod;
+    if (PyTuple_Size(args) != 3) {
+        PyErr_SetString(PyExc_TypeError, "log(run, data, step)");
+        return NULL;
+    }
+    PyObject *run = PyTuple_GetItem(args, 0), *data = PyTuple_GetItem(args, 1), *stepo = PyTuple_GetItem(args, 2);
+    PyObject *flat = NULL, *w = NULL, *lock = NULL, *j = NULL, *o = NULL, *nexto = NULL;
+    double stack_vals[STACK_VALUES];
+    double *vals = stack_vals;
+    int done = 0;
+
+    if (!PyDict_CheckExact(data)) Py_RETURN_FALSE;
+    /* The run: not finished, nothing waiting to ride with this row. */
+    if ((o = attr(run, s_finished)) == NULL) goto out;
+    if (o != Py_None) goto out;
+    Py_CLEAR(o);
+    if (!falsy(run, s_row_media) || !falsy(run, s_row_device) || !falsy(run, s_device_queue)) goto out;
+    if ((o = attr(run, s_ddp_watch)) == NULL) goto out;
+    if (o != Py_None) {
+        PyObject *p = attr(o, s_pending);
+        int pending = p == NULL || p != Py_None;
+        Py_XDECREF(p);
+        if (pending) goto out;
+    }
+    Py_CLEAR(o);
+    /* The names: the last flat row's, in the same order. */
+    if ((flat = attr(run, s_flat_keys)) == NULL || !PyList_CheckExact(flat)) goto out;
+    Py_ssize_t n = PyList_Size(flat);
+    if (n <= 0 || n != PyDict_Size(data)) goto out;
+    if (n > STACK_VALUES) {
+        vals = (double *)PyMem_Malloc(sizeof(double) * (size_t)n);
+        if (vals == NULL) {
+            PyErr_Clear();
+            vals = stack_vals;
+            goto out;
+        }
+    }
+    {
+        Py_ssize_t pos = 0, i = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(data, &pos, &k, &v)) {
+            PyObject *want = PyList_GetItem(flat, i);
+            if (want == NULL) {
+                PyErr_Clear();
+                goto out;
+            }
+            if (k != want) {
+                int eq = PyObject_RichCompareBool(k, want, Py_EQ);
+                if (eq != 1) {
+                    if (eq < 0) PyErr_Clear();
+                    goto out;
+                }
+            }
+            if (PyFloat_Check(v)) {
+                vals[i] = PyFloat_AsDouble(v);
+            } else if (PyLong_CheckExact(v)) {
+                vals[i] = PyLong_AsDouble(v);
+                if (vals[i] == -1.0 && PyErr_Occurred()) { /* beyond a double: the Python path's rule */
+                    PyErr_Clear();
+                    goto out;
+                }
+            } else {
+                goto out; /* bool, numpy's ints, None, text, a dict: the Python path */
+            }
+            i++;
+        }
+        if (i != n) goto out;
+    }
+    /* The step. */
+    long long step;
+    int given = stepo != Py_None;
+    if (given) {
+        if (!PyLong_CheckExact(stepo)) goto out;
+        step = PyLong_AsLongLong(stepo);
+        if (step == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto out;
+        }
+        if (step < 0) goto out;
+    } else {
+        if ((o = attr(run, s_next_step)) == NULL || !PyLong_CheckExact(o)) goto out;
+        step = PyLong_AsLongLong(o);
+        if (step == -1 && PyErr_Occurred()) {
+            PyErr_Clear();
+            goto out;
+        }
+        Py_CLEAR(o);
+    }
+    if (step >= (1LL << 53)) goto out; /* past a double's integers: the Python path */
+    /* The writer: this process's, its lock free, its journal taking rows in order (no rows in memory ahead). */
+    if ((w = attr(run, s_writer)) == NULL || w == Py_None) goto out;
+    {
+        PyObject *a = attr(run, s_pid), *b = attr(w, s_wpid);
+        int same = a != NULL && b != NULL && PyObject_RichCompareBool(a, b, Py_EQ) == 1;
+        Py_XDECREF(a);
+        Py_XDECREF(b);
+        if (PyErr_Occurred()) PyErr_Clear();
+        if (!same) goto out;
+    }
+    if ((lock = attr(w, s_buf_lock)) == NULL) goto out;
+    {
+        PyObject *held = PyObject_CallMethodObjArgs(lock, s_locked, NULL);
+        if (held == NULL) {
+            PyErr_Clear();
+            goto out;
+        }
+        int h = held != Py_False;
+        Py_DECREF(held);
+        if (h) goto out; /* the writer thread is between two steps of its own: the Python path waits for it */
+    }
+    if ((j = attr(w, s_journal)) == NULL || !PyObject_TypeCheck(j, RingType)) goto out;
+    if ((o = attr(w, s_ring_to)) == NULL || !PyLong_CheckExact(o)) goto out;
+    {
+        long rt = PyLong_AsLong(o);
+        if (PyErr_Occurred()) PyErr_Clear();
+        if (rt >= 0) goto out; /* rows kept in memory ahead of the journal: the Python path keeps their order */
+    }
+    Py_CLEAR(o);
+    /* The journal: the same names as its last row, room at the tail (journal.py Journal.row's common case). */
+    Ring *r = (Ring *)j;
+    if (r->base == 0 || r->last_keys != flat || r->last == NULL || !PyTuple_Check(r->last) || PyTuple_Size(r->last) != 5) goto out;
+    Py_ssize_t length = PyLong_AsSsize_t(PyTuple_GetItem(r->last, 1));
+    unsigned long long hdr = PyLong_AsUnsignedLongLong(PyTuple_GetItem(r->last, 2));
+    PyObject *idb = PyTuple_GetItem(r->last, 3);
+    Py_ssize_t ids_end = PyLong_AsSsize_t(PyTuple_GetItem(r->last, 4));
+    if (PyErr_Occurred()) {
+        PyErr_Clear();
+        goto out;
+    }
+    if (!PyBytes_Check(idb) || (hdr >> 32) != (unsigned long long)n) goto out;
+    Py_ssize_t nidb = PyBytes_Size(idb);
+    if (ids_end != 32 + nidb || length != ids_end + 8 * n) goto out;
+    Py_ssize_t off = r->off, tail = r->tail;
+    if (off + length > r->fast_end || tail + length > r->fast_limit) goto out;
+    Py_ssize_t ntail = tail + length, noff, term = -1;
+    if (ntail < r->ring) {
+        noff = off + length;
+    } else {
+        noff = term = r->ring_off + ntail % r->ring;
+    }
+    if (off < 0 || off + length > r->size || (term >= 0 && term + 4 > r->size)) goto out;
+
+    /* Written: bytes [8, len) of the record, then the terminator, then len and check in one store (journal.py). */
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    unsigned char *rec = (unsigned char *)(uintptr_t)r->base + off;
+    double stepd = (double)step;
+    memcpy(rec + 8, &hdr, 8);
+    memcpy(rec + 16, &stepd, 8);
+    memcpy(rec + 24, &t, 8);
+    memcpy(rec + 32, PyBytes_AsString(idb), (size_t)nidb);
+    memcpy(rec + ids_end, vals, sizeof(double) * (size_t)n);
+    uint32_t check = crc32_of(rec + 8, (size_t)(length - 8));
+    if (term >= 0) {
+        uint32_t zero = 0;
+        memcpy((unsigned char *)(uintptr_t)r->base + term, &zero, 4);
+    }
+    __atomic_store_n((uint64_t *)rec, (uint64_t)length | (uint64_t)check << 32, __ATOMIC_RELEASE);
+    r->off = noff;
+    r->tail = ntail;
+    r->rows_total += 1;
+    done = 1;
+    /* The run's side: the next step, and that steps are given (rank health judges the pace of given steps only). */
+    if ((nexto = PyLong_FromLongLong(step + 1)) == NULL || PyObject_SetAttr(run, s_next_step, nexto) < 0) PyErr_Clear();
+    if (given && PyObject_SetAttr(w, s_steps_given, Py_True) < 0) PyErr_Clear();
+
+out:
+    if (vals != stack_vals) PyMem_Free(vals);
+    Py_XDECREF(o);
+    Py_XDECREF(flat);
+    Py_XDECREF(w);
+    Py_XDECREF(lock);
+    Py_XDECREF(j);
+    Py_XDECREF(nexto);
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (done) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
+static PyObject *hot_crc32(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    if (!PyBytes_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "crc32(bytes)");
+        return NULL;
+    }
+    return PyLong_FromUnsignedLong(crc32_of((const unsigned char *)PyBytes_AsString(arg), (size_t)PyBytes_Size(arg)));
+}
+
+static PyMethodDef hot_methods[] = {
+    {"log", hot_log, METH_VARARGS,
+     "log(run, data, step) -> bool: the row journaled here, or False (nothing done: the Python path takes it)."},
+    {"crc32", hot_crc32, METH_O, "crc32(bytes) -> int, as zlib.crc32 (the journal's checksum)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef hot_module = {PyModuleDef_HEAD_INIT, "logd._hot", "logd's hot path in C (see _hot.c).", -1, hot_methods,
+                                        NULL, NULL, NULL, NULL};
+
+#define INTERN(var, text)                                          \
+    if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+
+PyMODINIT_FUNC PyInit__hot(void) {
+    crc_init();
+    INTERN(s_finished, "_finished");
+    INTERN(s_flat_keys, "_flat_keys");
+    INTERN(s_ddp_watch, "_ddp_watch");
+    INTERN(s_pending, "_pending");
+    INTERN(s_row_media, "_row_media");
+    INTERN(s_row_device, "_row_device");
+    INTERN(s_device_queue, "_device_queue");
+    INTERN(s_next_step, "_next_step");
+    INTERN(s_writer, "_writer");
+    INTERN(s_pid, "_pid");
+    INTERN(s_wpid, "pid");
+    INTERN(s_buf_lock, "_buf_lock");
+    INTERN(s_locked, "locked");
+    INTERN(s_journal, "journal");
+    INTERN(s_ring_to, "_ring_to");
+    INTERN(s_steps_given, "steps_given");
+    PyObject *m = PyModule_Create(&hot_module);
+    if (m == NULL) return NULL;
+    RingType = (PyTypeObject *)PyType_FromSpec(&ring_spec);
+    if (RingType == NULL) return NULL;
+    Py_INCREF(RingType);
+    if (PyModule_AddObject(m, "Ring", (PyObject *)RingType) < 0) return NULL;
+    return m;
+}
