@@ -177,6 +177,7 @@ static PyObject *hot_log(PyObject *mod, PyObject *args) {
                 PyErr_Clear();
                 goto out;
             }
+            if (!PyUnicode_CheckExact(k)) goto out; /* a str subclass's __eq__ could run anything here */
             if (k != want) {
                 int eq = PyObject_RichCompareBool(k, want, Py_EQ);
                 if (eq != 1) {
