@@ -126,6 +126,85 @@ static int falsy(PyObject *o, PyObject *name) {
     return !t;
 }
 
+/* JSON text as json's encode_basestring_ascii writes it (ASCII only; the escapes and hex digits its C encoder uses). */
+static const char hexdigits[] = "0123456789abcdef";
+
+static Py_ssize_t escaped_len(const Py_UCS4 *u, Py_ssize_t n) {
+    Py_ssize_t k = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = u[i];
+        if (c >= ' ' && c <= '~' && c != '\\' && c != '"') k += 1;
+        else if (c == '\\' || c == '"' || c == '\b' || c == '\f' || c == '\n' || c == '\r' || c == '\t') k += 2;
+        else if (c >= 0x10000) k += 12;
+        else k += 6;
+    }
+    return k;
+}
+
+static unsigned char *put_u4(unsigned char *p, unsigned int c) {
+    *p++ = '\\';
+    *p++ = 'u';
+    *p++ = hexdigits[(c >> 12) & 0xf];
+    *p++ = hexdigits[(c >> 8) & 0xf];
+    *p++ = hexdigits[(c >> 4) & 0xf];
+    *p++ = hexdigits[c & 0xf];
+    return p;
+}
+
+static unsigned char *escape(unsigned char *p, const Py_UCS4 *u, Py_ssize_t n) {
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = u[i];
+        if (c >= ' ' && c <= '~' && c != '\\' && c != '"') {
+            *p++ = (unsigned char)c;
+            continue;
+        }
+        switch (c) {
+        case '\\': *p++ = '\\'; *p++ = '\\'; break;
+        case '"': *p++ = '\\'; *p++ = '"'; break;
+        case '\b': *p++ = '\\'; *p++ = 'b'; break;
+        case '\f': *p++ = '\\'; *p++ = 'f'; break;
+        case '\n': *p++ = '\\'; *p++ = 'n'; break;
+        case '\r': *p++ = '\\'; *p++ = 'r'; break;
+        case '\t': *p++ = '\\'; *p++ = 't'; break;
+        default:
+            if (c >= 0x10000) {
+                Py_UCS4 v = c - 0x10000;
+                p = put_u4(p, 0xd800 | ((v >> 10) & 0x3ff));
+                p = put_u4(p, 0xdc00 | (v & 0x3ff));
+            } else {
+                p = put_u4(p, c);
+            }
+        }
+    }
+    return p;
+}
+
+/* Bytes [8, length) of the record at r->off are written: the terminator, then len and check in one store, and the
+ * ring's tail moves on (journal.py Journal._commit). */
+static void commit_record(Ring *r, Py_ssize_t length, Py_ssize_t noff, Py_ssize_t term) {
+    unsigned char *rec = (unsigned char *)(uintptr_t)r->base + r->off;
+    uint32_t check = crc32_of(rec + 8, (size_t)(length - 8));
+    if (term >= 0) {
+        uint32_t zero = 0;
+        memcpy((unsigned char *)(uintptr_t)r->base + term, &zero, 4);
+    }
+    __atomic_store_n((uint64_t *)rec, (uint64_t)length | (uint64_t)check << 32, __ATOMIC_RELEASE);
+    r->off = noff;
+    r->tail += length;
+}
+
+/* Where a record of `length` bytes goes in the common case: its new off and terminator; 0 when it does not fit. */
+static int place(Ring *r, Py_ssize_t length, Py_ssize_t *noff, Py_ssize_t *term) {
+    Py_ssize_t off = r->off, tail = r->tail;
+    if (r->base == 0 || off + length > r->fast_end || tail + length > r->fast_limit) return 0;
+    Py_ssize_t ntail = tail + length;
+    *term = -1;
+    if (ntail < r->ring) *noff = off + length;
+    else *noff = *term = r->ring_off + ntail % r->ring;
+    if (off < 0 || off + length > r->size || (*term >= 0 && *term + 4 > r->size)) return 0;
+    return 1;
+}
+
 #define STACK_VALUES 64
 
 /* log(run, data, step) -> bool: True when the row was journaled here (run and journal updated as the Python path
@@ -264,35 +343,21 @@ static PyObject *hot_log(PyObject *mod, PyObject *args) {
     if (!PyBytes_Check(idb) || (hdr >> 32) != (unsigned long long)n) goto out;
     Py_ssize_t nidb = PyBytes_Size(idb);
     if (ids_end != 32 + nidb || length != ids_end + 8 * n) goto out;
-    Py_ssize_t off = r->off, tail = r->tail;
-    if (off + length > r->fast_end || tail + length > r->fast_limit) goto out;
-    Py_ssize_t ntail = tail + length, noff, term = -1;
-    if (ntail < r->ring) {
-        noff = off + length;
-    } else {
-        noff = term = r->ring_off + ntail % r->ring;
-    }
-    if (off < 0 || off + length > r->size || (term >= 0 && term + 4 > r->size)) goto out;
+    Py_ssize_t noff, term;
+    if (!place(r, length, &noff, &term)) goto out;
 
-    /* Written: bytes [8, len) of the record, then the terminator, then len and check in one store (journal.py). */
+    /* Bytes [8, len) of the record, then the terminator, then len and check in one store (journal.py). */
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-    unsigned char *rec = (unsigned char *)(uintptr_t)r->base + off;
+    unsigned char *rec = (unsigned char *)(uintptr_t)r->base + r->off;
     double stepd = (double)step;
     memcpy(rec + 8, &hdr, 8);
     memcpy(rec + 16, &stepd, 8);
     memcpy(rec + 24, &t, 8);
     memcpy(rec + 32, PyBytes_AsString(idb), (size_t)nidb);
     memcpy(rec + ids_end, vals, sizeof(double) * (size_t)n);
-    uint32_t check = crc32_of(rec + 8, (size_t)(length - 8));
-    if (term >= 0) {
-        uint32_t zero = 0;
-        memcpy((unsigned char *)(uintptr_t)r->base + term, &zero, 4);
-    }
-    __atomic_store_n((uint64_t *)rec, (uint64_t)length | (uint64_t)check << 32, __ATOMIC_RELEASE);
-    r->off = noff;
-    r->tail = ntail;
+    commit_record(r, length, noff, term);
     r->rows_total += 1;
     done = 1;
     /* The run's side: the next step, and that steps are given (rank health judges the pace of given steps only). */
@@ -312,6 +377,66 @@ out:
     Py_RETURN_FALSE;
 }
 
+/* console(journal, t, stream, text) -> bool: one console entry, {"t":<repr(t)>,"s":"<stream>","l":<text as JSON,
+ * ASCII only>}, journaled as an UPDATE record of kind console: byte for byte what console.py's _entry() and
+ * Journal.update("console", ...) write (the escapes are json's encode_basestring_ascii's). False, nothing done, when
+ * it does not fit the common case (the Python path then takes it). */
+static PyObject *hot_console(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *j, *tobj, *s, *text;
+    if (!PyArg_UnpackTuple(args, "console", 4, 4, &j, &tobj, &s, &text)) return NULL;
+    if (!PyObject_TypeCheck(j, RingType) || !PyFloat_CheckExact(tobj) || !PyUnicode_CheckExact(s) || !PyUnicode_CheckExact(text))
+        Py_RETURN_FALSE;
+    const char *stream;
+    if (PyUnicode_CompareWithASCIIString(s, "out") == 0) stream = "out";
+    else if (PyUnicode_CompareWithASCIIString(s, "err") == 0) stream = "err";
+    else Py_RETURN_FALSE;
+    Ring *r = (Ring *)j;
+    PyObject *rep = NULL, *repb = NULL;
+    Py_UCS4 *u = NULL;
+    int done = 0;
+    Py_ssize_t n = PyUnicode_GetLength(text);
+    if (n < 0 || (rep = PyObject_Repr(tobj)) == NULL || (repb = PyUnicode_AsUTF8String(rep)) == NULL) goto out;
+    if ((u = PyUnicode_AsUCS4Copy(text)) == NULL) goto out;
+    Py_ssize_t nrep = PyBytes_Size(repb);
+    /* {"t":  repr  ,"s":"  out  ","l":"  text  "}  (5, 6, 3, 7 and 2 bytes around them) */
+    Py_ssize_t data = 5 + nrep + 6 + 3 + 7 + escaped_len(u, n) + 2;
+    Py_ssize_t length = 24 + (data + 7) / 8 * 8, noff, term;
+    if (!place(r, length, &noff, &term)) goto out;
+    unsigned char *rec = (unsigned char *)(uintptr_t)r->base + r->off;
+    uint16_t type = 3, flags = 0;
+    uint32_t kind = 3, blen = (uint32_t)data, zero = 0;
+    memcpy(rec + 8, &type, 2);
+    memcpy(rec + 10, &flags, 2);
+    memcpy(rec + 12, &kind, 4);
+    memcpy(rec + 16, &blen, 4);
+    memcpy(rec + 20, &zero, 4);
+    unsigned char *p = rec + 24;
+    memcpy(p, "{\"t\":", 5);
+    p += 5;
+    memcpy(p, PyBytes_AsString(repb), (size_t)nrep);
+    p += nrep;
+    memcpy(p, ",\"s\":\"", 6);
+    p += 6;
+    memcpy(p, stream, 3);
+    p += 3;
+    memcpy(p, "\",\"l\":\"", 7);
+    p += 7;
+    p = escape(p, u, n);
+    memcpy(p, "\"}", 2);
+    p += 2;
+    memset(p, 0, (size_t)(rec + length - p));
+    commit_record(r, length, noff, term);
+    done = 1;
+out:
+    if (u != NULL) PyMem_Free(u);
+    Py_XDECREF(rep);
+    Py_XDECREF(repb);
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (done) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
 static PyObject *hot_crc32(PyObject *mod, PyObject *arg) {
     (void)mod;
     if (!PyBytes_Check(arg)) {
@@ -324,6 +449,8 @@ static PyObject *hot_crc32(PyObject *mod, PyObject *arg) {
 static PyMethodDef hot_methods[] = {
     {"log", hot_log, METH_VARARGS,
      "log(run, data, step) -> bool: the row journaled here, or False (nothing done: the Python path takes it)."},
+    {"console", hot_console, METH_VARARGS,
+     "console(journal, t, stream, text) -> bool: the console entry journaled here, or False (nothing done)."},
     {"crc32", hot_crc32, METH_O, "crc32(bytes) -> int, as zlib.crc32 (the journal's checksum)."},
     {NULL, NULL, 0, NULL},
 };

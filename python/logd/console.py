@@ -21,6 +21,7 @@ from collections import deque
 from typing import List, Optional
 
 from ._lazy import json
+from .hot import console as _hot_console
 
 CONSOLE_CHARS_PER_FLUSH = 1024 * 1024  # characters of console text per flush interval (about 1 MiB of ASCII)
 _PIECE_CHARS = 16 * 1024  # one entry's most characters: <= 64 KiB of UTF-8, the daemon's bound per entry
@@ -82,7 +83,9 @@ class _Tee:
                                 line[1] = t
                             line[0] += text
                             if text[-1] == "\n" or len(line[0]) > _JOURNAL_PIECE_CHARS:
-                                w.journal.update("console", _entry(line[1], s, line[0]))
+                                j = w.journal
+                                if _hot_console is None or not _hot_console(j, line[1], s, line[0]):
+                                    j.update("console", _entry(line[1], s, line[0]))  # what the C path writes too
                                 line[0] = ""
                         finally:
                             w._buf_lock.release()

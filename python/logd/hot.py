@@ -10,10 +10,12 @@ try:
     from . import _hot
 
     log = _hot.log
+    console = _hot.console
     RingBase = _hot.Ring
     name = "c"
 except ImportError as e:  # no compiled module for this platform or Python, or turned off
     log = None
+    console = None
 
     class RingBase:  # journal.py's base: plain attributes
         pass

@@ -6,7 +6,7 @@
 import path from 'node:path';
 import fs from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { makeEnv, cliJson, exportJsonl, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
+import { makeEnv, cli, cliJson, exportJsonl, startDaemon, waitUntil, type TestEnv } from '../helpers.js';
 import { FIXTURES, PYTHON, pythonMissing, runPython } from './py-helpers.js';
 
 // The compiled path is there when the venv's install built it (python3-dev and a C compiler: scripts/python-venv.sh).
@@ -31,6 +31,7 @@ describe.skipIf(pythonMissing !== null)(`log()'s compiled hot path against the p
   for (const end of ['finish', 'kill'] as const) {
     it(`the same rows of every shape, ended by ${end === 'finish' ? 'finish()' : 'SIGKILL after the last log()'}: both paths store the same`, async () => {
       const stored: Array<Array<Record<string, unknown>>> = [];
+      const printed: string[][] = [];
       for (const pure of [false, true]) {
         const r = await runPython(t, [path.join(FIXTURES, 'hot_rows.py'), end], { env: pure ? { LOGD_PURE_PYTHON: '1' } : {} });
         if (end === 'kill') expect(r.signal, r.all).toBe('SIGKILL');
@@ -42,6 +43,12 @@ describe.skipIf(pythonMissing !== null)(`log()'s compiled hot path against the p
         if (end === 'finish') expect(r.stdout).toContain(`after finish: logd: run ${id} is finished`);
         const want = end === 'finish' ? 'finished' : 'crashed';
         await waitUntil(async () => (await cliJson<{ state: string }>(t, ['show', id])).state === want, 30_000, `run ${id} to be ${want}`);
+        // Console lines, journaled as printed (the C path's console records when it is in use).
+        await waitUntil(async () => (await cli(t, ['logs', id, '--json'])).stdout.includes('warning at 2900'), 20_000, `run ${id}'s last console line`);
+        printed.push((await cli(t, ['logs', id, '--json'])).stdout.trim().split('\n').map((l) => {
+          const e = JSON.parse(l) as { stream: string; line: string };
+          return `${e.stream} ${e.line}`;
+        }).filter((l) => !l.startsWith('out hot_path ')));  // the line that names the path (and the run)
         stored.push((await exportJsonl(t, id, ['--raw'])).map(({ _time, ...rest }) => {
           expect(typeof _time).toBe('number');
           return rest;
@@ -49,6 +56,9 @@ describe.skipIf(pythonMissing !== null)(`log()'s compiled hot path against the p
       }
       expect(stored[0].length).toBe(3200);
       expect(stored[0]).toEqual(stored[1]);
+      expect(printed[0].length).toBe(60);
+      expect(printed[0]).toContain('out step 2900 "quoted" back\\slash\ttab é€ 日本 😀 \x01\x7f');
+      expect(printed[0]).toEqual(printed[1]);
       // A few rows by hand: the C path's ints, NaN, infinities and given steps are what was logged.
       const byStep = new Map(stored[0].map((row) => [row._step as number, row]));
       expect(byStep.get(7)).toMatchObject({ loss: 1 / 8, acc: 7, lr: -7e-300 });
@@ -56,4 +66,10 @@ describe.skipIf(pythonMissing !== null)(`log()'s compiled hot path against the p
       expect(byStep.get(6050)).toMatchObject({ loss: 1 / 1051, acc: 1050 });
     }, 120_000);
   }
+
+  it.skipIf(!built || forcedOff)('console entries of strange text (quotes, control characters, astral, lone surrogates, 9 000 characters, 300 random): the C path writes the Python path\'s bytes', async () => {
+    const r = await runPython(t, [path.join(FIXTURES, 'hot_console_bytes.py')]);
+    expect(r.exitCode, r.all).toBe(0);
+    expect(r.stdout.trim()).toBe('equal 306');
+  });
 });
