@@ -21,6 +21,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 typedef struct {
     PyObject_HEAD
@@ -377,6 +378,38 @@ out:
     Py_RETURN_FALSE;
 }
 
+/* Writes one console entry for text (a str) at time t (a float) into the ring, which place() said it fits
+ * (length from entry_length()). */
+static Py_ssize_t entry_data(PyObject *repb, Py_ssize_t esc) { return 5 + PyBytes_Size(repb) + 6 + 3 + 7 + esc + 2; }
+
+static void write_entry(Ring *r, Py_ssize_t length, Py_ssize_t data, PyObject *repb, const char *stream, const Py_UCS4 *u,
+                        Py_ssize_t n, Py_ssize_t noff, Py_ssize_t term) {
+    unsigned char *rec = (unsigned char *)(uintptr_t)r->base + r->off;
+    uint16_t type = 3, flags = 0;
+    uint32_t kind = 3, blen = (uint32_t)data, zero = 0;
+    memcpy(rec + 8, &type, 2);
+    memcpy(rec + 10, &flags, 2);
+    memcpy(rec + 12, &kind, 4);
+    memcpy(rec + 16, &blen, 4);
+    memcpy(rec + 20, &zero, 4);
+    unsigned char *p = rec + 24;
+    memcpy(p, "{\"t\":", 5);
+    p += 5;
+    memcpy(p, PyBytes_AsString(repb), (size_t)PyBytes_Size(repb));
+    p += PyBytes_Size(repb);
+    memcpy(p, ",\"s\":\"", 6);
+    p += 6;
+    memcpy(p, stream, 3);
+    p += 3;
+    memcpy(p, "\",\"l\":\"", 7);
+    p += 7;
+    p = escape(p, u, n);
+    memcpy(p, "\"}", 2);
+    p += 2;
+    memset(p, 0, (size_t)(rec + length - p));
+    commit_record(r, length, noff, term);
+}
+
 /* console(journal, t, stream, text) -> bool: one console entry, {"t":<repr(t)>,"s":"<stream>","l":<text as JSON,
  * ASCII only>}, journaled as an UPDATE record of kind console: byte for byte what console.py's _entry() and
  * Journal.update("console", ...) write (the escapes are json's encode_basestring_ascii's). False, nothing done, when
@@ -398,40 +431,133 @@ static PyObject *hot_console(PyObject *mod, PyObject *args) {
     Py_ssize_t n = PyUnicode_GetLength(text);
     if (n < 0 || (rep = PyObject_Repr(tobj)) == NULL || (repb = PyUnicode_AsUTF8String(rep)) == NULL) goto out;
     if ((u = PyUnicode_AsUCS4Copy(text)) == NULL) goto out;
-    Py_ssize_t nrep = PyBytes_Size(repb);
     /* {"t":  repr  ,"s":"  out  ","l":"  text  "}  (5, 6, 3, 7 and 2 bytes around them) */
-    Py_ssize_t data = 5 + nrep + 6 + 3 + 7 + escaped_len(u, n) + 2;
+    Py_ssize_t data = entry_data(repb, escaped_len(u, n));
     Py_ssize_t length = 24 + (data + 7) / 8 * 8, noff, term;
     if (!place(r, length, &noff, &term)) goto out;
-    unsigned char *rec = (unsigned char *)(uintptr_t)r->base + r->off;
-    uint16_t type = 3, flags = 0;
-    uint32_t kind = 3, blen = (uint32_t)data, zero = 0;
-    memcpy(rec + 8, &type, 2);
-    memcpy(rec + 10, &flags, 2);
-    memcpy(rec + 12, &kind, 4);
-    memcpy(rec + 16, &blen, 4);
-    memcpy(rec + 20, &zero, 4);
-    unsigned char *p = rec + 24;
-    memcpy(p, "{\"t\":", 5);
-    p += 5;
-    memcpy(p, PyBytes_AsString(repb), (size_t)nrep);
-    p += nrep;
-    memcpy(p, ",\"s\":\"", 6);
-    p += 6;
-    memcpy(p, stream, 3);
-    p += 3;
-    memcpy(p, "\",\"l\":\"", 7);
-    p += 7;
-    p = escape(p, u, n);
-    memcpy(p, "\"}", 2);
-    p += 2;
-    memset(p, 0, (size_t)(rec + length - p));
-    commit_record(r, length, noff, term);
+    write_entry(r, length, data, repb, stream, u, n, noff, term);
     done = 1;
 out:
     if (u != NULL) PyMem_Free(u);
     Py_XDECREF(rep);
     Py_XDECREF(repb);
+    if (PyErr_Occurred()) PyErr_Clear();
+    if (done) Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
+#define CONSOLE_CHARS_PER_FLUSH (1024 * 1024) /* console.py's */
+#define JOURNAL_PIECE_CHARS 8192
+
+/* tee(capture, stream, text) -> bool: the capture's side of one write to a captured sys.stdout or sys.stderr
+ * (console.py _Tee.write, after the write itself went through), for a str in the common case: queued for the
+ * writer thread, and, when it ends a line, the line journaled (hot_console's record). False, nothing done, for
+ * anything else (bytes, the bound reached or a cut to mark, the writer's lock held, a journal near its end, a forked
+ * child's write): the Python code takes it. */
+static PyObject *s_stopped, *s_cpid, *s_queued_chars, *s_dropped, *s_journal_to, *s_queue, *s_append, *s_jline;
+
+static PyObject *hot_tee(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *c, *s, *text;
+    if (!PyArg_UnpackTuple(args, "tee", 3, 3, &c, &s, &text)) return NULL;
+    if (!PyUnicode_CheckExact(text) || !PyUnicode_CheckExact(s)) Py_RETURN_FALSE;
+    const char *stream;
+    if (PyUnicode_CompareWithASCIIString(s, "out") == 0) stream = "out";
+    else if (PyUnicode_CompareWithASCIIString(s, "err") == 0) stream = "err";
+    else Py_RETURN_FALSE;
+    Py_ssize_t k = PyUnicode_GetLength(text);
+    if (k <= 0) Py_RETURN_FALSE;
+    PyObject *o = NULL, *w = NULL, *lock = NULL, *jo = NULL, *q = NULL, *jline = NULL, *line = NULL, *tobj = NULL, *tup = NULL,
+             *joined = NULL, *repb = NULL, *rep = NULL, *empty = NULL, *res = NULL;
+    Py_UCS4 *u = NULL;
+    int done = 0;
+    /* The capture: on, this process's, under its bound, no cut waiting to be marked on this stream. */
+    if ((o = attr(c, s_stopped)) == NULL || o != Py_False) goto out;
+    Py_CLEAR(o);
+    if ((o = attr(c, s_cpid)) == NULL || !PyLong_CheckExact(o) || PyLong_AsLong(o) != (long)getpid()) goto out;
+    Py_CLEAR(o);
+    if ((o = attr(c, s_queued_chars)) == NULL || !PyLong_CheckExact(o)) goto out;
+    Py_ssize_t queued = PyLong_AsSsize_t(o);
+    Py_CLEAR(o);
+    if (queued < 0 || queued + k > CONSOLE_CHARS_PER_FLUSH) goto out;
+    if ((o = attr(c, s_dropped)) == NULL || !PyDict_CheckExact(o)) goto out;
+    {
+        PyObject *d = PyDict_GetItem(o, s); /* borrowed */
+        if (d == NULL || !PyLong_CheckExact(d) || PyLong_AsLong(d) != 0) goto out;
+    }
+    Py_CLEAR(o);
+    if ((q = attr(c, s_queue)) == NULL) goto out;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    if ((tobj = PyFloat_FromDouble(t)) == NULL) goto out;
+    /* Into the journal as well, a whole line at a time, when the writer's lock is free (console.py). */
+    int journal = 0;
+    Ring *r = NULL;
+    if ((w = attr(c, s_journal_to)) == NULL) goto out;
+    if (w != Py_None && k <= JOURNAL_PIECE_CHARS) {
+        if ((jo = attr(w, s_journal)) == NULL) goto out;
+        if (jo != Py_None) {
+            if (!PyObject_TypeCheck(jo, RingType)) goto out;
+            if ((lock = attr(w, s_buf_lock)) == NULL) goto out;
+            PyObject *held = PyObject_CallMethodObjArgs(lock, s_locked, NULL);
+            if (held == NULL) goto out;
+            journal = held == Py_False; /* held (by the writer thread, or log() on this thread): only queued */
+            Py_DECREF(held);
+            r = (Ring *)jo;
+        }
+    }
+    Py_ssize_t length = 0, data = 0, noff = 0, term = -1, n = 0;
+    PyObject *lt = NULL; /* the line's time (borrowed from line or tobj) */
+    int ends = 0;
+    if (journal) {
+        if ((jline = attr(c, s_jline)) == NULL || !PyDict_CheckExact(jline)) goto out;
+        line = PyDict_GetItem(jline, s); /* borrowed */
+        if (line == NULL || !PyList_CheckExact(line) || PyList_Size(line) != 2) goto out;
+        Py_INCREF(line);
+        PyObject *sofar = PyList_GetItem(line, 0), *at = PyList_GetItem(line, 1);
+        if (sofar == NULL || at == NULL || !PyUnicode_CheckExact(sofar) || !PyFloat_CheckExact(at)) goto out;
+        lt = PyUnicode_GetLength(sofar) ? at : tobj;
+        if ((joined = PyUnicode_Concat(sofar, text)) == NULL) goto out;
+        n = PyUnicode_GetLength(joined);
+        ends = PyUnicode_ReadChar(text, k - 1) == '\n' || n > JOURNAL_PIECE_CHARS;
+        if (ends) {
+            if ((u = PyUnicode_AsUCS4Copy(joined)) == NULL) goto out;
+            if ((rep = PyObject_Repr(lt)) == NULL || (repb = PyUnicode_AsUTF8String(rep)) == NULL) goto out;
+            data = entry_data(repb, escaped_len(u, n));
+            length = 24 + (data + 7) / 8 * 8;
+            if (!place(r, length, &noff, &term)) goto out;
+        }
+    }
+    /* Everything checked: the changes. */
+    if ((tup = PyTuple_Pack(3, s, text, tobj)) == NULL || (res = PyObject_CallMethodObjArgs(q, s_append, tup, NULL)) == NULL) goto out;
+    done = 1; /* queued: from here on nothing is handed back (a failure below loses only the journal copy) */
+    if (journal) {
+        if (ends) {
+            write_entry(r, length, data, repb, stream, u, n, noff, term);
+            if ((empty = PyUnicode_FromString("")) != NULL) PyList_SetItem(line, 0, empty), empty = NULL;
+        } else {
+            if (lt == tobj) Py_INCREF(tobj), PyList_SetItem(line, 1, tobj);
+            PyList_SetItem(line, 0, joined);
+            joined = NULL; /* the list took it */
+        }
+    }
+    if ((o = PyLong_FromSsize_t(queued + k)) != NULL) PyObject_SetAttr(c, s_queued_chars, o);
+out:
+    if (u != NULL) PyMem_Free(u);
+    Py_XDECREF(o);
+    Py_XDECREF(w);
+    Py_XDECREF(lock);
+    Py_XDECREF(jo);
+    Py_XDECREF(q);
+    Py_XDECREF(jline);
+    Py_XDECREF(line);
+    Py_XDECREF(tobj);
+    Py_XDECREF(tup);
+    Py_XDECREF(joined);
+    Py_XDECREF(rep);
+    Py_XDECREF(repb);
+    Py_XDECREF(res);
     if (PyErr_Occurred()) PyErr_Clear();
     if (done) Py_RETURN_TRUE;
     Py_RETURN_FALSE;
@@ -451,6 +577,8 @@ static PyMethodDef hot_methods[] = {
      "log(run, data, step) -> bool: the row journaled here, or False (nothing done: the Python path takes it)."},
     {"console", hot_console, METH_VARARGS,
      "console(journal, t, stream, text) -> bool: the console entry journaled here, or False (nothing done)."},
+    {"tee", hot_tee, METH_VARARGS,
+     "tee(capture, stream, text) -> bool: the capture's side of a console write done here, or False (nothing done)."},
     {"crc32", hot_crc32, METH_O, "crc32(bytes) -> int, as zlib.crc32 (the journal's checksum)."},
     {NULL, NULL, 0, NULL},
 };
@@ -479,6 +607,14 @@ PyMODINIT_FUNC PyInit__hot(void) {
     INTERN(s_journal, "journal");
     INTERN(s_ring_to, "_ring_to");
     INTERN(s_steps_given, "steps_given");
+    INTERN(s_stopped, "_stopped");
+    INTERN(s_cpid, "_pid");
+    INTERN(s_queued_chars, "_queued_chars");
+    INTERN(s_dropped, "_dropped");
+    INTERN(s_journal_to, "journal_to");
+    INTERN(s_queue, "_queue");
+    INTERN(s_append, "append");
+    INTERN(s_jline, "_jline");
     PyObject *m = PyModule_Create(&hot_module);
     if (m == NULL) return NULL;
     RingType = (PyTypeObject *)PyType_FromSpec(&ring_spec);

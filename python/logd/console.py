@@ -21,7 +21,7 @@ from collections import deque
 from typing import List, Optional
 
 from ._lazy import json
-from .hot import console as _hot_console
+from .hot import console as _hot_console, tee as _hot_tee
 
 CONSOLE_CHARS_PER_FLUSH = 1024 * 1024  # characters of console text per flush interval (about 1 MiB of ASCII)
 _PIECE_CHARS = 16 * 1024  # one entry's most characters: <= 64 KiB of UTF-8, the daemon's bound per entry
@@ -57,6 +57,8 @@ class _Tee:
 
     def write(self, text):
         n = self._logd_stream.write(text)
+        if _hot_tee is not None and _hot_tee(self._logd_capture, self._logd_name, text):
+            return n  # the common case, done in C (hot.py): what follows, for a str, in one call
         c = self._logd_capture  # the capture's side, inline: this runs for every piece print() writes
         try:
             k = len(text)

@@ -11,11 +11,13 @@ try:
 
     log = _hot.log
     console = _hot.console
+    tee = _hot.tee
     RingBase = _hot.Ring
     name = "c"
 except ImportError as e:  # no compiled module for this platform or Python, or turned off
     log = None
     console = None
+    tee = None
 
     class RingBase:  # journal.py's base: plain attributes
         pass

@@ -5,7 +5,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, startDaemon, killDaemon, cli, ROOT, type TestEnv } from '../helpers.js';
+import { makeEnv, startDaemon, killDaemon, cli, type TestEnv } from '../helpers.js';
 import { pythonMissing, runPython } from './py-helpers.js';
 
 let t: TestEnv;
@@ -15,8 +15,9 @@ afterEach(async () => {
   await t.cleanup();
 });
 
-// This checkout's client, ahead of the one installed in the venv.
-const SOURCE = { PYTHONPATH: path.join(ROOT, 'python') };
+// The venv's client (`make python` installs this checkout's, with log()'s compiled hot path and console tee when
+// they build; make test-slow runs this file again with LOGD_PURE_PYTHON=1).
+const SOURCE: Record<string, string> = {};
 
 async function logs(runId: string): Promise<Array<{ stream: string; rank: number | null; line: string }>> {
   const r = await cli(t, ['logs', runId, '--json']);
