@@ -147,13 +147,13 @@ def stage(version: str, protocol, bsq: str, abi: str, addon_file: str, nodedir: 
     cc = os.environ.get("CC", "cc")
     run([cc, "-O2", "-shared", "-fPIC", "-o", os.path.join(st, "logd", "_busguard.so"),
          os.path.join(ROOT, "python", "logd", "_busguard.c")])
-    # log()'s hot path (python/logd/_hot.c, issue 39): a CPython extension on the stable ABI (Py_LIMITED_API 3.8), so
+    # log()'s hot path (python/logd/hot/_hot.c, issue 39): a CPython extension on the stable ABI (Py_LIMITED_API 3.8), so
     # one build serves every CPython from 3.8 and the tag stays py3-none: where it cannot load (another Python
     # implementation), log() runs the pure-Python path and logd.hot_path says why.
     include = sysconfig.get_paths()["include"]
     if os.path.exists(os.path.join(include, "Python.h")):
-        run([cc, "-O2", "-shared", "-fPIC", "-I%s" % include, "-o", os.path.join(st, "logd", "_hot.abi3.so"),
-             os.path.join(ROOT, "python", "logd", "_hot.c")])
+        run([cc, "-O2", "-shared", "-fPIC", "-I%s" % include, "-o", os.path.join(st, "logd", "hot", "_hot.abi3.so"),
+             os.path.join(ROOT, "python", "logd", "hot", "_hot.c")])
     else:
         log("no Python.h under %s (install python3-dev): the wheel's log() runs the pure-Python path" % include)
     ver_py = os.path.join(st, "logd", "_version.py")

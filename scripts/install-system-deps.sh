@@ -6,7 +6,7 @@
 #   python3-setuptools, python3-wheel, protobuf-compiler
 #                               (the Python client, its tests and the check
 #                                that its generated wire code is current)
-#   python3-dev                 (Python's headers: log()'s compiled hot path, python/logd/_hot.c)
+#   python3-dev                 (Python's headers: log()'s compiled hot path, python/logd/hot/_hot.c)
 #   chromium, fonts-liberation  (the dashboard's browser tests, through playwright-core; fonts for its screenshots)
 #   postgresql                  (the shared store's tests start a throwaway PostgreSQL 15)
 # Everything else in logd works without them: the native tests then skip with

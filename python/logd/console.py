@@ -58,7 +58,7 @@ class _Tee:
     def write(self, text):
         n = self._logd_stream.write(text)
         if _hot_tee is not None and _hot_tee(self._logd_capture, self._logd_name, text):
-            return n  # the common case, done in C (hot.py): what follows, for a str, in one call
+            return n  # the common case, done in C (logd/hot/): what follows, for a str, in one call
         c = self._logd_capture  # the capture's side, inline: this runs for every piece print() writes
         try:
             k = len(text)

@@ -113,7 +113,7 @@ class Journal(hot.RingBase):
         self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         # A truncation of the file by another process must not kill the trainer with SIGBUS (busguard.py).
         self._guard = busguard.guard(self._mm, size)
-        # log()'s C path (hot.py, _hot.c) writes rows at this address; 0 while it is not in use or once unmapped.
+        # log()'s C path (logd/hot/) writes rows at this address; 0 while it is not in use or once unmapped.
         self._map_size = size
         self._base = hot.address_of(self._mm)
         # Rows journaled so far, and their number when the tail was at each batch boundary not yet freed: how many

@@ -105,7 +105,7 @@ class Run:
     def log(self, data: dict, step: Optional[int] = None, commit=None) -> None:
         """Appends one row of metrics. Returns at once; never blocks on I/O."""
         if _hot_log is not None and _hot_log(self, data, step):
-            return  # the common row, journaled in C (hot.py); anything else comes back here and goes on below
+            return  # the common row, journaled in C (logd/hot/); anything else comes back here and goes on below
         if self._finished is not None:
             raise RuntimeError("logd: run %s is finished; log() after finish() is not stored" % self.id)
         if type(data) is dict:

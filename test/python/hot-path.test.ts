@@ -1,4 +1,4 @@
-// Issue 39: log()'s compiled hot path (python/logd/_hot.c, loaded by logd/hot.py) stores exactly what the
+// Issue 39: log()'s compiled hot path (python/logd/hot/_hot.c, loaded by logd/hot/__init__.py) stores exactly what the
 // pure-Python path stores. The same rows of every shape (same names, ints, NaN and infinities, a bool, an int beyond
 // a double, the names in another order, a name more, a nested dict, given steps, 100 metrics, log() after finish())
 // go through a real trainer twice, once on each path (LOGD_PURE_PYTHON=1), ended by finish() and by SIGKILL right
@@ -11,7 +11,7 @@ import { FIXTURES, PYTHON, pythonMissing, runPython } from './py-helpers.js';
 
 // The compiled path is there when the venv's install built it (python3-dev and a C compiler: scripts/python-venv.sh).
 const built = pythonMissing === null && fs.readdirSync(path.join(path.dirname(path.dirname(PYTHON)), 'lib')).some((py) => {
-  const dir = path.join(path.dirname(path.dirname(PYTHON)), 'lib', py, 'site-packages', 'logd');
+  const dir = path.join(path.dirname(path.dirname(PYTHON)), 'lib', py, 'site-packages', 'logd', 'hot');
   return fs.existsSync(dir) && fs.readdirSync(dir).some((f) => f.startsWith('_hot.') && f.endsWith('.so'));
 });
 

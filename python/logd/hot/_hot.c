@@ -11,7 +11,7 @@
  * Journal (journal.py) derives from Ring when this module loads: the fields the row touches are C members of the
  * object (read and written by journal.py as ordinary attributes), so this path reads them without a lookup.
  * Built against the stable ABI (Py_LIMITED_API 3.8): one build serves every CPython 3 from 3.8. Loaded by
- * logd/hot.py; LOGD_PURE_PYTHON=1 keeps it off. */
+ * logd/hot/__init__.py; LOGD_PURE_PYTHON=1 keeps it off. */
 #ifndef Py_LIMITED_API
 #define Py_LIMITED_API 0x03080000
 #endif
@@ -70,7 +70,7 @@ static PyType_Slot ring_slots[] = {
     {0, NULL},
 };
 
-static PyType_Spec ring_spec = {"logd._hot.Ring", sizeof(Ring), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, ring_slots};
+static PyType_Spec ring_spec = {"logd.hot._hot.Ring", sizeof(Ring), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, ring_slots};
 
 static PyTypeObject *RingType;
 
@@ -583,7 +583,7 @@ static PyMethodDef hot_methods[] = {
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef hot_module = {PyModuleDef_HEAD_INIT, "logd._hot", "logd's hot path in C (see _hot.c).", -1, hot_methods,
+static struct PyModuleDef hot_module = {PyModuleDef_HEAD_INIT, "logd.hot._hot", "logd's hot path in C (see _hot.c).", -1, hot_methods,
                                         NULL, NULL, NULL, NULL};
 
 #define INTERN(var, text)                                          \
