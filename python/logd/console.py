@@ -21,7 +21,7 @@ from collections import deque
 from typing import List, Optional
 
 from ._lazy import json
-from .hot import console as _hot_console, tee as _hot_tee
+from .hot import TeeBase as _TeeBase, console as _hot_console
 
 CONSOLE_CHARS_PER_FLUSH = 1024 * 1024  # characters of console text per flush interval (about 1 MiB of ASCII)
 _PIECE_CHARS = 16 * 1024  # one entry's most characters: <= 64 KiB of UTF-8, the daemon's bound per entry
@@ -46,20 +46,26 @@ def capture_console(run_id: str, warn) -> Optional["ConsoleCapture"]:
         return _active
 
 
-class _Tee:
+class _Tee(_TeeBase):
     """sys.stdout or sys.stderr while captured: writes go through first, then a copy is kept. Everything
-    else (fileno, isatty, encoding, flush, buffer, ...) is the wrapped stream's."""
+    else (fileno, isatty, encoding, flush, buffer, ...) is the wrapped stream's.
+
+    write() is _TeeBase's, in C, where the compiled hot path is in use (logd/hot/): the write, then the copy of
+    a str in the common case, in one call, and _logd_slow() for the rest. Otherwise it is _logd_write() below."""
 
     def __init__(self, capture: "ConsoleCapture", stream, name: str):
         self._logd_capture = capture
         self._logd_stream = stream
         self._logd_name = name
 
-    def write(self, text):
+    def _logd_write(self, text):
         n = self._logd_stream.write(text)
-        if _hot_tee is not None and _hot_tee(self._logd_capture, self._logd_name, text):
-            return n  # the common case, done in C (logd/hot/): what follows, for a str, in one call
-        c = self._logd_capture  # the capture's side, inline: this runs for every piece print() writes
+        self._logd_slow(text)
+        return n
+
+    def _logd_slow(self, text) -> None:
+        """The capture's side of one write (the training thread's, kept short)."""
+        c = self._logd_capture
         try:
             k = len(text)
             if k and not c._stopped and _pid[0] == c._pid:
@@ -95,7 +101,6 @@ class _Tee:
                         c._queue.append((s, text, _now()))
         except Exception:  # the copy never gets in the way of the write itself
             pass
-        return n
 
     def writelines(self, lines):
         for line in lines:
@@ -108,13 +113,17 @@ class _Tee:
         return iter(self._logd_stream)
 
 
+if _TeeBase is object:
+    _Tee.write = _Tee._logd_write
+
+
 def _entry(t: float, s: str, text) -> str:
     """One console entry as RecordBatch.console_json holds it, built by hand (a dict through json.dumps costs
     several times more, on every write of a printing rank); the text quoted by json's C string encoder (ASCII-only
     output: a lone surrogate from undecodable bytes stays an escape, still valid JSON)."""
     if type(text) is not str:
         text = bytes(text).decode("utf-8", "replace")
-    return '{"t":%r,"s":"%s","l":%s}' % (t, s, _quote(text))
+    return '{"t":%.6f,"s":"%s","l":%s}' % (t, s, _quote(text))  # microseconds, as the C path writes it
 
 
 # A write longer than this is not journaled (it still goes with the next batch): an entry stays under the daemon's

@@ -67,9 +67,9 @@ describe.skipIf(pythonMissing !== null)(`log()'s compiled hot path against the p
     }, 120_000);
   }
 
-  it.skipIf(!built || forcedOff)('console entries of strange text (quotes, control characters, astral, lone surrogates, 9 000 characters, 300 random): the C path writes the Python path\'s bytes', async () => {
+  it.skipIf(!built || forcedOff)('console entries of strange text (quotes, control characters, astral, lone surrogates, 9 000 characters, 300 random; 2 261 times, ties among them): the C path writes the Python path\'s bytes', async () => {
     const r = await runPython(t, [path.join(FIXTURES, 'hot_console_bytes.py')]);
     expect(r.exitCode, r.all).toBe(0);
-    expect(r.stdout.trim()).toBe('equal 306');
+    expect(r.stdout.trim()).toBe('equal 2567');
   });
 });

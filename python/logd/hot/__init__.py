@@ -13,6 +13,7 @@ try:
     console = _hot.console
     tee = _hot.tee
     RingBase = _hot.Ring
+    TeeBase = _hot.TeeBase
     name = "c"
 except ImportError as e:  # no compiled module for this platform or Python, or turned off
     log = None
@@ -21,6 +22,8 @@ except ImportError as e:  # no compiled module for this platform or Python, or t
 
     class RingBase:  # journal.py's base: plain attributes
         pass
+
+    TeeBase = object  # console.py's _Tee then has its Python write()
 
     name = "python (%s)" % (str(e).split("\n")[0] or "no compiled hot path")
 

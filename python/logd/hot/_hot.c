@@ -22,6 +22,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <pthread.h>
+#include <stdio.h>
 
 typedef struct {
     PyObject_HEAD
@@ -378,11 +380,31 @@ out:
     Py_RETURN_FALSE;
 }
 
+/* A console entry's time as '%.6f' formats it (console.py's _entry): seconds and microseconds, correctly rounded
+ * (half to even), as CPython and glibc both do it. The common case in integer arithmetic; near a tie, snprintf. */
+static int fmt_time(double t, char *buf, size_t size) {
+    if (t >= 0 && t < 4e15) {
+        long long sec = (long long)t;
+        double x = (t - (double)sec) * 1e6; /* t - sec is exact; the product is within 1e-9 of the exact one */
+        long long us = (long long)x;
+        double rem = x - (double)us;
+        if (rem < 0.5 - 1e-6 || rem > 0.5 + 1e-6) {
+            if (rem > 0.5) us += 1;
+            if (us >= 1000000) {
+                sec += 1;
+                us -= 1000000;
+            }
+            return snprintf(buf, size, "%lld.%06lld", sec, us);
+        }
+    }
+    return snprintf(buf, size, "%.6f", t);
+}
+
 /* Writes one console entry for text (a str) at time t (a float) into the ring, which place() said it fits
  * (length from entry_length()). */
-static Py_ssize_t entry_data(PyObject *repb, Py_ssize_t esc) { return 5 + PyBytes_Size(repb) + 6 + 3 + 7 + esc + 2; }
+static Py_ssize_t entry_data(int tlen, Py_ssize_t esc) { return 5 + tlen + 6 + 3 + 7 + esc + 2; }
 
-static void write_entry(Ring *r, Py_ssize_t length, Py_ssize_t data, PyObject *repb, const char *stream, const Py_UCS4 *u,
+static void write_entry(Ring *r, Py_ssize_t length, Py_ssize_t data, const char *tbuf, int tlen, const char *stream, const Py_UCS4 *u,
                         Py_ssize_t n, Py_ssize_t noff, Py_ssize_t term) {
     unsigned char *rec = (unsigned char *)(uintptr_t)r->base + r->off;
     uint16_t type = 3, flags = 0;
@@ -395,8 +417,8 @@ static void write_entry(Ring *r, Py_ssize_t length, Py_ssize_t data, PyObject *r
     unsigned char *p = rec + 24;
     memcpy(p, "{\"t\":", 5);
     p += 5;
-    memcpy(p, PyBytes_AsString(repb), (size_t)PyBytes_Size(repb));
-    p += PyBytes_Size(repb);
+    memcpy(p, tbuf, (size_t)tlen);
+    p += tlen;
     memcpy(p, ",\"s\":\"", 6);
     p += 6;
     memcpy(p, stream, 3);
@@ -410,7 +432,7 @@ static void write_entry(Ring *r, Py_ssize_t length, Py_ssize_t data, PyObject *r
     commit_record(r, length, noff, term);
 }
 
-/* console(journal, t, stream, text) -> bool: one console entry, {"t":<repr(t)>,"s":"<stream>","l":<text as JSON,
+/* console(journal, t, stream, text) -> bool: one console entry, {"t":<t, '%.6f'>,"s":"<stream>","l":<text as JSON,
  * ASCII only>}, journaled as an UPDATE record of kind console: byte for byte what console.py's _entry() and
  * Journal.update("console", ...) write (the escapes are json's encode_basestring_ascii's). False, nothing done, when
  * it does not fit the common case (the Python path then takes it). */
@@ -425,26 +447,29 @@ static PyObject *hot_console(PyObject *mod, PyObject *args) {
     else if (PyUnicode_CompareWithASCIIString(s, "err") == 0) stream = "err";
     else Py_RETURN_FALSE;
     Ring *r = (Ring *)j;
-    PyObject *rep = NULL, *repb = NULL;
     Py_UCS4 *u = NULL;
     int done = 0;
     Py_ssize_t n = PyUnicode_GetLength(text);
-    if (n < 0 || (rep = PyObject_Repr(tobj)) == NULL || (repb = PyUnicode_AsUTF8String(rep)) == NULL) goto out;
+    char tbuf[48];
+    int tlen = fmt_time(PyFloat_AsDouble(tobj), tbuf, sizeof tbuf);
+    if (n < 0 || tlen <= 0 || tlen >= (int)sizeof tbuf) goto out;
     if ((u = PyUnicode_AsUCS4Copy(text)) == NULL) goto out;
     /* {"t":  repr  ,"s":"  out  ","l":"  text  "}  (5, 6, 3, 7 and 2 bytes around them) */
-    Py_ssize_t data = entry_data(repb, escaped_len(u, n));
+    Py_ssize_t data = entry_data(tlen, escaped_len(u, n));
     Py_ssize_t length = 24 + (data + 7) / 8 * 8, noff, term;
     if (!place(r, length, &noff, &term)) goto out;
-    write_entry(r, length, data, repb, stream, u, n, noff, term);
+    write_entry(r, length, data, tbuf, tlen, stream, u, n, noff, term);
     done = 1;
 out:
     if (u != NULL) PyMem_Free(u);
-    Py_XDECREF(rep);
-    Py_XDECREF(repb);
     if (PyErr_Occurred()) PyErr_Clear();
     if (done) Py_RETURN_TRUE;
     Py_RETURN_FALSE;
 }
+
+/* This process's pid, kept current across fork() (glibc's getpid() is a system call). */
+static pid_t my_pid;
+static void pid_after_fork(void) { my_pid = getpid(); }
 
 #define CONSOLE_CHARS_PER_FLUSH (1024 * 1024) /* console.py's */
 #define JOURNAL_PIECE_CHARS 8192
@@ -456,25 +481,22 @@ out:
  * child's write): the Python code takes it. */
 static PyObject *s_stopped, *s_cpid, *s_queued_chars, *s_dropped, *s_journal_to, *s_queue, *s_append, *s_jline;
 
-static PyObject *hot_tee(PyObject *mod, PyObject *args) {
-    (void)mod;
-    PyObject *c, *s, *text;
-    if (!PyArg_UnpackTuple(args, "tee", 3, 3, &c, &s, &text)) return NULL;
-    if (!PyUnicode_CheckExact(text) || !PyUnicode_CheckExact(s)) Py_RETURN_FALSE;
+static int tee_impl(PyObject *c, PyObject *s, PyObject *text) {
+    if (!PyUnicode_CheckExact(text) || !PyUnicode_CheckExact(s)) return 0;
     const char *stream;
     if (PyUnicode_CompareWithASCIIString(s, "out") == 0) stream = "out";
     else if (PyUnicode_CompareWithASCIIString(s, "err") == 0) stream = "err";
-    else Py_RETURN_FALSE;
+    else return 0;
     Py_ssize_t k = PyUnicode_GetLength(text);
-    if (k <= 0) Py_RETURN_FALSE;
+    if (k <= 0) return 0;
     PyObject *o = NULL, *w = NULL, *lock = NULL, *jo = NULL, *q = NULL, *jline = NULL, *line = NULL, *tobj = NULL, *tup = NULL,
-             *joined = NULL, *repb = NULL, *rep = NULL, *empty = NULL, *res = NULL;
+             *joined = NULL, *empty = NULL, *res = NULL;
     Py_UCS4 *u = NULL;
     int done = 0;
     /* The capture: on, this process's, under its bound, no cut waiting to be marked on this stream. */
     if ((o = attr(c, s_stopped)) == NULL || o != Py_False) goto out;
     Py_CLEAR(o);
-    if ((o = attr(c, s_cpid)) == NULL || !PyLong_CheckExact(o) || PyLong_AsLong(o) != (long)getpid()) goto out;
+    if ((o = attr(c, s_cpid)) == NULL || !PyLong_CheckExact(o) || PyLong_AsLong(o) != (long)my_pid) goto out;
     Py_CLEAR(o);
     if ((o = attr(c, s_queued_chars)) == NULL || !PyLong_CheckExact(o)) goto out;
     Py_ssize_t queued = PyLong_AsSsize_t(o);
@@ -508,6 +530,8 @@ static PyObject *hot_tee(PyObject *mod, PyObject *args) {
         }
     }
     Py_ssize_t length = 0, data = 0, noff = 0, term = -1, n = 0;
+    char tbuf[48];
+    int tlen = 0;
     PyObject *lt = NULL; /* the line's time (borrowed from line or tobj) */
     int ends = 0;
     if (journal) {
@@ -523,8 +547,9 @@ static PyObject *hot_tee(PyObject *mod, PyObject *args) {
         ends = PyUnicode_ReadChar(text, k - 1) == '\n' || n > JOURNAL_PIECE_CHARS;
         if (ends) {
             if ((u = PyUnicode_AsUCS4Copy(joined)) == NULL) goto out;
-            if ((rep = PyObject_Repr(lt)) == NULL || (repb = PyUnicode_AsUTF8String(rep)) == NULL) goto out;
-            data = entry_data(repb, escaped_len(u, n));
+            tlen = fmt_time(PyFloat_AsDouble(lt), tbuf, sizeof tbuf);
+            if (tlen <= 0 || tlen >= (int)sizeof tbuf) goto out;
+            data = entry_data(tlen, escaped_len(u, n));
             length = 24 + (data + 7) / 8 * 8;
             if (!place(r, length, &noff, &term)) goto out;
         }
@@ -534,7 +559,7 @@ static PyObject *hot_tee(PyObject *mod, PyObject *args) {
     done = 1; /* queued: from here on nothing is handed back (a failure below loses only the journal copy) */
     if (journal) {
         if (ends) {
-            write_entry(r, length, data, repb, stream, u, n, noff, term);
+            write_entry(r, length, data, tbuf, tlen, stream, u, n, noff, term);
             if ((empty = PyUnicode_FromString("")) != NULL) PyList_SetItem(line, 0, empty), empty = NULL;
         } else {
             if (lt == tobj) Py_INCREF(tobj), PyList_SetItem(line, 1, tobj);
@@ -555,13 +580,78 @@ out:
     Py_XDECREF(tobj);
     Py_XDECREF(tup);
     Py_XDECREF(joined);
-    Py_XDECREF(rep);
-    Py_XDECREF(repb);
     Py_XDECREF(res);
     if (PyErr_Occurred()) PyErr_Clear();
-    if (done) Py_RETURN_TRUE;
+    return done;
+}
+
+static PyObject *hot_tee(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *c, *s, *text;
+    if (!PyArg_UnpackTuple(args, "tee", 3, 3, &c, &s, &text)) return NULL;
+    if (tee_impl(c, s, text)) Py_RETURN_TRUE;
     Py_RETURN_FALSE;
 }
+
+/* TeeBase: console.py's _Tee derives from it, so a captured sys.stdout.write() is this C method: the write goes
+ * through to the wrapped stream (its result, or its exception, is the caller's), then the capture's side is
+ * tee_impl(), or, for anything it hands back, the Python method _logd_slow(text). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *capture; /* _logd_capture */
+    PyObject *stream;  /* _logd_stream */
+    PyObject *name;    /* _logd_name: "out" or "err" */
+} Tee;
+
+static PyMemberDef tee_members[] = {
+    {"_logd_capture", T_OBJECT, offsetof(Tee, capture), 0, NULL},
+    {"_logd_stream", T_OBJECT, offsetof(Tee, stream), 0, NULL},
+    {"_logd_name", T_OBJECT, offsetof(Tee, name), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyObject *s_write, *s_slow;
+
+static PyObject *tee_write(PyObject *self, PyObject *text) {
+    Tee *t = (Tee *)self;
+    if (t->stream == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "_logd_stream");
+        return NULL;
+    }
+    PyObject *n = PyObject_CallMethodObjArgs(t->stream, s_write, text, NULL);
+    if (n == NULL) return NULL;
+    if (t->capture != NULL && t->name != NULL && tee_impl(t->capture, t->name, text)) return n;
+    PyObject *r = PyObject_CallMethodObjArgs(self, s_slow, text, NULL);
+    if (r == NULL) PyErr_Clear(); /* the copy never gets in the way of the write itself */
+    Py_XDECREF(r);
+    return n;
+}
+
+static PyMethodDef tee_methods[] = {
+    {"write", tee_write, METH_O, "Writes through to the wrapped stream, then keeps a copy (logd/console.py)."},
+    {NULL, NULL, 0, NULL},
+};
+
+static void tee_dealloc(PyObject *self) {
+    Tee *t = (Tee *)self;
+    PyTypeObject *tp = Py_TYPE(self);
+    Py_CLEAR(t->capture);
+    Py_CLEAR(t->stream);
+    Py_CLEAR(t->name);
+    freefunc free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
+    free(self);
+    Py_DECREF(tp);
+}
+
+static PyType_Slot tee_slots[] = {
+    {Py_tp_members, tee_members},
+    {Py_tp_methods, tee_methods},
+    {Py_tp_dealloc, (void *)tee_dealloc},
+    {Py_tp_doc, (void *)"A captured console stream's write() in C (logd/console.py's _Tee derives from it)."},
+    {0, NULL},
+};
+
+static PyType_Spec tee_spec = {"logd.hot._hot.TeeBase", sizeof(Tee), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE, tee_slots};
 
 static PyObject *hot_crc32(PyObject *mod, PyObject *arg) {
     (void)mod;
@@ -591,6 +681,8 @@ static struct PyModuleDef hot_module = {PyModuleDef_HEAD_INIT, "logd.hot._hot", 
 
 PyMODINIT_FUNC PyInit__hot(void) {
     crc_init();
+    my_pid = getpid();
+    pthread_atfork(NULL, NULL, pid_after_fork);
     INTERN(s_finished, "_finished");
     INTERN(s_flat_keys, "_flat_keys");
     INTERN(s_ddp_watch, "_ddp_watch");
@@ -615,11 +707,15 @@ PyMODINIT_FUNC PyInit__hot(void) {
     INTERN(s_queue, "_queue");
     INTERN(s_append, "append");
     INTERN(s_jline, "_jline");
+    INTERN(s_write, "write");
+    INTERN(s_slow, "_logd_slow");
     PyObject *m = PyModule_Create(&hot_module);
     if (m == NULL) return NULL;
     RingType = (PyTypeObject *)PyType_FromSpec(&ring_spec);
     if (RingType == NULL) return NULL;
     Py_INCREF(RingType);
     if (PyModule_AddObject(m, "Ring", (PyObject *)RingType) < 0) return NULL;
+    PyObject *tee = PyType_FromSpec(&tee_spec);
+    if (tee == NULL || PyModule_AddObject(m, "TeeBase", tee) < 0) return NULL;
     return m;
 }
