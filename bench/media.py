@@ -79,7 +79,7 @@ def media_version(logd) -> str:
     with open(path, "rb") as f:
         mine = f.read()
     try:
-        head = subprocess.run(["git", "-C", ROOT, "show", "HEAD:python/logd/media.py"], capture_output=True, check=True).stdout
+        head = subprocess.run(["git", "-C", ROOT, "show", "HEAD:python/logd/media/"], capture_output=True, check=True).stdout
         same = "= HEAD's" if head == mine else "differs from HEAD's (uncommitted change)"
     except Exception:
         same = "HEAD's unknown"

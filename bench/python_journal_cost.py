@@ -1,4 +1,4 @@
-"""What the crash journal (python/logd/journal.py, docs/journal.md) costs log(): the training thread's CPU per
+"""What the crash journal (python/logd/spool/journal.py, docs/journal.md) costs log(): the training thread's CPU per
 log() of 10 metrics, with the journal, without it (LOGD_JOURNAL_MB=0), and with another client for comparison
 (--baseline: a git revision, whose python/ is taken with `git archive`, or a python/ directory; default HEAD, the
 client before the journal while the journal is not committed), measured in one sitting against one daemon.

@@ -143,10 +143,10 @@ def stage(version: str, protocol, bsq: str, abi: str, addon_file: str, nodedir: 
     shutil.rmtree(st, ignore_errors=True)
     shutil.copytree(os.path.join(ROOT, "python", "logd"), os.path.join(st, "logd"),
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc", "*.pyo"))
-    # The crash journal's SIGBUS guard (python/logd/_busguard.c, loaded with ctypes: no Python ABI, so py3-none holds).
+    # The crash journal's SIGBUS guard (python/logd/spool/_busguard.c, loaded with ctypes: no Python ABI, so py3-none holds).
     cc = os.environ.get("CC", "cc")
-    run([cc, "-O2", "-shared", "-fPIC", "-o", os.path.join(st, "logd", "_busguard.so"),
-         os.path.join(ROOT, "python", "logd", "_busguard.c")])
+    run([cc, "-O2", "-shared", "-fPIC", "-o", os.path.join(st, "logd", "spool", "_busguard.so"),
+         os.path.join(ROOT, "python", "logd", "spool", "_busguard.c")])
     # log()'s hot path (python/logd/hot/_hot.c, issue 39): a CPython extension on the stable ABI (Py_LIMITED_API 3.8), so
     # one build serves every CPython from 3.8 and the tag stays py3-none: where it cannot load (another Python
     # implementation), log() runs the pure-Python path and logd.hot_path says why.

@@ -1,6 +1,6 @@
 // The crash journal's format (docs/journal.md), shared by the TypeScript
 // writer (client/journal.ts) and the daemon's reader (daemon/runs/journal.ts).
-// The Python writer (python/logd/journal.py) writes the same bytes.
+// The Python writer (python/logd/spool/journal.py) writes the same bytes.
 
 export const JOURNAL_MAGIC = 'LOGDJRN1';
 export const JOURNAL_VERSION = 1;

@@ -3,7 +3,7 @@
 The wheel puts the bundled CLI in logd/_daemon/ and this module next to the
 `logd` package, at the top level of site-packages: the `logd` console script
 runs main() here without importing the `logd` package (its gRPC and protobuf
-cost a command ~150 ms for nothing), and logd.discovery imports command() to
+cost a command ~150 ms for nothing), and logd.transport.discovery imports command() to
 start a sidecar. A `pip install ./python` (the client alone) has no such
 module, and discovery falls back to LOGD_BIN or `logd` on PATH.
 

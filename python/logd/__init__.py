@@ -24,20 +24,20 @@ if "grpc" not in sys.modules:
 
 from . import _ids, exit_hooks  # noqa: E402
 from ._lazy import pb, json, re
-from .connection import CallError, ServiceAddress, connection_for, forked_after_grpc
-from .discovery import DaemonStartError
+from .transport.connection import CallError, ServiceAddress, connection_for, forked_after_grpc
+from .transport.discovery import DaemonStartError
 from .disabled import DisabledRun
 from .paths import resolve_paths, tunables
-from .reach import DaemonUnavailableError, checked_daemon, with_daemon
-from .trust import UntrustedDaemonError, UntrustedDirError
+from .transport.reach import DaemonUnavailableError, checked_daemon, with_daemon
+from .transport.trust import UntrustedDaemonError, UntrustedDirError
 from .console import capture_console
 from .run import FinishResult, Run, live_runs
 from .torchrun import job_run_id, rank_info, torchrun_env
 from .values import to_json
 from .media import Histogram, Image, Text
-from .relay import RelayWriter
+from .forks.relay import RelayWriter
 from .writer import Writer, new_writer_id
-from . import keepalive
+from .transport import keepalive
 from .deferred import (check_on_error, deferred_create, deferred_info, deferred_spool, problem_text, reason_of,
                        retry_create, should_raise)
 
@@ -79,7 +79,7 @@ def setup() -> str:
     """Makes sure a daemon is reachable and exports LOGD_SERVICE for child processes (spawned ones included)."""
     if forked_after_grpc():
         # No gRPC here (forked.py): the daemon the parent found (LOGD_SERVICE, inherited) or the data dir's.
-        from .discovery import find_daemon
+        from .transport.discovery import find_daemon
 
         return find_daemon().format()
     return checked_daemon().format()
@@ -217,7 +217,7 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         req.fork_from.run_id = fork[0]
         req.fork_from.step = fork[1]
     if forked_after_grpc():
-        from .forked import init_via_relay
+        from .forks.forked import init_via_relay
 
         return init_via_relay(req, on_error)
     derived = rewind is not None and rewind[0] is None and resume_from is not None and id is not None and not _given_id
@@ -372,7 +372,7 @@ def attach(handle: str) -> Run:
     """Attaches to a run created elsewhere (its handle came from run.handle())."""
     p = parse_handle(handle)
     if forked_after_grpc():
-        from .forked import attach_via_relay
+        from .forks.forked import attach_via_relay
 
         return attach_via_relay(p)
     # The writer id goes with the attach: the daemon knows this writer from now on, so the owner's finish

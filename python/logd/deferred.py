@@ -45,7 +45,7 @@ def should_raise(on_error: Optional[str], e: BaseException) -> bool:
         return True
     if isinstance(e, (TypeError, ValueError)):
         return True  # a bad option, id or setting: the caller's bug, said at once
-    from .connection import CallError
+    from .transport.connection import CallError
 
     # INVALID_ARGUMENT, ALREADY_EXISTS (a taken id, a run to continue that a live owner holds) and NOT_FOUND
     # (resume="must" of an unknown run) are about the request, not about a daemon that cannot be used.

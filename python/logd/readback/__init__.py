@@ -14,8 +14,8 @@ from datetime import datetime, timezone
 from typing import Dict, Iterable, List, Optional
 
 from .._pb import logd_pb2 as pb
-from ..connection import SERVICE, CallError, connection_for
-from ..discovery import find_daemon
+from ..transport.connection import SERVICE, CallError, connection_for
+from ..transport.discovery import find_daemon
 
 __all__ = ["Api", "RunsList", "RunView"]
 

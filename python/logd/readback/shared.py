@@ -13,8 +13,8 @@ import select
 import subprocess
 import time
 
-from ..connection import ServiceAddress
-from ..discovery import daemon_command
+from ..transport.connection import ServiceAddress
+from ..transport.discovery import daemon_command
 
 START_DEADLINE_S = 30.0
 

@@ -25,7 +25,7 @@ import threading
 from typing import List, Optional, Tuple
 
 from .journal import FULL, MAX_JOURNALED_MEDIA_BYTES, Journal, journal_path, journal_size
-from .media import MEDIA_BATCH_BYTES
+from ..media import MEDIA_BATCH_BYTES
 
 MAX_ROWS = 8192
 MAX_PAIRS = 128 * 1024

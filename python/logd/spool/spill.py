@@ -11,7 +11,7 @@ import struct
 import zlib
 from typing import List, Optional
 
-from ._lazy import json
+from .._lazy import json
 
 
 SPILL_HEADER = 1
@@ -62,8 +62,8 @@ def write_spill(spool: str, run_id: str, writer_id: str, header: dict, batches: 
 def fallback_for(spool: str) -> Optional[str]:
     """The other place a spill can go when `spool` refuses it (a full disk): the user's private fallback for this data
     dir (deferred.fallback_dir, which the daemon of that data dir reads); None when `spool` is that already."""
-    from .deferred import fallback_dir  # not at import: deferred imports this module's users
-    from .paths import resolve_paths
+    from ..deferred import fallback_dir  # not at import: deferred imports this module's users
+    from ..paths import resolve_paths
 
     other = fallback_dir(resolve_paths().data_dir)
     return None if os.path.abspath(other) == os.path.abspath(spool) else other

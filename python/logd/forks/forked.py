@@ -4,7 +4,7 @@ A multiprocessing or DataLoader worker forked from a parent that holds a run
 inherits grpcio's state, which is not fork-safe: a channel the child opens
 shares the parent's epoll set and threads (see relay.py). So the child never
 calls into gRPC, whatever the parent did. Its create (or attach) goes through
-the child's relay: a fresh interpreter (`python -m logd._relay_main`,
+the child's relay: a fresh interpreter (`python -m logd.forks._relay_main`,
 fork+exec) that makes the call on a connection of its own, answers with the
 RunInfo, and then carries the child's rows as it does for inherited runs.
 
@@ -32,14 +32,14 @@ import threading
 from typing import Optional
 
 
-from ._lazy import grpc, pb
-from .connection import CallError, ServiceAddress
-from .deferred import deferred_create, deferred_info, deferred_spool, problem_text, reason_of, should_raise
-from .discovery import DaemonStartError
-from .reach import DaemonUnavailableError
+from .._lazy import grpc, pb
+from ..transport.connection import CallError, ServiceAddress
+from ..deferred import deferred_create, deferred_info, deferred_spool, problem_text, reason_of, should_raise
+from ..transport.discovery import DaemonStartError
+from ..transport.reach import DaemonUnavailableError
 from .relay import _recv, _send
-from .trust import UntrustedDaemonError, UntrustedDirError
-from .writer import new_writer_id
+from ..transport.trust import UntrustedDaemonError, UntrustedDirError
+from ..writer import new_writer_id
 
 _ERRORS = {c.__name__: c for c in (DaemonUnavailableError, DaemonStartError, UntrustedDirError, UntrustedDaemonError,
                                    TypeError, ValueError, RuntimeError)}
@@ -71,10 +71,10 @@ def _answer_within(proc: subprocess.Popen, timeout_s: float):
 
 def _ask_relay(first) -> "tuple":
     """Starts a relay, sends it `first` and returns (proc, answer); answer None when it did not answer."""
-    from .paths import tunables
+    from ..paths import tunables
 
     t = tunables()
-    proc = subprocess.Popen([sys.executable, "-m", "logd._relay_main"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "logd.forks._relay_main"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             close_fds=True)
     try:
         _send(proc.stdin, first)
@@ -96,10 +96,10 @@ def _stop(proc: Optional[subprocess.Popen]) -> None:
 
 def _relayed_run(proc: subprocess.Popen, info: pb.RunInfo, address: ServiceAddress, token: str, writer_id: str,
                  is_owner: bool, deferred: bool):
-    from . import _warn, _writer_factory, client_info, exit_hooks
-    from .paths import tunables
+    from .. import _warn, _writer_factory, client_info, exit_hooks
+    from ..paths import tunables
     from .relay import RelayWriter
-    from .run import Run
+    from ..run import Run
 
     t = tunables()
     # No journal for a deferred run: it would name a run no daemon knows (deferred.py).
@@ -114,7 +114,7 @@ def init_via_relay(req: pb.CreateRunRequest, on_error: Optional[str]):
     try:
         proc, ans = _ask_relay(("init", req.SerializeToString(), on_error))
         if ans is None:
-            raise DaemonUnavailableError("init: the relay of this forked process (%s -m logd._relay_main) did not "
+            raise DaemonUnavailableError("init: the relay of this forked process (%s -m logd.forks._relay_main) did not "
                                          "answer; is logd installed for that Python?" % sys.executable)
     except (OSError, DaemonUnavailableError) as e:
         _stop(proc)
@@ -133,13 +133,13 @@ def init_via_relay(req: pb.CreateRunRequest, on_error: Optional[str]):
 
 
 def attach_via_relay(p: dict):
-    from . import client_info
+    from .. import client_info
 
     writer_id = new_writer_id()
     proc, ans = _ask_relay(("attach", p["s"], p["r"], p["t"], writer_id, client_info().SerializeToString()))
     if ans is None:
         _stop(proc)
-        raise DaemonUnavailableError("attach: the relay of this forked process (%s -m logd._relay_main) did not answer"
+        raise DaemonUnavailableError("attach: the relay of this forked process (%s -m logd.forks._relay_main) did not answer"
                                      % sys.executable)
     if ans[0] == "error":
         _stop(proc)
@@ -151,9 +151,9 @@ def attach_via_relay(p: dict):
 
 def _deferred_here(req: pb.CreateRunRequest, e: BaseException):
     """No relay: a deferred run in this process, without retries (they would need gRPC); spilled at exit."""
-    from . import _warn, _writer_factory
-    from .run import Run
-    from . import exit_hooks
+    from .. import _warn, _writer_factory
+    from ..run import Run
+    from .. import exit_hooks
 
     reason = reason_of(e)
     spool = deferred_spool()

@@ -1,4 +1,4 @@
-"""The relay process of a forked child (see relay.py): started as `python -m logd._relay_main`,
+"""The relay process of a forked child (see relay.py): started as `python -m logd.forks._relay_main`,
 it reads batches from the child over a pipe and carries them to the daemon on a connection of its
 own, under the seqs the child gave them (the child's crash journal holds them under the same
 seqs), and passes the daemon's acknowledgements back. It sits above both relay.py (the pipe's
@@ -11,9 +11,9 @@ import threading
 
 from logd import _warn
 from logd._pb import logd_pb2 as pb
-from logd.connection import ServiceAddress
+from logd.transport.connection import ServiceAddress
 from logd.paths import tunables
-from logd.relay import _recv, _remove, _send, relay_marker
+from logd.forks.relay import _recv, _remove, _send, relay_marker
 from logd.run import Run
 from logd.writer import Writer
 
@@ -60,7 +60,7 @@ def _first(first, out: _Out):
     import grpc
 
     import logd
-    from logd.reach import with_daemon
+    from logd.transport.reach import with_daemon
 
     flush_s = tunables().flush_interval_s
 
@@ -110,7 +110,7 @@ def _first(first, out: _Out):
     out.say(("created", info.SerializeToString(), address.format(), w.last_problem if w.deferred else None))
     if not w.deferred:
         w.connect()
-    logd.keepalive.ensure(logd.client_info, tunables().keepalive_s, logd.live_runs)
+    logd.transport.keepalive.ensure(logd.client_info, tunables().keepalive_s, logd.live_runs)
     return run
 
 

@@ -11,8 +11,8 @@ import threading
 from typing import Dict, List, Tuple
 
 
-from ._lazy import grpc, pb
-from ._version import PROTOCOL_VERSION, __version__
+from .._lazy import grpc, pb
+from .._version import PROTOCOL_VERSION, __version__
 from .trust import verify_daemon_peer
 
 TOKEN_METADATA_KEY = "x-logd-token"

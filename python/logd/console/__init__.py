@@ -20,8 +20,8 @@ _quote = None
 from collections import deque
 from typing import List, Optional
 
-from ._lazy import json
-from .hot import TeeBase as _TeeBase, console as _hot_console
+from .._lazy import json
+from ..hot import TeeBase as _TeeBase, console as _hot_console
 
 CONSOLE_CHARS_PER_FLUSH = 1024 * 1024  # characters of console text per flush interval (about 1 MiB of ASCII)
 _PIECE_CHARS = 16 * 1024  # one entry's most characters: <= 64 KiB of UTF-8, the daemon's bound per entry

@@ -19,7 +19,7 @@ import stat
 import sys
 from typing import Optional, Set
 
-from ._lazy import json, re
+from .._lazy import json, re
 
 
 class UntrustedDirError(RuntimeError):

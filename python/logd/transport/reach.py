@@ -11,12 +11,12 @@ import sys
 import time
 from typing import Callable, Optional, Tuple, TypeVar
 
-from ._lazy import grpc
+from .._lazy import grpc
 
 from .connection import CallError, Connection, ServiceAddress, connection_for
 from .discovery import DaemonStartError, find_daemon
-from .paths import tunables
-from ._version import PROTOCOL_VERSION
+from ..paths import tunables
+from .._version import PROTOCOL_VERSION
 
 T = TypeVar("T")
 
@@ -97,7 +97,7 @@ def with_daemon(what: str, fn: Callable[[Connection, float], T], first: Optional
 def checked_daemon() -> ServiceAddress:
     """For setup(): the daemon to use, checked with a Hello when it comes from LOGD_SERVICE; a stale one is
     reported and replaced through discovery (which may start a sidecar)."""
-    from ._pb import logd_pb2 as pb
+    from .._pb import logd_pb2 as pb
 
     env = env_service()
     if env is not None:

@@ -9,10 +9,10 @@ import os
 import time
 from typing import Optional
 
-from ._lazy import json
-from ._version import __version__
+from .._lazy import json
+from .._version import __version__
 from .connection import ServiceAddress
-from .paths import Paths, resolve_paths, tunables, proc_start_time
+from ..paths import Paths, resolve_paths, tunables, proc_start_time
 from .runtime_dir import private_runtime
 from .trust import untrusted_dir_reason
 

@@ -32,9 +32,10 @@ from array import array
 from collections import deque
 from typing import Optional
 
-from . import busguard, hot
-from ._lazy import json
-from .paths import proc_start_time
+from . import busguard
+from .. import hot
+from .._lazy import json
+from ..paths import proc_start_time
 
 MAGIC = b"LOGDJRN1"
 VERSION = 1

@@ -1,4 +1,4 @@
-/* logd's SIGBUS guard for the Python client's crash journal (python/logd/journal.py).
+/* logd's SIGBUS guard for the Python client's crash journal (python/logd/spool/journal.py).
  *
  * The journal is a file this process maps MAP_SHARED and stores rows into. If
  * another process truncates the file (a cleanup script, a tool that rewrites

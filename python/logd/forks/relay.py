@@ -5,7 +5,7 @@ with the parent, so a child that so much as opens a channel can break the
 parent's connection (observed: "Bad file descriptor" in the child, the
 parent's calls then hanging), and grpcio's own fork support is off by default
 and changes between releases. So a forked child never calls into gRPC. When
-it logs, it starts a relay: a fresh interpreter (`python -m logd.relay`, a
+it logs, it starts a relay: a fresh interpreter (`python -m logd.forks._relay_main`, a
 fork+exec, so nothing inherited) that holds a writer of its own on a
 connection of its own. The child's log() appends to a buffer as usual, and
 to the child's own crash journal (segments.py, journal.py); a background
@@ -40,8 +40,8 @@ import threading
 import time
 from typing import Optional
 
-from .finish_result import FinishResult
-from .segments import OpenSegments
+from ..finish_result import FinishResult
+from ..spool.segments import OpenSegments
 
 
 def _send(f, msg) -> None:
@@ -64,7 +64,7 @@ def _recv(f):
 def relay_marker(run_id: str, writer_id: str) -> str:
     """While a forked child's relay is not yet known to the daemon, a marker says so: the
     run's owner waits for it before finishing, so that the relay's records are not refused."""
-    from .paths import resolve_paths
+    from ..paths import resolve_paths
 
     return os.path.join(resolve_paths().spool_dir, "%s--%s.relay" % (run_id, writer_id))
 
@@ -95,7 +95,7 @@ def _running(pid: int) -> bool:
             stat = f.read()
         return stat[stat.rindex(")") + 2] not in "ZX"
     except (OSError, ValueError, IndexError):
-        from .discovery import pid_alive
+        from ..transport.discovery import pid_alive
 
         return not os.path.exists("/proc/self") and pid_alive(pid)
 
@@ -105,7 +105,7 @@ def wait_for_relays(run_id: str, deadline: float) -> None:
     logs into this run has its relay registered with the daemon."""
     import glob
 
-    from .paths import resolve_paths
+    from ..paths import resolve_paths
 
     pattern = os.path.join(resolve_paths().spool_dir, glob.escape(run_id) + "--*.relay")
     while True:
@@ -127,7 +127,7 @@ def wait_for_relays(run_id: str, deadline: float) -> None:
 
 class _Address:
     def __init__(self, service: str):
-        from .connection import ServiceAddress
+        from ..transport.connection import ServiceAddress
 
         self.address = ServiceAddress.parse(service)
 
@@ -182,7 +182,7 @@ class RelayWriter(OpenSegments):
             import subprocess  # on first use: `import logd` does not pay for it
 
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "logd._relay_main"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+                [sys.executable, "-m", "logd.forks._relay_main"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
             )
             _write_marker(self._marker, self._proc.pid)
             threading.Thread(target=self._read, args=(self._proc.stdout,), name="logd-relay-acks-" + self.run_id,
@@ -192,7 +192,7 @@ class RelayWriter(OpenSegments):
         except (OSError, ValueError) as e:
             if self._marker:
                 _remove(self._marker)
-            self._failed = "could not start the relay of this forked process (%s -m logd._relay_main): %s" % (sys.executable, e)
+            self._failed = "could not start the relay of this forked process (%s -m logd.forks._relay_main): %s" % (sys.executable, e)
             self.last_problem = self._failed
             self._warn("logd: run %s: %s; %s" % (self.run_id, self._failed, "its rows stay in its crash journal, which the daemon "
                        "reads once this process exits" if self.journal is not None else "its records are lost"))

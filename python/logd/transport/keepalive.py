@@ -6,7 +6,7 @@ import os
 import threading
 import time
 
-from ._lazy import pb
+from .._lazy import pb
 from .connection import connection_for
 
 _lock = threading.Lock()

@@ -10,7 +10,7 @@ LOGD_SERVICE. LOGD_RUNTIME_DIR is never replaced: it is used or refused."""
 import os
 import sys
 
-from .paths import Paths, runtime_files
+from ..paths import Paths, runtime_files
 from .trust import UntrustedDirError, ensure_private_dir, trusted_runtime_dir
 
 _told = False
