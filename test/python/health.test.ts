@@ -90,7 +90,9 @@ describe.skipIf(torchMissing !== null)(`rank health under torchrun, 4 ranks (DDP
     const r = await torchrun(t, 'straggler', 'slow');
     expect(r.exitCode, r.all).toBe(0);
     const g = await health(t, 'slow');
-    expect(kinds(g)).toEqual(['straggler:3']);
+    // On a failure, what the judge saw: each rank's CPU and wall time per step, and every event with its evidence.
+    const saw = JSON.stringify({ ranks: g.ranks.map((x) => ({ rank: x.rank, cpuPerStepS: x.cpuPerStepS, stepS: x.stepS })), events: g.events.map((e) => [e.kind, e.ranks, e.evidence]) });
+    expect(kinds(g), saw).toEqual(['straggler:3']);
     expect(g.events[0].evidence).toMatch(/CPU per step/);
   }, 400_000);
 
