@@ -55,14 +55,19 @@ static PyMemberDef ring_members[] = {
     {NULL, 0, 0, 0, NULL},
 };
 
-static void ring_dealloc(PyObject *self) {
-    Ring *r = (Ring *)self;
+/* Frees an instance of one of this module's heap types (or of a Python subclass) once its members are cleared. */
+static void free_instance(PyObject *self) {
     PyTypeObject *tp = Py_TYPE(self);
-    Py_CLEAR(r->last_keys);
-    Py_CLEAR(r->last);
     freefunc free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
     free(self);
     Py_DECREF(tp);
+}
+
+static void ring_dealloc(PyObject *self) {
+    Ring *r = (Ring *)self;
+    Py_CLEAR(r->last_keys);
+    Py_CLEAR(r->last);
+    free_instance(self);
 }
 
 static PyType_Slot ring_slots[] = {
@@ -634,13 +639,10 @@ static PyMethodDef tee_methods[] = {
 
 static void tee_dealloc(PyObject *self) {
     Tee *t = (Tee *)self;
-    PyTypeObject *tp = Py_TYPE(self);
     Py_CLEAR(t->capture);
     Py_CLEAR(t->stream);
     Py_CLEAR(t->name);
-    freefunc free = (freefunc)PyType_GetSlot(tp, Py_tp_free);
-    free(self);
-    Py_DECREF(tp);
+    free_instance(self);
 }
 
 static PyType_Slot tee_slots[] = {
