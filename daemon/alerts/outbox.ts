@@ -30,10 +30,14 @@ export interface OutboxItem {
 /** Due alerts for one sink beyond this many go as one summary POST. */
 export const SUMMARY_OVER = 10;
 /**
- * A new alert waits this long before its first POST, so that a burst (30 runs of one process crashing, seen over
- * a second or two on a loaded node) is one summary, not a few posts and then a summary.
+ * New alerts wait for a quiet spell of this long (no newer alert for the same sink) before their first POST, so
+ * that a burst (30 runs of one process crashing, seen over several seconds on a loaded node) is one summary, not
+ * a few posts and then a summary. A fixed wait after the first alert was not enough: on a loaded 2-core machine
+ * the crashes of one process's 30 runs came in over more than 1.5 s and went as 6 posts and a summary.
  */
 export const GATHER_MS = 1500;
+/** ...but no new alert waits longer than this for the burst to end (a steady trickle still goes out). */
+export const GATHER_MAX_MS = 10_000;
 /** Sent and failed alerts kept on disk (the oldest go first). */
 const KEEP = 500;
 
@@ -115,10 +119,27 @@ export class Outbox {
   private tick(): void {
     if (this.stopped) return;
     const now = Date.now();
+    // Per sink: the newest and the oldest alert not yet tried; new alerts go when the burst has been quiet for
+    // GATHER_MS, or when the oldest has waited GATHER_MAX_MS.
+    const fresh = new Map<string, { newest: number; oldest: number }>();
+    for (const item of this.pending.values()) {
+      if (item.attempts !== 0) continue;
+      const t = item.createdAt * 1000;
+      const f = fresh.get(item.sink);
+      if (!f) fresh.set(item.sink, { newest: t, oldest: t });
+      else {
+        f.newest = Math.max(f.newest, t);
+        f.oldest = Math.min(f.oldest, t);
+      }
+    }
+    const holding = (sink: string): boolean => {
+      const f = fresh.get(sink);
+      return !!f && now - f.newest < GATHER_MS && now - f.oldest < GATHER_MAX_MS;
+    };
     const due = new Map<string, Array<[string, OutboxItem]>>();
     for (const [f, item] of this.pending) {
       if (item.nextAt > now || this.busy.has(item.sink)) continue;
-      if (item.attempts === 0 && now - item.createdAt * 1000 < GATHER_MS) continue;
+      if (item.attempts === 0 && holding(item.sink)) continue;
       const sink = this.sinks.find((s) => s.name === item.sink);
       if (!sink) {
         item.last = `no sink named ${item.sink} any more`;
