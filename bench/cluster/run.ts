@@ -1,6 +1,12 @@
 // The load generator's command (bench/cluster/README.md):
 //
 //   node dist/bench/cluster/run.js [--nodes 16] [--ranks 8] [--metrics 100] [--rate 10] [--seconds 30] [--url postgres://…]
+//     [--restart-store-at S --store-down S] [--slow-node-ms MS] [--skew-node-s S] [--batch-runs N]
+//
+// Faults: --restart-store-at stops the (throwaway) store S seconds into the load for --store-down seconds (5 by
+// default) and starts it again; --slow-node-ms puts node 1 behind a proxy that holds each packet back MS ms each
+// way; --skew-node-s sets node 2's clock off by S seconds (negative: behind). --batch-runs: runs per upload
+// transaction (the uploader's default 64; 1 sends each run's slice in a transaction of its own).
 //
 // Without --url (or LOGD_BENCH_STORE_URL) it starts a throwaway PostgreSQL 15 (bench/pg-cluster.ts) and removes
 // it after. Prints one table: upload lag, what the store took, its size and PostgreSQL's CPU.
@@ -16,13 +22,30 @@ const ranks = Number(arg('--ranks', '8'));
 const metrics = Number(arg('--metrics', '100'));
 const rate = Number(arg('--rate', '10'));
 const seconds = Number(arg('--seconds', '30'));
-for (const [k, v] of Object.entries({ nodes, ranks, metrics, rate, seconds })) {
+const restartAt = arg('--restart-store-at', '');
+const storeDown = Number(arg('--store-down', '5'));
+const slowMs = arg('--slow-node-ms', '');
+const skewS = arg('--skew-node-s', '');
+const batchRuns = arg('--batch-runs', '');
+for (const [k, v] of Object.entries({ nodes, ranks, metrics, rate, seconds, 'store-down': storeDown, ...(restartAt ? { 'restart-store-at': Number(restartAt) } : {}), ...(slowMs ? { 'slow-node-ms': Number(slowMs) } : {}), ...(batchRuns ? { 'batch-runs': Number(batchRuns) } : {}) })) {
   if (!(Number.isFinite(v) && v > 0)) {
     console.error(`cluster-sim: --${k} must be a positive number`);
     process.exit(2);
   }
 }
+if (skewS && !Number.isFinite(Number(skewS))) {
+  console.error('cluster-sim: --skew-node-s must be a number of seconds');
+  process.exit(2);
+}
+if ((slowMs && nodes < 2) || (skewS && nodes < 3)) {
+  console.error('cluster-sim: the slow node is node 1 and the skewed node node 2: give --nodes 3 or more');
+  process.exit(2);
+}
 let url = arg('--url', process.env.LOGD_BENCH_STORE_URL ?? '');
+if (url && restartAt) {
+  console.error('cluster-sim: --restart-store-at restarts the throwaway store this command starts; leave out --url');
+  process.exit(2);
+}
 let pgc: PgCluster | null = null;
 if (!url) {
   pgc = await startPg({ maxConnections: Math.max(100, nodes + 20) }); // one connection per simulated node, and the bench's own
@@ -30,10 +53,15 @@ if (!url) {
 }
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'logd-cluster-sim-'));
 try {
-  const r = await simulate({ url, nodes, ranks, metrics, stepsPerSec: rate, seconds, dir, log: (l) => console.error(l) });
+  const faults = {
+    ...(restartAt ? { storeRestart: { atS: Number(restartAt), downS: storeDown, stop: () => pgc!.stop(), start: () => pgc!.start() } } : {}),
+    ...(slowMs ? { slowNode: { node: 1, delayMs: Number(slowMs) } } : {}),
+    ...(skewS ? { skewedNode: { node: 2, offsetS: Number(skewS) } } : {}),
+  };
+  const r = await simulate({ url, nodes, ranks, metrics, stepsPerSec: rate, seconds, dir, log: (l) => console.error(l), faults, batchRuns: batchRuns ? Number(batchRuns) : undefined });
   const worst = [...r.lag.perNode].sort((a, b) => b.p99Ms - a.p99Ms).slice(0, 3).map((n) => `${n.node} ${n.p99Ms} ms`).join(', ');
   const offered = nodes * ranks * metrics * rate;
-  console.log(`\n| ${nodes} nodes x ${ranks} ranks x ${metrics} metrics x ${rate} steps/s (${offered.toLocaleString('en')} points/s offered), ${seconds} s | |`);
+  console.log(`\n| ${nodes} nodes x ${ranks} ranks x ${metrics} metrics x ${rate} steps/s (${offered.toLocaleString('en')} points/s offered), ${seconds} s, ${batchRuns || 64} run(s) per transaction | |`);
   console.log('|---|---|');
   console.log(`| rows written / stored / in chunks | ${r.rowsWritten} / ${r.rowsStored} / ${r.rowsInChunks} |`);
   console.log(`| upload lag, all nodes: p50 / p99 / max | ${r.lag.p50Ms} / ${r.lag.p99Ms} / ${r.lag.maxMs} ms |`);
@@ -42,6 +70,15 @@ try {
   console.log(`| store size, per point | ${(r.store.sizeBytes / 2 ** 20).toFixed(1)} MiB, ${r.store.bytesPerPoint.toFixed(1)} B |`);
   console.log(`| PostgreSQL CPU | ${r.store.pgCpuS === null ? 'not seen (a remote server)' : `${r.store.pgCpuS.toFixed(1)} s (${((r.store.pgCpuS / r.drainedS) * 100).toFixed(0)} % of one core)`} |`);
   console.log(`| lock waits seen (sampled every 0.5 s), deadlocks | ${r.store.lockWaitsSeen}, ${r.store.deadlocks} |`);
+  if (r.restart) {
+    console.log(`| store stopped for | ${((r.restart.upAt - r.restart.downAt) / 1000).toFixed(1)} s (from ${((r.restart.downAt - r.startedAt) / 1000).toFixed(1)} s into the load) |`);
+    console.log(`| worst lag from the stop on; every node back to its level before, after the store returned | ${r.restart.worstLagMs} ms; ${r.restart.recoveredS === null ? 'NOT before the end' : `${r.restart.recoveredS.toFixed(1)} s`} |`);
+  }
+  if (slowMs) {
+    const slow = r.lag.perNode.find((n) => n.node === 'node-1')!;
+    const rest = r.lag.perNode.filter((n) => n.node !== 'node-1');
+    console.log(`| node-1, ${slowMs} ms each way from the store: lag p50 / p99 (the other nodes' median p99) | ${slow.p50Ms} / ${slow.p99Ms} ms (${[...rest.map((n) => n.p99Ms)].sort((a, b) => a - b)[Math.floor(rest.length / 2)]} ms) |`);
+  }
   if (r.rowsStored !== r.rowsWritten || r.rowsInChunks !== r.rowsWritten) {
     console.error(`cluster-sim: the store does not hold every row exactly once (${r.rowsWritten} written, ${r.rowsStored} counted, ${r.rowsInChunks} in chunks)`);
     process.exitCode = 1;

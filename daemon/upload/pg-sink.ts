@@ -94,6 +94,73 @@ export class PgSink {
     });
   }
 
+  /**
+   * Several runs' slices in one transaction (a node's ranks each have a small slice every pass): the same writes
+   * as uploadSlice for each, in about a dozen statements for the lot instead of a dozen per run, so a node far
+   * from the store (each statement a round trip) and a store taking a thousand ranks' slices each pay per pass,
+   * not per run. Cursors are locked in run-id order (as the runs' rows are written), so two batches never wait
+   * on each other in a cycle. A run whose cursor moved (another uploader) is left out of the writes and answered
+   * `moved`. Null, with nothing written, when a run's cursor belongs to another node or another local store:
+   * the caller then sends the slices one by one, and uploadSlice says which run and why.
+   */
+  async uploadSlices(items: Array<{ row: RunRow; slice: EncodedSlice; caughtUp: boolean }>): Promise<Array<{ offset: number; moved: boolean }> | null> {
+    if (items.length === 1) return [await this.uploadSlice(items[0].row, items[0].slice, items[0].caughtUp)];
+    const sorted = [...items].sort((a, b) => (a.row.id < b.row.id ? -1 : a.row.id > b.row.id ? 1 : 0));
+    const ids = sorted.map((x) => x.row.id);
+    if (new Set(ids).size !== ids.length) throw new Error('uploadSlices: one slice per run');
+    const c = await this.pool.connect();
+    let broken = false;
+    const onError = () => (broken = true);
+    c.on('error', onError);
+    try {
+      await c.query('BEGIN');
+      await c.query('INSERT INTO logd_cursors (run_id, node, source) SELECT id, $2, NULLIF($3, \'\') FROM unnest($1::text[]) AS u(id) ORDER BY id ON CONFLICT (run_id) DO NOTHING', [ids, this.node, this.source]);
+      const cur = await c.query<{ run_id: string; node: string; source: string | null; log_offset: string }>(
+        'SELECT run_id, node, source, log_offset FROM logd_cursors WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE', [ids]);
+      const byId = new Map(cur.rows.map((r) => [r.run_id, r]));
+      const foreign = cur.rows.some((r) => r.node !== this.node || (this.source && r.source && r.source !== this.source));
+      if (foreign || byId.size !== ids.length) {
+        await c.query('ROLLBACK');
+        return null;
+      }
+      const unsourced = cur.rows.filter((r) => this.source && !r.source).map((r) => r.run_id);
+      if (unsourced.length) await c.query('UPDATE logd_cursors SET source = $2 WHERE run_id = ANY($1::text[])', [unsourced, this.source]);
+      const take = sorted.filter((x) => Number(byId.get(x.row.id)!.log_offset) === x.slice.start);
+      if (take.length) {
+        await upsertRuns(c, this.node, take.map((x) => ({ row: x.row, addRows: x.slice.rows, caughtUp: x.caughtUp })));
+        await copyInto(c, 'logd_keys', KEY_COLUMNS, joinCopy(take.map((x) => x.slice.keys)));
+        await copyInto(c, 'logd_rows', ROW_COLUMNS, joinCopy(take.map((x) => x.slice.chunkRows)));
+        await copyInto(c, 'logd_values', VALUE_COLUMNS, joinCopy(take.map((x) => x.slice.values)));
+        const w = take.flatMap((x) => x.slice.writers.map((wr) => ({ run: x.row.id, ...wr })));
+        if (w.length) {
+          await c.query(
+            `INSERT INTO logd_writers (run_id, writer, rank) SELECT id, w, r FROM unnest($1::text[], $2::bigint[], $3::int[]) AS u(id, w, r)
+             ON CONFLICT (run_id, writer) DO UPDATE SET rank = excluded.rank`,
+            [w.map((x) => x.run), w.map((x) => x.idx), w.map((x) => x.rank)],
+          );
+        }
+        await copyInto(c, 'logd_console', CONSOLE_COLUMNS, joinCopy(take.map((x) => x.slice.console)));
+        await copyInto(c, 'logd_media', MEDIA_COLUMNS, joinCopy(take.map((x) => x.slice.media)));
+        for (const x of take) await insertImages(c, x.row.id, x.slice.images);
+        await c.query(
+          'UPDATE logd_cursors c SET log_offset = u.o, updated_at = now() FROM unnest($1::text[], $2::bigint[]) AS u(id, o) WHERE c.run_id = u.id',
+          [take.map((x) => x.row.id), take.map((x) => x.slice.end)],
+        );
+      }
+      await c.query('COMMIT');
+      return items.map((x) => {
+        const at = Number(byId.get(x.row.id)!.log_offset);
+        return at === x.slice.start ? { offset: x.slice.end, moved: false } : { offset: at, moved: true };
+      });
+    } catch (e) {
+      await c.query('ROLLBACK').catch(() => (broken = true));
+      throw e;
+    } finally {
+      c.off('error', onError);
+      c.release(broken);
+    }
+  }
+
   /** A run that was done is open again (init(resume=...)): its new rows are to come. */
   async reopen(runId: string): Promise<void> {
     await this.pool.query('UPDATE logd_cursors SET done = false, updated_at = now() WHERE run_id = $1 AND node = $2', [runId, this.node]);
@@ -235,14 +302,28 @@ export class PgSink {
 }
 
 async function upsertRun(c: pg.ClientBase, node: string, row: RunRow, addRows: number, caughtUp: boolean): Promise<void> {
-  // A final state shows once the whole log is in the store; until then a run
-  // that is final locally reads as finishing.
-  const state = FINAL.includes(row.state) && !caughtUp ? 'finishing' : row.state;
-  const tags = JSON.parse(row.tags || '[]') as string[];
+  await upsertRuns(c, node, [{ row, addRows, caughtUp }]);
+}
+
+/** The runs' listing rows (distinct ids, in the order given: callers sort them by id). */
+async function upsertRuns(c: pg.ClientBase, node: string, runs: Array<{ row: RunRow; addRows: number; caughtUp: boolean }>): Promise<void> {
+  const args: unknown[] = [];
+  const tuples: string[] = [];
+  for (const { row, addRows, caughtUp } of runs) {
+    // A final state shows once the whole log is in the store; until then a run
+    // that is final locally reads as finishing.
+    const state = FINAL.includes(row.state) && !caughtUp ? 'finishing' : row.state;
+    const tags = JSON.parse(row.tags || '[]') as string[];
+    const base = args.length;
+    args.push(row.id, node, clean(row.project), clean(row.name), clean(row.grp), clean(row.job_type), tags.map(clean), clean(row.notes), row.mode,
+      state, clean(row.state_reason), row.exit_code, row.created_at, row.finished_at, clean(row.config_json), clean(row.summary_json),
+      clean(row.metadata_json), addRows);
+    tuples.push(`(${Array.from({ length: 18 }, (_, i) => `$${base + i + 1}`).join(', ')})`);
+  }
   await c.query(
     `INSERT INTO logd_runs (id, node, project, name, grp, job_type, tags, notes, mode, state, state_reason, exit_code,
        created_at, finished_at, config_json, summary_json, metadata_json, history_rows)
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+     VALUES ${tuples.join(', ')}
      ON CONFLICT (id) DO UPDATE SET project = excluded.project, name = excluded.name, grp = excluded.grp,
        job_type = excluded.job_type, tags = excluded.tags, notes = excluded.notes, mode = excluded.mode,
        state = CASE WHEN logd_runs.state IN ('finished', 'crashed', 'killed') AND excluded.state NOT IN ('finished', 'crashed', 'killed')
@@ -250,10 +331,29 @@ async function upsertRun(c: pg.ClientBase, node: string, row: RunRow, addRows: n
        state_reason = excluded.state_reason, exit_code = excluded.exit_code, finished_at = excluded.finished_at,
        config_json = excluded.config_json, summary_json = excluded.summary_json, metadata_json = excluded.metadata_json,
        history_rows = logd_runs.history_rows + excluded.history_rows, uploaded_at = clock_timestamp()`,
-    [row.id, node, clean(row.project), clean(row.name), clean(row.grp), clean(row.job_type), tags.map(clean), clean(row.notes), row.mode,
-      state, clean(row.state_reason), row.exit_code, row.created_at, row.finished_at, clean(row.config_json), clean(row.summary_json),
-      clean(row.metadata_json), addRows],
+    args,
   );
+}
+
+/** COPY BINARY data of several slices as one: the first header, every slice's tuples, one trailer. */
+export function joinCopy(parts: Array<Uint8Array | null>): Uint8Array | null {
+  const some = parts.filter((p): p is Uint8Array => p !== null);
+  if (some.length <= 1) return some[0] ?? null;
+  const HEADER = 19; // signature (11), flags (4), header extension length (4): logd writes no extension
+  const bodies = some.map((p) => {
+    const ext = Buffer.from(p.buffer, p.byteOffset, p.byteLength).readInt32BE(15);
+    if (ext !== 0) throw new Error('joinCopy: a COPY header with an extension');
+    return p.subarray(HEADER + ext, p.byteLength - 2);
+  });
+  const out = Buffer.allocUnsafe(HEADER + bodies.reduce((n, b) => n + b.byteLength, 0) + 2);
+  out.set(some[0].subarray(0, HEADER), 0);
+  let at = HEADER;
+  for (const b of bodies) {
+    out.set(b, at);
+    at += b.byteLength;
+  }
+  out.writeInt16BE(-1, at);
+  return out;
 }
 
 /** The ranks of the writers that joined in a slice (a writer's frame may come again: the last one wins). */

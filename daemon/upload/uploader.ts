@@ -12,6 +12,7 @@
 import type { RunRow } from '../store/index-db.js';
 import { PgSink, RunOfAnotherNode, type Cursor } from './pg-sink.js';
 import { SliceEncoder } from './encoder.js';
+import type { EncodedSlice } from './encode.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from './pg-sink.js';
 import { SYNC_REQUEST, type LocalRuns } from './local-runs.js';
 import { redact, type StoreUrl } from './url.js';
@@ -55,9 +56,24 @@ export interface UploaderOptions {
   encoderThread?: boolean;
   /** Continuing runs from the store (the daemon's SharedRuns): the longest a claim may take, and the takeover lease. */
   claim?: { deadlineMs: number; takeoverAfterMs: number };
+  /**
+   * Runs whose slices go up in one transaction (default 64; 1: one transaction per run). A node's ranks each have
+   * a small slice every pass: one transaction for all of them costs one round trip per statement for the lot,
+   * which is what a node far from the store, and a store taking a thousand ranks, pay for.
+   */
+  batchRuns?: number;
 }
 
 interface Pending { since: number }
+
+/** A run's next slice, encoded, with what the uploader knew when it read it. */
+interface SliceWork { id: string; cur: Cursor; end: number; row: RunRow; slice: EncodedSlice }
+
+/** Encoded bytes in one batch of runs' slices at most (one slice bigger than this goes alone). */
+const BATCH_BYTES = 16 << 20;
+
+const encodedBytes = (s: EncodedSlice): number =>
+  (s.keys?.byteLength ?? 0) + (s.chunkRows?.byteLength ?? 0) + (s.values?.byteLength ?? 0) + (s.console?.byteLength ?? 0) + (s.media?.byteLength ?? 0) + s.images.reduce((n, i) => n + i.data.byteLength, 0);
 
 export class Uploader {
   private sink: PgSink;
@@ -170,11 +186,28 @@ export class Uploader {
     const cursors = this.cursors;
     let worked = false;
     this.measureBacklog();
+    // Runs with new rows: their slices are encoded and go up together (uploadBatch), up to batchRuns runs or
+    // BATCH_BYTES at a time.
+    const most = Math.max(1, this.o.batchRuns ?? 64);
+    let batch: SliceWork[] = [];
+    let batchBytes = 0;
+    const flush = async () => {
+      if (!batch.length) return;
+      const b = batch;
+      batch = [];
+      batchBytes = 0;
+      if (await this.uploadBatch(b)) worked = true;
+    };
     for (const { id, cur, end } of this.candidates()) {
       if (this.stopped) break;
       if (this.reopened.delete(id)) await this.sink.reopen(id);
       if (end > cur.offset) {
-        if (await this.uploadSlice(id, cur, end)) worked = true;
+        const work = await this.encodeSlice(id, cur, end);
+        if (!work) continue;
+        const bytes = encodedBytes(work.slice);
+        if (batch.length && (batch.length >= most || batchBytes + bytes > BATCH_BYTES)) await flush();
+        batch.push(work);
+        batchBytes += bytes;
         continue;
       }
       this.pending.delete(id);
@@ -196,6 +229,7 @@ export class Uploader {
         worked = true;
       }
     }
+    await flush();
     this.status.state = this.status.backlog.runs > 0 ? 'uploading' : 'idle';
     this.flushStatus(false);
     return worked;
@@ -291,21 +325,45 @@ export class Uploader {
     this.status.lagMs = lag;
   }
 
-  private async uploadSlice(id: string, cur: Cursor, end: number): Promise<boolean> {
+  /** The run's next slice, read and encoded; null when there is none yet (the next frame is not whole). */
+  private async encodeSlice(id: string, cur: Cursor, end: number): Promise<SliceWork | null> {
     const row = this.o.runs.row(id);
-    if (!row) return false;
+    if (!row) return null;
     const slice = await this.encoder.encode({
       file: this.o.runs.logFile(id), runId: id, stream: STREAM_HISTORY, from: cur.offset, to: end, maxBytes: this.o.sliceBytes ?? 32 * 1024 * 1024,
       offsetBase: this.o.runs.offsetBase(id),
     });
-    if (slice.end === cur.offset) return false; // the next frame is not whole yet
-    let res;
-    try {
-      res = await this.sink.uploadSlice(row, slice, slice.end >= end);
-    } catch (e) {
-      if (this.refuseRun(id, e)) return false;
-      throw e;
+    if (slice.end === cur.offset) return null; // the next frame is not whole yet
+    return { id, cur, end, row, slice };
+  }
+
+  /**
+   * Runs' slices in one transaction; one at a time when the store says a run is another node's (that run is then
+   * refused alone, as before). True when something went up.
+   */
+  private async uploadBatch(batch: SliceWork[]): Promise<boolean> {
+    const results = batch.length > 1 ? await this.sink.uploadSlices(batch.map((w) => ({ row: w.row, slice: w.slice, caughtUp: w.slice.end >= w.end }))) : null;
+    if (results) {
+      batch.forEach((w, i) => this.landed(w, results[i]));
+      return true;
     }
+    let any = false;
+    for (const w of batch) {
+      let res;
+      try {
+        res = await this.sink.uploadSlice(w.row, w.slice, w.slice.end >= w.end);
+      } catch (e) {
+        if (this.refuseRun(w.id, e)) continue;
+        throw e;
+      }
+      this.landed(w, res);
+      any = true;
+    }
+    return any;
+  }
+
+  /** What the store answered for a run's slice: its cursor, rows and lag as they are now. */
+  private landed({ id, cur, end, slice }: SliceWork, res: { offset: number; moved: boolean }): void {
     if (!res.moved) {
       if (slice.missingImages.length) {
         this.o.log(`upload: run ${id}: ${slice.missingImages.length} image(s) its media entries name are missing from its media dir or do not match their sha256 (${slice.missingImages[0].slice(0, 12)}…); their entries are uploaded without them`);
@@ -318,7 +376,6 @@ export class Uploader {
     this.cursors.set(id, cur);
     this.sentAt.set(id, Date.now());
     if (cur.offset >= end) this.pending.delete(id);
-    return true;
   }
 
   /** A run the store will not take from us (another node's id): left local, said once. */
