@@ -27,7 +27,9 @@ const ROOMS = {
   'daemon/runs': ['src', 'daemon/store', 'daemon/sampler', 'daemon/health'],
   'daemon/reads': ['src', 'daemon/store'],
   'daemon/grpc': ['src', 'daemon/store', 'daemon/sampler', 'daemon/runs', 'daemon/reads'],
-  'daemon/upload': ['src', 'daemon/store', 'daemon/sampler'],
+  // The shared store's small chunks merged in place (SQL only).
+  'daemon/compaction': [],
+  'daemon/upload': ['src', 'daemon/store', 'daemon/sampler', 'daemon/compaction'],
   // The query layer reads the local store through the daemon (as a client does) or the shared store.
   'daemon/query': ['src', 'client', 'daemon/store', 'daemon/upload'],
   'daemon/ui': ['src', 'daemon/query', 'daemon/views', 'daemon/alerts'],
@@ -43,7 +45,7 @@ const ROOMS = {
   'daemon/daemon.ts': ['src', 'addon', 'daemon/store', 'daemon/sampler', 'daemon/process', 'daemon/runs', 'daemon/grpc', 'daemon/upload', 'daemon/health', 'daemon/alerts', 'daemon/code'],
   'launcher': ['src', 'client'],
   // The `logd` command: every program's entry point.
-  'daemon/cli': ['src', 'client', 'launcher', 'daemon/daemon.ts', 'daemon/process', 'daemon/query', 'daemon/ui', 'daemon/upload', 'daemon/store', 'daemon/alerts', 'daemon/views', 'daemon/shared-reads'],
+  'daemon/cli': ['src', 'client', 'launcher', 'daemon/daemon.ts', 'daemon/process', 'daemon/query', 'daemon/ui', 'daemon/upload', 'daemon/store', 'daemon/alerts', 'daemon/views', 'daemon/shared-reads', 'daemon/compaction'],
   'daemon/cli.ts': ['src', 'client', 'launcher', 'daemon/daemon.ts', 'daemon/process', 'daemon/query', 'daemon/ui', 'daemon/upload', 'daemon/store', 'daemon/cli', 'daemon/alerts'],
   'native': [],
   'web': ['src'],

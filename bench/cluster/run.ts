@@ -1,12 +1,14 @@
 // The load generator's command (bench/cluster/README.md):
 //
 //   node dist/bench/cluster/run.js [--nodes 16] [--ranks 8] [--metrics 100] [--rate 10] [--seconds 30] [--url postgres://…]
-//     [--restart-store-at S --store-down S] [--slow-node-ms MS] [--skew-node-s S] [--batch-runs N]
+//     [--restart-store-at S --store-down S] [--slow-node-ms MS] [--skew-node-s S] [--batch-runs N] [--no-compact]
 //
 // Faults: --restart-store-at stops the (throwaway) store S seconds into the load for --store-down seconds (5 by
 // default) and starts it again; --slow-node-ms puts node 1 behind a proxy that holds each packet back MS ms each
 // way; --skew-node-s sets node 2's clock off by S seconds (negative: behind). --batch-runs: runs per upload
-// transaction (the uploader's default 64; 1 sends each run's slice in a transaction of its own).
+// transaction (the uploader's default 64; 1 sends each run's slice in a transaction of its own). --no-compact:
+// the uploaders leave runs' small chunks as they are. With a throwaway store the chunk tables are VACUUM FULLed
+// at the end and measured again (what the store holds once autovacuum has reused the merged-away rows' space).
 //
 // Without --url (or LOGD_BENCH_STORE_URL) it starts a throwaway PostgreSQL 15 (bench/pg-cluster.ts) and removes
 // it after. Prints one table: upload lag, what the store took, its size and PostgreSQL's CPU.
@@ -27,6 +29,7 @@ const storeDown = Number(arg('--store-down', '5'));
 const slowMs = arg('--slow-node-ms', '');
 const skewS = arg('--skew-node-s', '');
 const batchRuns = arg('--batch-runs', '');
+const compact = !process.argv.includes('--no-compact');
 for (const [k, v] of Object.entries({ nodes, ranks, metrics, rate, seconds, 'store-down': storeDown, ...(restartAt ? { 'restart-store-at': Number(restartAt) } : {}), ...(slowMs ? { 'slow-node-ms': Number(slowMs) } : {}), ...(batchRuns ? { 'batch-runs': Number(batchRuns) } : {}) })) {
   if (!(Number.isFinite(v) && v > 0)) {
     console.error(`cluster-sim: --${k} must be a positive number`);
@@ -58,7 +61,7 @@ try {
     ...(slowMs ? { slowNode: { node: 1, delayMs: Number(slowMs) } } : {}),
     ...(skewS ? { skewedNode: { node: 2, offsetS: Number(skewS) } } : {}),
   };
-  const r = await simulate({ url, nodes, ranks, metrics, stepsPerSec: rate, seconds, dir, log: (l) => console.error(l), faults, batchRuns: batchRuns ? Number(batchRuns) : undefined });
+  const r = await simulate({ url, nodes, ranks, metrics, stepsPerSec: rate, seconds, dir, log: (l) => console.error(l), faults, batchRuns: batchRuns ? Number(batchRuns) : undefined, compact, vacuumFull: pgc !== null });
   const worst = [...r.lag.perNode].sort((a, b) => b.p99Ms - a.p99Ms).slice(0, 3).map((n) => `${n.node} ${n.p99Ms} ms`).join(', ');
   const offered = nodes * ranks * metrics * rate;
   console.log(`\n| ${nodes} nodes x ${ranks} ranks x ${metrics} metrics x ${rate} steps/s (${offered.toLocaleString('en')} points/s offered), ${seconds} s, ${batchRuns || 64} run(s) per transaction | |`);
@@ -67,7 +70,8 @@ try {
   console.log(`| upload lag, all nodes: p50 / p99 / max | ${r.lag.p50Ms} / ${r.lag.p99Ms} / ${r.lag.maxMs} ms |`);
   console.log(`| upload lag p99, the 3 worst nodes | ${worst} |`);
   console.log(`| store took (until drained, ${r.drainedS.toFixed(1)} s) | ${Math.round(r.store.pointsPerS).toLocaleString('en')} points/s, ${Math.round(r.store.rowsPerS)} rows/s, ${r.store.txPerS.toFixed(0)} tx/s |`);
-  console.log(`| store size, per point | ${(r.store.sizeBytes / 2 ** 20).toFixed(1)} MiB, ${r.store.bytesPerPoint.toFixed(1)} B |`);
+  console.log(`| store size, per point (chunks merged: ${compact ? 'yes' : 'no'}; ${r.store.chunkRows} chunk rows) | ${(r.store.sizeBytes / 2 ** 20).toFixed(1)} MiB, ${r.store.bytesPerPoint.toFixed(1)} B |`);
+  if (r.store.compactedBytesPerPoint !== null) console.log(`| per point after VACUUM FULL of the chunk tables | ${r.store.compactedBytesPerPoint.toFixed(1)} B |`);
   console.log(`| PostgreSQL CPU | ${r.store.pgCpuS === null ? 'not seen (a remote server)' : `${r.store.pgCpuS.toFixed(1)} s (${((r.store.pgCpuS / r.drainedS) * 100).toFixed(0)} % of one core)`} |`);
   console.log(`| lock waits seen (sampled every 0.5 s), deadlocks | ${r.store.lockWaitsSeen}, ${r.store.deadlocks} |`);
   if (r.restart) {

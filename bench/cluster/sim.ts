@@ -47,6 +47,10 @@ export interface SimOptions {
   faults?: SimFaults;
   /** The uploaders' runs per transaction (UploaderOptions.batchRuns; default theirs, 64). */
   batchRuns?: number;
+  /** The uploaders merge runs' small chunks (UploaderOptions.compact; default true). */
+  compact?: boolean;
+  /** At the end, VACUUM FULL the chunk tables and measure the store again (a throwaway store only: it locks them). */
+  vacuumFull?: boolean;
 }
 
 export interface SimFaults {
@@ -70,7 +74,7 @@ export interface SimResult {
   writeS: number;
   drainedS: number;
   lag: { p50Ms: number; p99Ms: number; maxMs: number; perNode: NodeLag[] };
-  store: { rowsPerS: number; pointsPerS: number; txPerS: number; sizeBytes: number; bytesPerPoint: number; lockWaitsSeen: number; deadlocks: number; pgCpuS: number | null };
+  store: { rowsPerS: number; pointsPerS: number; txPerS: number; sizeBytes: number; bytesPerPoint: number; compactedBytesPerPoint: number | null; chunkRows: number; lockWaitsSeen: number; deadlocks: number; pgCpuS: number | null };
   group: string;
   /** When the writers started (ms since the epoch). */
   startedAt: number;
@@ -208,7 +212,7 @@ export async function simulate(o: SimOptions): Promise<SimResult> {
       throw e;
     }
   };
-  const uploaders = stores.map((s, n) => new Uploader({ url: n === o.faults?.slowNode?.node ? slowUrl : url, node: `node-${n}`, runs: new DataDirRuns(s.dataDir), log: () => {}, pollMs: o.pollMs ?? 200, backoffMaxMs: 2000, statusDir: null, batchRuns: o.batchRuns }));
+  const uploaders = stores.map((s, n) => new Uploader({ url: n === o.faults?.slowNode?.node ? slowUrl : url, node: `node-${n}`, runs: new DataDirRuns(s.dataDir), log: () => {}, pollMs: o.pollMs ?? 200, backoffMaxMs: 2000, statusDir: null, batchRuns: o.batchRuns, compact: o.compact }));
   // The first one makes the schema; the rest find it.
   await uploaders[0].pass();
   const statsOf = async () => (await query(`SELECT xact_commit::float8 AS tx, deadlocks::float8 AS dl FROM pg_stat_database WHERE datname = current_database()`)).rows[0] as { tx: number; dl: number };
@@ -320,6 +324,12 @@ export async function simulate(o: SimOptions): Promise<SimResult> {
   const stored = (await query(`SELECT coalesce(sum(history_rows), 0)::float8 AS n FROM logd_runs WHERE grp = $1`, [group])).rows[0].n as number;
   const inChunks = (await query(`SELECT coalesce(sum(nrows), 0)::float8 AS n FROM logd_rows WHERE run_id LIKE $1 AND stream = 0`, [`${tag}n%`])).rows[0].n as number;
   const size = Number((await query(`SELECT pg_database_size(current_database())::float8 AS b`)).rows[0].b);
+  const chunkRows = Number((await query(`SELECT count(*)::float8 AS n FROM logd_rows WHERE run_id LIKE $1`, [`${tag}n%`])).rows[0].n);
+  let vacuumed: number | null = null;
+  if (o.vacuumFull) {
+    await query('VACUUM FULL logd_rows, logd_values');
+    vacuumed = Number((await query(`SELECT pg_database_size(current_database())::float8 AS b`)).rows[0].b);
+  }
   await db.end();
   for (const x of runs) x.log.close();
   for (const s of stores) s.close();
@@ -343,7 +353,8 @@ export async function simulate(o: SimOptions): Promise<SimResult> {
     lag: { p50Ms: quantile(all, 0.5), p99Ms: quantile(all, 0.99), maxMs: Math.max(0, ...all), perNode },
     store: {
       rowsPerS: stored / drainedS, pointsPerS: (stored * o.metrics) / drainedS, txPerS: (after.tx - before.tx) / drainedS,
-      sizeBytes: size, bytesPerPoint: size / Math.max(1, stored * o.metrics), lockWaitsSeen: lockWaits, deadlocks: after.dl - before.dl,
+      sizeBytes: size, bytesPerPoint: size / Math.max(1, stored * o.metrics), chunkRows,
+      compactedBytesPerPoint: vacuumed === null ? null : vacuumed / Math.max(1, stored * o.metrics), lockWaitsSeen: lockWaits, deadlocks: after.dl - before.dl,
       pgCpuS: cpu0 !== null && cpu1 !== null ? (restartAt ? cpu1 + cpuCarried : cpu1 - cpu0) : null,
     },
   };

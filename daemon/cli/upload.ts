@@ -13,6 +13,7 @@ import { readStatus, type UploadStatus } from '../upload/status.js';
 import { pgOptions, lacksPassword, NO_PASSWORD } from '../upload/pgpass.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
 import { ingestSpillFiles } from './ingest.js';
+import { compactRun } from '../compaction/compact.js';
 
 function fail(msg: string, code = 1): never {
   process.stderr.write(`logd: ${msg}\n`);
@@ -129,6 +130,59 @@ export function registerUploadCommands(program: Command): void {
     });
 
   const store = program.command('store').description('the shared PostgreSQL store');
+  store
+    .command('compact')
+    .argument('[runs...]', 'only these runs (default: every run in the store)')
+    .description("merge the runs' small chunks in the shared store (the uploader does this itself as runs go on and end; this is for runs an older logd uploaded), then VACUUM the tables")
+    .addOption(urlOption('store', 'compact the shared store', 'LOGD_STORE_URL, then LOGD_UPLOAD_URL'))
+    .addOption(urlFileOption('store'))
+    .action(async (ids: string[], o: UrlOptions) => {
+      const raw = urlOrExit('store', o) || process.env.LOGD_STORE_URL || process.env.LOGD_UPLOAD_URL;
+      if (!raw) fail('no shared store named: set LOGD_STORE_URL, or pass --store-url-file PATH, or --store postgres://user@host/db with the password in ~/.pgpass');
+      let url;
+      try {
+        url = parseStoreUrl(raw);
+      } catch (e) {
+        fail((e as Error).message);
+      }
+      const c = new pg.Client(pgOptions(url, { connectionTimeoutMillis: 15_000, application_name: 'logd store compact' }));
+      try {
+        await c.connect();
+        const v = await storeVersion(c);
+        if (v === 0) fail(`${url.shown} has no logd schema: nothing to compact`);
+        if (v > SCHEMA_VERSION) fail(`${url.shown} has schema version ${v}, newer than this logd's ${SCHEMA_VERSION}: upgrade logd`);
+        const all = (await c.query<{ id: string }>('SELECT id FROM logd_runs ORDER BY created_at, id')).rows.map((r) => r.id);
+        const wanted = ids.length ? ids : all;
+        const unknown = ids.filter((id) => !all.includes(id));
+        if (unknown.length) fail(`${url.shown} has no run ${unknown.map((x) => JSON.stringify(x)).join(', ')} (logd runs --store lists them)`);
+        let merged = 0, before = 0, after = 0;
+        let last = Date.now();
+        for (const [i, id] of wanted.entries()) {
+          const r = await compactRun(c, id);
+          if (r.chunksAfter < r.chunksBefore) {
+            merged++;
+            before += r.chunksBefore;
+            after += r.chunksAfter;
+          }
+          if (Date.now() - last > 2000) {
+            last = Date.now();
+            process.stderr.write(`logd: ${i + 1}/${wanted.length} runs looked at, ${merged} merged so far\n`);
+          }
+        }
+        console.log(`logd: ${url.shown}: ${wanted.length} runs looked at; ${merged} merged: ${before} chunks -> ${after}`);
+        // The rows merged away are dead tuples until a VACUUM (autovacuum would get to them in time).
+        try {
+          await c.query('VACUUM (ANALYZE) logd_rows, logd_values');
+          console.log(`logd: ${url.shown}: VACUUM of logd_rows and logd_values done: their space is free for new rows`);
+        } catch (e) {
+          console.log(`logd: ${url.shown}: VACUUM not run (${(e as Error).message}); autovacuum frees the space in time, or run VACUUM logd_rows, logd_values as the tables' owner`);
+        }
+      } catch (e) {
+        fail(redact(`cannot compact ${url.shown}: ${(e as Error).message}${lacksPassword(e) ? `; ${NO_PASSWORD}` : ''}`, url));
+      } finally {
+        await c.end().catch(() => {});
+      }
+    });
   store
     .command('migrate')
     .description(`create or upgrade the shared store's schema (to version ${SCHEMA_VERSION})`)

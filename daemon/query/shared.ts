@@ -73,6 +73,42 @@ export class SharedSource implements QuerySource {
     }
   }
 
+  /**
+   * Queries that must see one state of the store: a run's chunks are read in three statements (skeleton, row
+   * bodies, values), and a compaction (daemon/compaction/) committing between them would merge away chunks the
+   * skeleton named. In one REPEATABLE READ transaction they all read the snapshot of the first.
+   */
+  private async snapshot<T>(fn: (q: <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<R[]>) => Promise<T>): Promise<T> {
+    let c: pg.PoolClient;
+    try {
+      c = await this.pool.connect();
+    } catch (e) {
+      throw this.error(`reading ${this.where} failed: ${(e as Error).message}`);
+    }
+    let broken = false;
+    const onError = () => (broken = true);
+    c.on('error', onError);
+    const q = async <R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> => {
+      try {
+        return (await c.query<R>(text, values)).rows;
+      } catch (e) {
+        throw this.error(`reading ${this.where} failed: ${(e as Error).message}`);
+      }
+    };
+    try {
+      await q('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', []);
+      const out = await fn(q);
+      await q('COMMIT', []);
+      return out;
+    } catch (e) {
+      await c.query('ROLLBACK').catch(() => (broken = true));
+      throw e;
+    } finally {
+      c.off('error', onError);
+      c.release(broken);
+    }
+  }
+
   async listRuns(f: RunFilter): Promise<RunPage> {
     const where: string[] = [];
     const args: unknown[] = [];
@@ -113,10 +149,14 @@ export class SharedSource implements QuerySource {
     return this.rows(id, hq);
   }
 
-  /** The stored rows, as uploaded. */
+  /** The stored rows, as uploaded (one snapshot of the store). */
   private async rows(id: string, hq: HistoryQuery): Promise<History> {
+    return this.snapshot((q) => this.rowsIn(q, id, hq));
+  }
+
+  private async rowsIn(q: <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<R[]>, id: string, hq: HistoryQuery): Promise<History> {
     const stream = hq.system ? STREAM_SYSTEM : STREAM_HISTORY;
-    const keyRows = await this.q<{ key_id: number; name: string }>('SELECT key_id, name FROM logd_keys WHERE run_id = $1 AND stream = $2 ORDER BY key_id', [id, stream]);
+    const keyRows = await q<{ key_id: number; name: string }>('SELECT key_id, name FROM logd_keys WHERE run_id = $1 AND stream = $2 ORDER BY key_id', [id, stream]);
     const keys = keyRows.map((k) => k.name);
     const pos = new Map<number, number>(keyRows.map((k, i) => [k.key_id, i]));
     const wanted = hq.keys?.length ? keyRows.filter((k) => hq.keys!.includes(k.name)).map((k) => k.key_id) : null;
@@ -124,7 +164,7 @@ export class SharedSource implements QuerySource {
 
     // Chunks in arrival order; for a tail, only the last ones.
     type Skel = { writer: number; seq_lo: number; ord: number; nrows: number };
-    let skel = await this.q<Skel>('SELECT writer::float8, seq_lo, ord::float8, nrows FROM logd_rows WHERE run_id = $1 AND stream = $2 ORDER BY ord, writer, seq_lo', [id, stream]);
+    let skel = await q<Skel>('SELECT writer::float8, seq_lo, ord::float8, nrows FROM logd_rows WHERE run_id = $1 AND stream = $2 ORDER BY ord, writer, seq_lo', [id, stream]);
     let cut = 0;
     if (hq.tailRows && hq.tailRows > 0) {
       let n = 0, i = skel.length;
@@ -138,9 +178,9 @@ export class SharedSource implements QuerySource {
     // Arrays travel in PostgreSQL's binary array form (array_send), base64 in
     // the text protocol: no float is printed or parsed on either side.
     const [bodies, vals] = await Promise.all([
-      this.q<{ writer: number; seq_lo: number; steps: string; times: string }>(
+      q<{ writer: number; seq_lo: number; steps: string; times: string }>(
         `SELECT writer::float8, seq_lo, ${b64('steps')} AS steps, ${b64('times')} AS times FROM logd_rows WHERE ${sel}`, [id, stream, ws, ss]),
-      this.q<{ writer: number; seq_lo: number; key_id: number; idx: string | null; vals: string }>(
+      q<{ writer: number; seq_lo: number; key_id: number; idx: string | null; vals: string }>(
         `SELECT writer::float8, seq_lo, key_id, ${b64('idx')} AS idx, ${b64('vals')} AS vals FROM logd_values WHERE ${sel}${wanted ? ' AND key_id = ANY($5::int[])' : ''}`,
         wanted ? [id, stream, ws, ss, wanted] : [id, stream, ws, ss]),
     ]);

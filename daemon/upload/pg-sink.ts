@@ -17,6 +17,7 @@ import type { StoreUrl } from './url.js';
 import { pgOptions } from './pgpass.js';
 import { claimRun, takenOverBy, type ClaimOptions } from './continue.js';
 import { StoreContinueRefused, type StoredRun } from '../store/from-store.js';
+import { compactRun, type CompactResult } from '../compaction/compact.js';
 
 export interface Cursor { offset: number; systemDone: boolean; done: boolean; rows: number }
 
@@ -154,6 +155,23 @@ export class PgSink {
       });
     } catch (e) {
       await c.query('ROLLBACK').catch(() => (broken = true));
+      throw e;
+    } finally {
+      c.off('error', onError);
+      c.release(broken);
+    }
+  }
+
+  /** Merges the run's small chunks in the store (daemon/compaction/), holding its cursor row. */
+  async compact(runId: string): Promise<CompactResult> {
+    const c = await this.pool.connect();
+    let broken = false;
+    const onError = () => (broken = true);
+    c.on('error', onError);
+    try {
+      return await compactRun(c, runId);
+    } catch (e) {
+      broken = true;
       throw e;
     } finally {
       c.off('error', onError);

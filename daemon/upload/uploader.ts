@@ -62,7 +62,15 @@ export interface UploaderOptions {
    * which is what a node far from the store, and a store taking a thousand ranks, pay for.
    */
   batchRuns?: number;
+  /**
+   * Merge a run's small chunks in the store (daemon/compaction/) when it ends, and every COMPACT_EVERY slices of
+   * it while it runs (default true).
+   */
+  compact?: boolean;
 }
+
+/** A live run's chunks are merged after this many of its slices went up. */
+export const COMPACT_EVERY = 64;
 
 interface Pending { since: number }
 
@@ -92,6 +100,10 @@ export class Uploader {
   private failingSince = 0;
   /** When each run was last sent to the store (a slice, or its row): an open run quiet for a heartbeat is sent again. */
   private sentAt = new Map<string, number>();
+  /** Slices of each run uploaded since its chunks were last merged. */
+  private slicesSinceCompact = new Map<string, number>();
+  /** Runs whose compaction failed and was said (once each). */
+  private compactSaid = new Set<string>();
   private readonly heartbeatMs: number;
 
   constructor(private o: UploaderOptions) {
@@ -227,9 +239,11 @@ export class Uploader {
         cursors.set(id, cur);
         this.sentAt.delete(id);
         worked = true;
+        await this.compact(id);
       }
     }
     await flush();
+    for (const [id, n] of this.slicesSinceCompact) if (n >= COMPACT_EVERY && !this.stopped) await this.compact(id);
     this.status.state = this.status.backlog.runs > 0 ? 'uploading' : 'idle';
     this.flushStatus(false);
     return worked;
@@ -369,6 +383,7 @@ export class Uploader {
         this.o.log(`upload: run ${id}: ${slice.missingImages.length} image(s) its media entries name are missing from its media dir or do not match their sha256 (${slice.missingImages[0].slice(0, 12)}…); their entries are uploaded without them`);
       }
       cur.rows += slice.rows;
+      this.slicesSinceCompact.set(id, (this.slicesSinceCompact.get(id) ?? 0) + 1);
       this.status.uploadedRows += slice.rows;
       this.status.uploadedPoints += slice.points;
     }
@@ -376,6 +391,22 @@ export class Uploader {
     this.cursors.set(id, cur);
     this.sentAt.set(id, Date.now());
     if (cur.offset >= end) this.pending.delete(id);
+  }
+
+  /**
+   * Merges the run's small chunks in the store. A failure loses nothing (the chunks stay as they were, the
+   * transaction rolled back): it is said once per run, and the next compaction (or `logd store compact`) does it.
+   */
+  private async compact(id: string): Promise<void> {
+    if (this.o.compact === false) return;
+    this.slicesSinceCompact.delete(id);
+    try {
+      await this.sink.compact(id);
+    } catch (e) {
+      if (this.compactSaid.has(id)) return;
+      this.compactSaid.add(id);
+      this.o.log(`upload: run ${id}: its small chunks in the store could not be merged (${this.describe(e)}); they stay as they are, every row there, and are merged later (or by \`logd store compact\`)`);
+    }
   }
 
   /** A run the store will not take from us (another node's id): left local, said once. */

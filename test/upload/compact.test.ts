@@ -1,0 +1,158 @@
+// Merging a run's small chunks in the shared store (daemon/compaction/, issue
+// 37): a run of two writers whose batches interleave, rows that carry only
+// some metrics, uploaded one frame per slice into a real PostgreSQL. After
+// compaction the store holds fewer chunks and reads back exactly as before
+// (whole, a tail, some keys), nothing of one writer is merged across another
+// writer's chunk, and the uploader merges a run by itself when it ends.
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { execa } from 'execa';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { pgUnavailable, startPg, type PgCluster } from '../pg/cluster.js';
+import { Store, rowFromReplay } from '../../daemon/store/store.js';
+import { FrameType, encodeHistory, jsonFrame, type RunMeta } from '../../daemon/store/format.js';
+import { DataDirRuns } from '../../daemon/upload/local-runs.js';
+import { PgSink } from '../../daemon/upload/pg-sink.js';
+import { Uploader } from '../../daemon/upload/uploader.js';
+import { parseStoreUrl } from '../../daemon/upload/url.js';
+import { SharedSource } from '../../daemon/query/shared.js';
+import { planCompaction } from '../../daemon/compaction/compact.js';
+import { bytesOf } from '../../src/wire.js';
+
+const noPg = pgUnavailable();
+let pgc: PgCluster;
+let dir = '';
+const CLI = path.resolve('dist/daemon/cli.js');
+
+/**
+ * One finished run whose log has, in order: writer 0 three batches, writer 1 two, writer 0 two more. Rows carry
+ * metrics a, b, c in turn, some rows only one or two of them; metric d only in writer 1's rows.
+ */
+async function writeRun(name: string, id: string): Promise<{ runs: DataDirRuns; rows: number }> {
+  const d = path.join(dir, name);
+  const store = Store.open(d);
+  const meta: RunMeta = {
+    id, project: 'compact', name: id, group: '', jobType: '', tags: [], notes: '', mode: 'online', createdAt: 1000,
+    runToken: 't', ownerWriterId: 'w', host: name, pid: 1, rank: null, config: {},
+  };
+  const log = store.createRun(meta);
+  for (const w of [0, 1]) log.append(FrameType.WRITER, jsonFrame({ idx: w, writerId: `w${w}`, pid: 1 + w, host: name, rank: null, joinedAt: 1 }));
+  log.append(FrameType.KEYS, jsonFrame({ first: 0, names: ['a', 'b', 'c', 'd'] }));
+  const seq = [0, 0];
+  let step = 0;
+  let rows = 0;
+  const batch = (w: number, n: number) => {
+    const steps: number[] = [], times: number[] = [], counts: number[] = [], ids: number[] = [], values: number[] = [];
+    for (let i = 0; i < n; i++, step++) {
+      steps.push(step);
+      times.push(1000 + step / 10);
+      const keys = w === 1 ? [0, 3] : step % 3 === 0 ? [0, 1, 2] : step % 3 === 1 ? [1] : [0, 2];
+      counts.push(keys.length);
+      for (const k of keys) {
+        ids.push(k);
+        values.push(step * 10 + k + 0.25);
+      }
+    }
+    seq[w] += n;
+    rows += n;
+    log.append(FrameType.HISTORY, encodeHistory({
+      writerIdx: w, seq: seq[w], rows: n, steps: bytesOf(Float64Array.from(steps)), times: bytesOf(Float64Array.from(times)),
+      values: bytesOf(Float64Array.from(values)), counts: bytesOf(Uint32Array.from(counts)), keyIds: bytesOf(Uint32Array.from(ids)),
+    }));
+  };
+  for (const [w, n] of [[0, 5], [0, 3], [0, 7], [1, 4], [1, 2], [0, 6], [0, 1]]) batch(w, n);
+  log.append(FrameType.STATE, jsonFrame({ state: 'finished', reason: '', exitCode: 0, finishedAt: 2000 }));
+  await store.commit([log]);
+  store.index.upsert(rowFromReplay(store.replay(id, false).run));
+  log.close();
+  store.close();
+  return { runs: new DataDirRuns(d), rows };
+}
+
+describe.skipIf(!!noPg)(`compaction of the shared store${noPg ? ` — ${noPg}` : ''}`, () => {
+  beforeAll(async () => {
+    pgc = await startPg();
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'logd-compact-test-'));
+  }, 120_000);
+  afterAll(() => {
+    pgc?.destroy();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  });
+
+  const q = (sql: string) => pgc.psql(sql, 'logd').trim();
+  const chunks = (id: string) => q(`SELECT string_agg(writer || ':' || nrows, ' ' ORDER BY ord, writer, seq_lo) FROM logd_rows WHERE run_id = '${id}' AND stream = 0`);
+
+  it('plans groups of one writer in read order, at most maxRows each', () => {
+    const s = (writer: string, seq_lo: number, nrows: number) => ({ writer, seq_lo, nrows });
+    const p = planCompaction([s('0', 1, 5), s('0', 6, 3), s('1', 1, 4), s('0', 9, 2), s('0', 11, 2), s('0', 13, 9)], 10);
+    expect(p.after).toBe(4); // [0:5+3] [1:4] [0:2+2] [0:9]
+    expect(p.seqLos).toEqual([1, 6, 9, 11]);
+    expect(p.groups).toEqual([1, 1, 9, 9]);
+    expect(p.bases).toEqual([0, 5, 0, 2]);
+    expect(p.counts).toEqual([2, 2, 2, 2]);
+  });
+
+  it('merges consecutive chunks of a writer; the run reads back exactly as before (whole, a tail, some keys)', async () => {
+    const { runs, rows } = await writeRun('node-a', 'cmp1');
+    const url = parseStoreUrl(pgc.url);
+    // One frame a slice, no compaction: seven chunks.
+    const up = new Uploader({ url, node: 'node-a', runs, log: () => {}, pollMs: 50, backoffMaxMs: 500, statusDir: null, sliceBytes: 1, compact: false });
+    try {
+      for (let i = 0; i < 20 && (await up.pass()); i++);
+    } finally {
+      await up.stop();
+    }
+    expect(chunks('cmp1')).toBe('0:5 0:3 0:7 1:4 1:2 0:6 0:1');
+    const src = new SharedSource(url);
+    const sink = new PgSink(url, 'node-a');
+    try {
+      await src.check();
+      const reads = () => Promise.all([
+        src.history('cmp1', {}), src.history('cmp1', { tailRows: 9 }), src.history('cmp1', { keys: ['b', 'd'] }), src.history('cmp1', { tailRows: 3, keys: ['c'] }),
+      ]);
+      const before = await reads();
+      expect(before[0].rows).toBe(rows);
+      const res = await sink.compact('cmp1');
+      expect(res).toEqual({ chunksBefore: 7, chunksAfter: 3 });
+      expect(chunks('cmp1')).toBe('0:15 1:6 0:7');
+      expect(await reads()).toEqual(before);
+      expect(Number(q(`SELECT history_rows FROM logd_runs WHERE id = 'cmp1'`))).toBe(rows);
+      // Metric d is in every row of writer 1 and in no row of writer 0: one value row, dense (no row places).
+      expect(q(`SELECT count(*) || ' ' || (idx IS NULL) FROM logd_values v JOIN logd_keys k USING (run_id, stream, key_id) WHERE run_id = 'cmp1' AND k.name = 'd' GROUP BY idx IS NULL`)).toBe('1 true');
+      // Again: nothing left to merge, nothing changes.
+      expect(await sink.compact('cmp1')).toEqual({ chunksBefore: 3, chunksAfter: 3 });
+      expect(await reads()).toEqual(before);
+    } finally {
+      await src.close();
+      await sink.close();
+    }
+  }, 60_000);
+
+  it('the uploader merges a run when it ends; `logd store compact` merges what an older logd left', async () => {
+    const { runs } = await writeRun('node-b', 'cmp2');
+    const url = parseStoreUrl(pgc.url);
+    const up = new Uploader({ url, node: 'node-b', runs, log: () => {}, pollMs: 50, backoffMaxMs: 500, statusDir: null, sliceBytes: 1 });
+    try {
+      for (let i = 0; i < 20 && (await up.pass()); i++);
+    } finally {
+      await up.stop();
+    }
+    expect(chunks('cmp2')).toBe('0:15 1:6 0:7');
+
+    // An older logd's chunks (cmp3 uploaded without compaction), merged by the command.
+    const three = await writeRun('node-c', 'cmp3');
+    const old = new Uploader({ url, node: 'node-c', runs: three.runs, log: () => {}, pollMs: 50, backoffMaxMs: 500, statusDir: null, sliceBytes: 1, compact: false });
+    try {
+      for (let i = 0; i < 20 && (await old.pass()); i++);
+    } finally {
+      await old.stop();
+    }
+    expect(chunks('cmp3')).toBe('0:5 0:3 0:7 1:4 1:2 0:6 0:1');
+    const r = await execa('node', [CLI, 'store', 'compact'], { env: { LOGD_STORE_URL: pgc.url }, reject: false, all: true });
+    expect(r.exitCode, r.all).toBe(0);
+    expect(chunks('cmp3')).toBe('0:15 1:6 0:7');
+    expect(r.stdout).toMatch(/3 runs looked at; 1 merged: 7 chunks -> 3/);
+    expect(r.stdout).toContain('VACUUM');
+  }, 60_000);
+});
