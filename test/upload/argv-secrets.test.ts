@@ -41,6 +41,7 @@ describe('a password on the command line', () => {
       [['export', 'r1', '--store', WITH_PASSWORD], 'store'],
       [['ui', '--port', '0', '--store', WITH_PASSWORD], 'store'],
       [['store', 'migrate', '--store', WITH_PASSWORD], 'store'],
+      [['store', 'compact', '--store', WITH_PASSWORD], 'store'],
       [['runs', '--store', `postgres://logd@127.0.0.1:1/logd?sslmode=disable&password=${SECRET}`], 'store'],
     ];
     for (const [args, kind] of commands) {
