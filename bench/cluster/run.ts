@@ -2,6 +2,7 @@
 //
 //   node dist/bench/cluster/run.js [--nodes 16] [--ranks 8] [--metrics 100] [--rate 10] [--seconds 30] [--url postgres://…]
 //     [--restart-store-at S --store-down S] [--slow-node-ms MS] [--skew-node-s S] [--batch-runs N] [--no-compact]
+//     [--readers]
 //
 // Faults: --restart-store-at stops the (throwaway) store S seconds into the load for --store-down seconds (5 by
 // default) and starts it again; --slow-node-ms puts node 1 behind a proxy that holds each packet back MS ms each
@@ -9,6 +10,8 @@
 // transaction (the uploader's default 64; 1 sends each run's slice in a transaction of its own). --no-compact:
 // the uploaders leave runs' small chunks as they are. With a throwaway store the chunk tables are VACUUM FULLed
 // at the end and measured again (what the store holds once autovacuum has reused the merged-away rows' space).
+// --readers: then times the readers of the whole group (readers.ts: the dashboard's group page, logd health
+// --store, Python's group history).
 //
 // Without --url (or LOGD_BENCH_STORE_URL) it starts a throwaway PostgreSQL 15 (bench/pg-cluster.ts) and removes
 // it after. Prints one table: upload lag, what the store took, its size and PostgreSQL's CPU.
@@ -16,6 +19,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { simulate } from './sim.js';
+import { measureReaders } from './readers.js';
 import { startPg, type PgCluster } from '../pg-cluster.js';
 
 const arg = (name: string, dflt: string) => (process.argv.includes(name) ? process.argv[process.argv.indexOf(name) + 1] : dflt);
@@ -30,6 +34,7 @@ const slowMs = arg('--slow-node-ms', '');
 const skewS = arg('--skew-node-s', '');
 const batchRuns = arg('--batch-runs', '');
 const compact = !process.argv.includes('--no-compact');
+const readers = process.argv.includes('--readers');
 for (const [k, v] of Object.entries({ nodes, ranks, metrics, rate, seconds, 'store-down': storeDown, ...(restartAt ? { 'restart-store-at': Number(restartAt) } : {}), ...(slowMs ? { 'slow-node-ms': Number(slowMs) } : {}), ...(batchRuns ? { 'batch-runs': Number(batchRuns) } : {}) })) {
   if (!(Number.isFinite(v) && v > 0)) {
     console.error(`cluster-sim: --${k} must be a positive number`);
@@ -82,6 +87,12 @@ try {
     const slow = r.lag.perNode.find((n) => n.node === 'node-1')!;
     const rest = r.lag.perNode.filter((n) => n.node !== 'node-1');
     console.log(`| node-1, ${slowMs} ms each way from the store: lag p50 / p99 (the other nodes' median p99) | ${slow.p50Ms} / ${slow.p99Ms} ms (${[...rest.map((n) => n.p99Ms)].sort((a, b) => a - b)[Math.floor(rest.length / 2)]} ms) |`);
+  }
+  if (readers) {
+    const figs = await measureReaders({ url, group: r.group, keys: ['m0', 'm1', 'm2'], log: (l) => console.error(l) });
+    console.log(`\n| the group's readers (${nodes * ranks} ranks, ${Math.round(r.rowsWritten / (nodes * ranks))} steps each) | first | median of 5 more | |`);
+    console.log('|---|---|---|---|');
+    for (const f of figs) console.log(`| ${f.what} | ${f.firstMs.toFixed(0)} ms | ${f.medianMs.toFixed(0)} ms | ${f.note} |`);
   }
   if (r.rowsStored !== r.rowsWritten || r.rowsInChunks !== r.rowsWritten) {
     console.error(`cluster-sim: the store does not hold every row exactly once (${r.rowsWritten} written, ${r.rowsStored} counted, ${r.rowsInChunks} in chunks)`);

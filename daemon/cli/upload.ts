@@ -14,6 +14,7 @@ import { pgOptions, lacksPassword, NO_PASSWORD } from '../upload/pgpass.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
 import { ingestSpillFiles } from './ingest.js';
 import { compactRun } from '../compaction/compact.js';
+import { SharedSource } from '../query/shared.js';
 
 function fail(msg: string, code = 1): never {
   process.stderr.write(`logd: ${msg}\n`);
@@ -130,6 +131,80 @@ export function registerUploadCommands(program: Command): void {
     });
 
   const store = program.command('store').description('the shared PostgreSQL store');
+  store
+    .command('prune')
+    .description('remove for good the runs that ended before a time (their rows, console output and media, every table), to keep the shared store to a size')
+    .requiredOption('--older-than <age>', 'runs that ended this long ago or more: a number and a unit, d (days), w (weeks), h (hours); e.g. 90d')
+    .option('--project <name>', 'only this project\'s runs')
+    .option('--dry-run', 'list what would be removed, remove nothing')
+    .option('-y, --yes', 'do not ask (needed when standard input is not a terminal)')
+    .addOption(urlOption('store', 'prune the shared store', 'LOGD_STORE_URL'))
+    .addOption(urlFileOption('store'))
+    .action(async (o: UrlOptions & { olderThan: string; project?: string; dryRun?: boolean; yes?: boolean }) => {
+      const m = /^(\d+(?:\.\d+)?)\s*(h|d|w)$/.exec(o.olderThan.trim());
+      if (!m || !(Number(m[1]) > 0)) fail(`--older-than ${JSON.stringify(o.olderThan)}: give a number and a unit, h (hours), d (days) or w (weeks), e.g. 90d`, 2);
+      const seconds = Number(m[1]) * { h: 3600, d: 86_400, w: 7 * 86_400 }[m[2] as 'h' | 'd' | 'w'];
+      const raw = urlOrExit('store', o) || process.env.LOGD_STORE_URL;
+      if (!raw) fail('no shared store named: set LOGD_STORE_URL, or pass --store-url-file PATH, or --store postgres://user@host/db with the password in ~/.pgpass', 2);
+      let url;
+      try {
+        url = parseStoreUrl(raw);
+      } catch (e) {
+        fail((e as Error).message, 2);
+      }
+      const cutoff = Date.now() / 1000 - seconds;
+      const c = new pg.Client(pgOptions(url, { connectionTimeoutMillis: 15_000, application_name: 'logd store prune' }));
+      const src = new SharedSource(url);
+      try {
+        await c.connect();
+        const v = await storeVersion(c);
+        if (v === 0) fail(`${url.shown} has no logd schema: nothing to prune`);
+        if (v > SCHEMA_VERSION) fail(`${url.shown} has schema version ${v}, newer than this logd's ${SCHEMA_VERSION}: upgrade logd`);
+        // Ended runs only (a run still running, or finishing its upload, stays), by when they ended (their node's clock).
+        const runs = (await c.query<{ id: string; name: string; project: string; state: string; ended: number; rows: string }>(
+          `SELECT id, name, project, state, greatest(created_at, finished_at) AS ended, history_rows::text AS rows FROM logd_runs
+           WHERE state IN ('finished', 'crashed', 'killed') AND greatest(created_at, finished_at) < $1 AND ($2::text IS NULL OR project = $2)
+           ORDER BY ended, id`, [cutoff, o.project ?? null])).rows;
+        const when = new Date(cutoff * 1000).toISOString().replace(/\.\d+Z$/, 'Z');
+        if (!runs.length) {
+          console.log(`logd: ${url.shown}: no run${o.project ? ` of project ${JSON.stringify(o.project)}` : ''} ended before ${when}; nothing to remove`);
+          return;
+        }
+        const rows = runs.reduce((n, r) => n + Number(r.rows), 0);
+        const list = runs.slice(0, 5).map((r) => `${r.id} (${r.project}/${r.name}, ${r.state} ${new Date(r.ended * 1000).toISOString().slice(0, 10)})`);
+        const what = `${runs.length} run(s) that ended before ${when} (${rows.toLocaleString('en')} history rows): ${list.join(', ')}${runs.length > 5 ? ', …' : ''}`;
+        if (o.dryRun) {
+          console.log(`logd: ${url.shown}: would remove ${what}`);
+          for (const r of runs) console.log(`${r.id}\t${r.project}\t${r.name}\t${r.state}\t${new Date(r.ended * 1000).toISOString()}\t${r.rows}`);
+          return;
+        }
+        if (!o.yes) {
+          if (!process.stdin.isTTY) fail(`logd store prune removes ${what} from ${url.shown} for good; add --yes (standard input is not a terminal to ask on), or --dry-run to list them`, 2);
+          const readline = await import('node:readline/promises');
+          const rl = readline.createInterface({ input: process.stdin, output: process.stderr });
+          const answer = await rl.question(`Remove ${what} from ${url.shown} for good? [y/N] `);
+          rl.close();
+          if (!/^y(es)?$/i.test(answer.trim())) {
+            console.error('logd: nothing removed');
+            return;
+          }
+        }
+        let last = Date.now();
+        for (const [i, r] of runs.entries()) {
+          await src.removeRun(r.id);
+          if (Date.now() - last > 2000) {
+            last = Date.now();
+            process.stderr.write(`logd: ${i + 1}/${runs.length} runs removed\n`);
+          }
+        }
+        console.log(`logd: ${url.shown}: removed ${runs.length} run(s) that ended before ${when} (${rows.toLocaleString('en')} history rows); their space is reused once (auto)vacuum has passed`);
+      } catch (e) {
+        fail(redact(`cannot prune ${url.shown}: ${(e as Error).message}${lacksPassword(e) ? `; ${NO_PASSWORD}` : ''}`, url));
+      } finally {
+        await src.close();
+        await c.end().catch(() => {});
+      }
+    });
   store
     .command('compact')
     .argument('[runs...]', 'only these runs (default: every run in the store)')

@@ -42,6 +42,7 @@ describe('a password on the command line', () => {
       [['ui', '--port', '0', '--store', WITH_PASSWORD], 'store'],
       [['store', 'migrate', '--store', WITH_PASSWORD], 'store'],
       [['store', 'compact', '--store', WITH_PASSWORD], 'store'],
+      [['store', 'prune', '--older-than', '30d', '--store', WITH_PASSWORD], 'store'],
       [['runs', '--store', `postgres://logd@127.0.0.1:1/logd?sslmode=disable&password=${SECRET}`], 'store'],
     ];
     for (const [args, kind] of commands) {

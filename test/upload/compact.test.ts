@@ -29,11 +29,11 @@ const CLI = path.resolve('dist/daemon/cli.js');
  * One finished run whose log has, in order: writer 0 three batches, writer 1 two, writer 0 two more. Rows carry
  * metrics a, b, c in turn, some rows only one or two of them; metric d only in writer 1's rows.
  */
-async function writeRun(name: string, id: string): Promise<{ runs: DataDirRuns; rows: number }> {
+async function writeRun(name: string, id: string, at = 1000): Promise<{ runs: DataDirRuns; rows: number }> {
   const d = path.join(dir, name);
   const store = Store.open(d);
   const meta: RunMeta = {
-    id, project: 'compact', name: id, group: '', jobType: '', tags: [], notes: '', mode: 'online', createdAt: 1000,
+    id, project: 'compact', name: id, group: '', jobType: '', tags: [], notes: '', mode: 'online', createdAt: at,
     runToken: 't', ownerWriterId: 'w', host: name, pid: 1, rank: null, config: {},
   };
   const log = store.createRun(meta);
@@ -46,7 +46,7 @@ async function writeRun(name: string, id: string): Promise<{ runs: DataDirRuns; 
     const steps: number[] = [], times: number[] = [], counts: number[] = [], ids: number[] = [], values: number[] = [];
     for (let i = 0; i < n; i++, step++) {
       steps.push(step);
-      times.push(1000 + step / 10);
+      times.push(at + step / 10);
       const keys = w === 1 ? [0, 3] : step % 3 === 0 ? [0, 1, 2] : step % 3 === 1 ? [1] : [0, 2];
       counts.push(keys.length);
       for (const k of keys) {
@@ -62,7 +62,7 @@ async function writeRun(name: string, id: string): Promise<{ runs: DataDirRuns; 
     }));
   };
   for (const [w, n] of [[0, 5], [0, 3], [0, 7], [1, 4], [1, 2], [0, 6], [0, 1]]) batch(w, n);
-  log.append(FrameType.STATE, jsonFrame({ state: 'finished', reason: '', exitCode: 0, finishedAt: 2000 }));
+  log.append(FrameType.STATE, jsonFrame({ state: 'finished', reason: '', exitCode: 0, finishedAt: at + 1000 }));
   await store.commit([log]);
   store.index.upsert(rowFromReplay(store.replay(id, false).run));
   log.close();
@@ -154,5 +154,36 @@ describe.skipIf(!!noPg)(`compaction of the shared store${noPg ? ` — ${noPg}` :
     expect(chunks('cmp3')).toBe('0:15 1:6 0:7');
     expect(r.stdout).toMatch(/3 runs looked at; 1 merged: 7 chunks -> 3/);
     expect(r.stdout).toContain('VACUUM');
+  }, 60_000);
+
+  it('`logd store prune --older-than`: lists, asks, removes only the runs that ended before, from every table', async () => {
+    // cmp1..cmp3 above ended in 1970 (their node's clock); cmp4 ends now.
+    const four = await writeRun('node-d', 'cmp4', Date.now() / 1000 - 1000);
+    const up = new Uploader({ url: parseStoreUrl(pgc.url), node: 'node-d', runs: four.runs, log: () => {}, pollMs: 50, backoffMaxMs: 500, statusDir: null });
+    try {
+      for (let i = 0; i < 20 && (await up.pass()); i++);
+    } finally {
+      await up.stop();
+    }
+    const prune = (...args: string[]) => execa('node', [CLI, 'store', 'prune', ...args], { env: { LOGD_STORE_URL: pgc.url }, reject: false, all: true, stdin: 'ignore' });
+    const bad = await prune('--older-than', '90');
+    expect(bad.exitCode).toBe(2);
+    expect(bad.stderr).toContain('--older-than "90": give a number and a unit, h (hours), d (days) or w (weeks), e.g. 90d');
+    const asked = await prune('--older-than', '30d');
+    expect(asked.exitCode, asked.all).toBe(2);
+    expect(asked.stderr).toMatch(/removes 3 run\(s\) that ended before .*\(84 history rows\): cmp1 .*add --yes/);
+    const dry = await prune('--older-than', '30d', '--dry-run');
+    expect(dry.exitCode, dry.all).toBe(0);
+    expect(dry.stdout.split('\n').filter((l) => /^cmp\d\t/.test(l)).map((l) => l.split('\t')[0])).toEqual(['cmp1', 'cmp2', 'cmp3']);
+    expect(q(`SELECT count(*) FROM logd_runs`)).toBe('4');
+    const done = await prune('--older-than', '30d', '--yes');
+    expect(done.exitCode, done.all).toBe(0);
+    expect(done.stdout).toMatch(/removed 3 run\(s\) that ended before .* \(84 history rows\)/);
+    expect(q(`SELECT string_agg(id, ',') FROM logd_runs`)).toBe('cmp4');
+    for (const t of ['logd_rows', 'logd_values', 'logd_keys', 'logd_writers']) expect(q(`SELECT count(DISTINCT run_id) || ':' || string_agg(DISTINCT run_id, ',') FROM ${t}`)).toBe('1:cmp4');
+    // Their cursors stay, done: the nodes that uploaded them do not send them again.
+    expect(q(`SELECT string_agg(run_id || '=' || done, ',' ORDER BY run_id) FROM logd_cursors WHERE run_id LIKE 'cmp%'`)).toBe('cmp1=true,cmp2=true,cmp3=true,cmp4=true');
+    const none = await prune('--older-than', '30d', '--yes');
+    expect(none.stdout).toContain('no run ended before');
   }, 60_000);
 });
