@@ -11,7 +11,7 @@ from typing import Optional
 
 from .media import device_values
 from . import values
-from .hot import log as _hot_log
+from .hot import RunBase as _RunBase
 from ._lazy import pb, json
 from .media import Media
 from .transport.connection import CallError, ServiceAddress, keep_forever
@@ -56,7 +56,7 @@ class _Updates(dict):
 _NO_DAEMON = ServiceAddress("unix:/nonexistent", "deferred")
 
 
-class Run:
+class Run(_RunBase):
     def __init__(self, info, writer: Writer, run_token: str, is_owner: bool, warn, make_writer):
         self.id = info.id
         self.name = info.name
@@ -103,10 +103,9 @@ class Run:
 
     # ---- logging: the training thread's path, kept short ----
 
-    def log(self, data: dict, step: Optional[int] = None, commit=None) -> None:
-        """Appends one row of metrics. Returns at once; never blocks on I/O."""
-        if _hot_log is not None and _hot_log(self, data, step):
-            return  # the common row, journaled in C (logd/hot/); anything else comes back here and goes on below
+    def _log_slow(self, data: dict, step: Optional[int] = None, commit=None) -> None:
+        """Appends one row of metrics. Returns at once; never blocks on I/O. (Run.log: the C one in logd/hot/
+        journals the common row itself and hands every other row here; without it, this is Run.log.)"""
         if self._finished is not None:
             raise RuntimeError("logd: run %s is finished; log() after finish() is not stored" % self.id)
         if type(data) is dict:
@@ -159,6 +158,9 @@ class Run:
             self._device_rows.drain(w.add)
             return
         w.add(step, t, keys, vals)
+
+    if _RunBase is object:
+        log = _log_slow
 
     def watch(self, model, group=None):
         """Times this rank's arrival at DDP's gradient all-reduce and its wait there, every iteration, as the

@@ -9,14 +9,14 @@ try:
         raise ImportError("LOGD_PURE_PYTHON is set")
     from . import _hot
 
-    log = _hot.log
     console = _hot.console
     tee = _hot.tee
     RingBase = _hot.Ring
     TeeBase = _hot.TeeBase
+    RunBase = _hot.RunBase  # run.py's Run: its log() and the fields it reads, in C
+    WriterBase = _hot.WriterBase  # spool/segments.py's OpenSegments: the fields log() reads
     name = "c"
 except ImportError as e:  # no compiled module for this platform or Python, or turned off
-    log = None
     console = None
     tee = None
 
@@ -24,6 +24,8 @@ except ImportError as e:  # no compiled module for this platform or Python, or t
         pass
 
     TeeBase = object  # console.py's _Tee then has its Python write()
+    RunBase = object  # Run.log is then Run._log_slow
+    WriterBase = object
 
     name = "python (%s)" % (str(e).split("\n")[0] or "no compiled hot path")
 
@@ -31,7 +33,7 @@ except ImportError as e:  # no compiled module for this platform or Python, or t
 def address_of(mm) -> int:
     """A mapping's address, for the C path's writes (0 when it is not in use). No export is kept, so the mapping can
     be closed later; journal.py sets _base to 0 before it does."""
-    if log is None:
+    if console is None:
         return 0
     import ctypes
 

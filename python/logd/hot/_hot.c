@@ -81,6 +81,105 @@ static PyType_Spec ring_spec = {"logd.hot._hot.Ring", sizeof(Ring), 0, Py_TPFLAG
 
 static PyTypeObject *RingType;
 
+/* The run's and the writer's fields that log() reads and writes, as C members (run.py's Run and spool/segments.py's
+ * OpenSegments derive from these): the hot path reads them without a dictionary lookup each. Python code uses them as
+ * plain attributes; an unset one reads as absent (AttributeError), and the hot path then hands the row back. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *finished, *flat_keys, *ddp_watch, *row_media, *row_device, *device_queue, *next_step, *writer, *pid;
+} RunB;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *pid, *journal, *ring_to, *steps_given, *buf_lock;
+} WriterB;
+
+static PyMemberDef runb_members[] = {
+    {"_finished", T_OBJECT_EX, offsetof(RunB, finished), 0, NULL},
+    {"_flat_keys", T_OBJECT_EX, offsetof(RunB, flat_keys), 0, NULL},
+    {"_ddp_watch", T_OBJECT_EX, offsetof(RunB, ddp_watch), 0, NULL},
+    {"_row_media", T_OBJECT_EX, offsetof(RunB, row_media), 0, NULL},
+    {"_row_device", T_OBJECT_EX, offsetof(RunB, row_device), 0, NULL},
+    {"_device_queue", T_OBJECT_EX, offsetof(RunB, device_queue), 0, NULL},
+    {"_next_step", T_OBJECT_EX, offsetof(RunB, next_step), 0, NULL},
+    {"_writer", T_OBJECT_EX, offsetof(RunB, writer), 0, NULL},
+    {"_pid", T_OBJECT_EX, offsetof(RunB, pid), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyMemberDef writerb_members[] = {
+    {"pid", T_OBJECT_EX, offsetof(WriterB, pid), 0, NULL},
+    {"journal", T_OBJECT_EX, offsetof(WriterB, journal), 0, NULL},
+    {"_ring_to", T_OBJECT_EX, offsetof(WriterB, ring_to), 0, NULL},
+    {"steps_given", T_OBJECT_EX, offsetof(WriterB, steps_given), 0, NULL},
+    {"_buf_lock", T_OBJECT_EX, offsetof(WriterB, buf_lock), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static int runb_traverse(PyObject *self, visitproc visit, void *arg) {
+    RunB *r = (RunB *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(r->finished);
+    Py_VISIT(r->flat_keys);
+    Py_VISIT(r->ddp_watch);
+    Py_VISIT(r->row_media);
+    Py_VISIT(r->row_device);
+    Py_VISIT(r->device_queue);
+    Py_VISIT(r->next_step);
+    Py_VISIT(r->writer);
+    Py_VISIT(r->pid);
+    return 0;
+}
+
+static int runb_clear(PyObject *self) {
+    RunB *r = (RunB *)self;
+    Py_CLEAR(r->finished);
+    Py_CLEAR(r->flat_keys);
+    Py_CLEAR(r->ddp_watch);
+    Py_CLEAR(r->row_media);
+    Py_CLEAR(r->row_device);
+    Py_CLEAR(r->device_queue);
+    Py_CLEAR(r->next_step);
+    Py_CLEAR(r->writer);
+    Py_CLEAR(r->pid);
+    return 0;
+}
+
+static void runb_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    runb_clear(self);
+    free_instance(self);
+}
+
+static int writerb_traverse(PyObject *self, visitproc visit, void *arg) {
+    WriterB *w = (WriterB *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(w->pid);
+    Py_VISIT(w->journal);
+    Py_VISIT(w->ring_to);
+    Py_VISIT(w->steps_given);
+    Py_VISIT(w->buf_lock);
+    return 0;
+}
+
+static int writerb_clear(PyObject *self) {
+    WriterB *w = (WriterB *)self;
+    Py_CLEAR(w->pid);
+    Py_CLEAR(w->journal);
+    Py_CLEAR(w->ring_to);
+    Py_CLEAR(w->steps_given);
+    Py_CLEAR(w->buf_lock);
+    return 0;
+}
+
+static void writerb_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    writerb_clear(self);
+    free_instance(self);
+}
+
+static PyTypeObject *RunBType, *WriterBType;
+
 /* CRC-32 (IEEE 802.3, reflected, as zlib.crc32), slicing by 8. */
 static uint32_t crc_table[8][256];
 
@@ -119,19 +218,6 @@ static PyObject *attr(PyObject *o, PyObject *name) {
     PyObject *v = PyObject_GetAttr(o, name);
     if (v == NULL) PyErr_Clear();
     return v;
-}
-
-/* True when o's attribute `name` is falsy (absent counts as not falsy: the Python path decides). */
-static int falsy(PyObject *o, PyObject *name) {
-    PyObject *v = attr(o, name);
-    if (v == NULL) return 0;
-    int t = PyObject_IsTrue(v);
-    Py_DECREF(v);
-    if (t < 0) {
-        PyErr_Clear();
-        return 0;
-    }
-    return !t;
 }
 
 /* JSON text as json's encode_basestring_ascii writes it (ASCII only; the escapes and hex digits its C encoder uses). */
@@ -215,36 +301,40 @@ static int place(Ring *r, Py_ssize_t length, Py_ssize_t *noff, Py_ssize_t *term)
 
 #define STACK_VALUES 64
 
-/* log(run, data, step) -> bool: True when the row was journaled here (run and journal updated as the Python path
- * would); False when nothing was done and the Python path must take the row. Never raises. */
-static PyObject *hot_log(PyObject *mod, PyObject *args) {
-    (void)mod;
-    if (PyTuple_Size(args) != 3) {
-        PyErr_SetString(PyExc_TypeError, "log(run, data, step)");
-        return NULL;
+/* A member that must be set and falsy (an empty list or deque). */
+static int member_falsy(PyObject *v) {
+    if (v == NULL) return 0;
+    int t = PyObject_IsTrue(v);
+    if (t < 0) {
+        PyErr_Clear();
+        return 0;
     }
-    PyObject *run = PyTuple_GetItem(args, 0), *data = PyTuple_GetItem(args, 1), *stepo = PyTuple_GetItem(args, 2);
+    return !t;
+}
+
+/* The row journaled here (run and journal updated as the Python path would): 1; nothing done, the Python path must
+ * take the row: 0. Never raises. */
+static int fast_log(RunB *run, PyObject *data, PyObject *stepo) {
     PyObject *flat = NULL, *w = NULL, *lock = NULL, *j = NULL, *o = NULL, *nexto = NULL;
     double stack_vals[STACK_VALUES];
     double *vals = stack_vals;
     int done = 0;
 
-    if (!PyDict_CheckExact(data)) Py_RETURN_FALSE;
+    if (!PyDict_CheckExact(data)) return 0;
     /* The run: not finished, nothing waiting to ride with this row. */
-    if ((o = attr(run, s_finished)) == NULL) goto out;
-    if (o != Py_None) goto out;
-    Py_CLEAR(o);
-    if (!falsy(run, s_row_media) || !falsy(run, s_row_device) || !falsy(run, s_device_queue)) goto out;
-    if ((o = attr(run, s_ddp_watch)) == NULL) goto out;
-    if (o != Py_None) {
-        PyObject *p = attr(o, s_pending);
+    if (run->finished != Py_None) return 0;
+    if (!member_falsy(run->row_media) || !member_falsy(run->row_device) || !member_falsy(run->device_queue)) return 0;
+    if (run->ddp_watch == NULL) return 0;
+    if (run->ddp_watch != Py_None) {
+        PyObject *p = attr(run->ddp_watch, s_pending);
         int pending = p == NULL || p != Py_None;
         Py_XDECREF(p);
-        if (pending) goto out;
+        if (pending) return 0;
     }
-    Py_CLEAR(o);
     /* The names: the last flat row's, in the same order. */
-    if ((flat = attr(run, s_flat_keys)) == NULL || !PyList_CheckExact(flat)) goto out;
+    if (run->flat_keys == NULL || !PyList_CheckExact(run->flat_keys)) goto out;
+    flat = run->flat_keys;
+    Py_INCREF(flat);
     Py_ssize_t n = PyList_Size(flat);
     if (n <= 0 || n != PyDict_Size(data)) goto out;
     if (n > STACK_VALUES) {
@@ -299,26 +389,31 @@ static PyObject *hot_log(PyObject *mod, PyObject *args) {
         }
         if (step < 0) goto out;
     } else {
-        if ((o = attr(run, s_next_step)) == NULL || !PyLong_CheckExact(o)) goto out;
-        step = PyLong_AsLongLong(o);
+        if (run->next_step == NULL || !PyLong_CheckExact(run->next_step)) goto out;
+        step = PyLong_AsLongLong(run->next_step);
         if (step == -1 && PyErr_Occurred()) {
             PyErr_Clear();
             goto out;
         }
-        Py_CLEAR(o);
     }
     if (step >= (1LL << 53)) goto out; /* past a double's integers: the Python path */
     /* The writer: this process's, its lock free, its journal taking rows in order (no rows in memory ahead). */
-    if ((w = attr(run, s_writer)) == NULL || w == Py_None) goto out;
+    if (run->writer == NULL || !PyObject_TypeCheck(run->writer, WriterBType)) goto out;
+    w = run->writer;
+    Py_INCREF(w);
+    WriterB *wb = (WriterB *)w;
     {
-        PyObject *a = attr(run, s_pid), *b = attr(w, s_wpid);
-        int same = a != NULL && b != NULL && PyObject_RichCompareBool(a, b, Py_EQ) == 1;
-        Py_XDECREF(a);
-        Py_XDECREF(b);
-        if (PyErr_Occurred()) PyErr_Clear();
-        if (!same) goto out;
+        PyObject *a = run->pid, *b = wb->pid;
+        if (a == NULL || b == NULL || !PyLong_CheckExact(a) || !PyLong_CheckExact(b)) goto out;
+        long pa = PyLong_AsLong(a), pb = PyLong_AsLong(b);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            goto out;
+        }
+        if (pa != pb) goto out;
     }
-    if ((lock = attr(w, s_buf_lock)) == NULL) goto out;
+    if ((lock = wb->buf_lock) == NULL) goto out;
+    Py_INCREF(lock);
     {
         PyObject *held = PyObject_CallMethodObjArgs(lock, s_locked, NULL);
         if (held == NULL) {
@@ -329,14 +424,18 @@ static PyObject *hot_log(PyObject *mod, PyObject *args) {
         Py_DECREF(held);
         if (h) goto out; /* the writer thread is between two steps of its own: the Python path waits for it */
     }
-    if ((j = attr(w, s_journal)) == NULL || !PyObject_TypeCheck(j, RingType)) goto out;
-    if ((o = attr(w, s_ring_to)) == NULL || !PyLong_CheckExact(o)) goto out;
+    if (wb->journal == NULL || !PyObject_TypeCheck(wb->journal, RingType)) goto out;
+    j = wb->journal;
+    Py_INCREF(j);
+    if (wb->ring_to == NULL || !PyLong_CheckExact(wb->ring_to)) goto out;
     {
-        long rt = PyLong_AsLong(o);
-        if (PyErr_Occurred()) PyErr_Clear();
+        long rt = PyLong_AsLong(wb->ring_to);
+        if (PyErr_Occurred()) {
+            PyErr_Clear();
+            goto out;
+        }
         if (rt >= 0) goto out; /* rows kept in memory ahead of the journal: the Python path keeps their order */
     }
-    Py_CLEAR(o);
     /* The journal: the same names as its last row, room at the tail (journal.py Journal.row's common case). */
     Ring *r = (Ring *)j;
     if (r->base == 0 || r->last_keys != flat || r->last == NULL || !PyTuple_Check(r->last) || PyTuple_Size(r->last) != 5) goto out;
@@ -369,8 +468,19 @@ static PyObject *hot_log(PyObject *mod, PyObject *args) {
     r->rows_total += 1;
     done = 1;
     /* The run's side: the next step, and that steps are given (rank health judges the pace of given steps only). */
-    if ((nexto = PyLong_FromLongLong(step + 1)) == NULL || PyObject_SetAttr(run, s_next_step, nexto) < 0) PyErr_Clear();
-    if (given && PyObject_SetAttr(w, s_steps_given, Py_True) < 0) PyErr_Clear();
+    if ((nexto = PyLong_FromLongLong(step + 1)) == NULL) PyErr_Clear();
+    else {
+        PyObject *was = run->next_step;
+        run->next_step = nexto; /* the member takes this reference */
+        nexto = NULL;
+        Py_XDECREF(was);
+    }
+    if (given && wb->steps_given != Py_True) {
+        PyObject *was = wb->steps_given;
+        Py_INCREF(Py_True);
+        wb->steps_given = Py_True;
+        Py_XDECREF(was);
+    }
 
 out:
     if (vals != stack_vals) PyMem_Free(vals);
@@ -381,9 +491,55 @@ out:
     Py_XDECREF(j);
     Py_XDECREF(nexto);
     if (PyErr_Occurred()) PyErr_Clear();
-    if (done) Py_RETURN_TRUE;
-    Py_RETURN_FALSE;
+    return done;
 }
+
+static PyObject *s_log_slow;
+
+/* Run.log(data, step=None, commit=None): the common row journaled here; every other row (and any row while the
+ * run's state says so) goes to run.py's Run._log_slow, the reference. */
+static PyObject *runb_log(PyObject *self, PyObject *args, PyObject *kw) {
+    PyObject *data = NULL, *step = Py_None, *commit = Py_None;
+    Py_ssize_t n = PyTuple_Size(args);
+    if (kw == NULL && n >= 1 && n <= 2) {
+        data = PyTuple_GetItem(args, 0);
+        if (n == 2) step = PyTuple_GetItem(args, 1);
+    } else {
+        static char *kwlist[] = {"data", "step", "commit", NULL};
+        if (!PyArg_ParseTupleAndKeywords(args, kw, "O|OO:log", kwlist, &data, &step, &commit)) return NULL;
+    }
+    if (commit == Py_None && fast_log((RunB *)self, data, step)) Py_RETURN_NONE;
+    return PyObject_CallMethodObjArgs(self, s_log_slow, data, step, commit, NULL);
+}
+
+static PyMethodDef runb_methods[] = {
+    {"log", (PyCFunction)(void (*)(void))runb_log, METH_VARARGS | METH_KEYWORDS,
+     "log($self, /, data, step=None, commit=None)\n--\n\nAppends one row of metrics. Returns at once; never blocks on I/O."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyType_Slot runb_slots[] = {
+    {Py_tp_members, runb_members},
+    {Py_tp_methods, runb_methods},
+    {Py_tp_traverse, (void *)runb_traverse},
+    {Py_tp_clear, (void *)runb_clear},
+    {Py_tp_dealloc, (void *)runb_dealloc},
+    {Py_tp_doc, (void *)"The fields of a run that log() reads, and log() itself in C (logd/run.py's Run derives from it)."},
+    {0, NULL},
+};
+
+static PyType_Spec runb_spec = {"logd.hot._hot.RunBase", sizeof(RunB), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, runb_slots};
+
+static PyType_Slot writerb_slots[] = {
+    {Py_tp_members, writerb_members},
+    {Py_tp_traverse, (void *)writerb_traverse},
+    {Py_tp_clear, (void *)writerb_clear},
+    {Py_tp_dealloc, (void *)writerb_dealloc},
+    {Py_tp_doc, (void *)"The fields of a writer that log() reads (logd/spool/segments.py's OpenSegments derives from it)."},
+    {0, NULL},
+};
+
+static PyType_Spec writerb_spec = {"logd.hot._hot.WriterBase", sizeof(WriterB), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, writerb_slots};
 
 /* A console entry's time as '%.6f' formats it (console.py's _entry): seconds and microseconds, correctly rounded
  * (half to even), as CPython and glibc both do it. The common case in integer arithmetic; near a tie, snprintf. */
@@ -665,8 +821,6 @@ static PyObject *hot_crc32(PyObject *mod, PyObject *arg) {
 }
 
 static PyMethodDef hot_methods[] = {
-    {"log", hot_log, METH_VARARGS,
-     "log(run, data, step) -> bool: the row journaled here, or False (nothing done: the Python path takes it)."},
     {"console", hot_console, METH_VARARGS,
      "console(journal, t, stream, text) -> bool: the console entry journaled here, or False (nothing done)."},
     {"tee", hot_tee, METH_VARARGS,
@@ -711,12 +865,21 @@ PyMODINIT_FUNC PyInit__hot(void) {
     INTERN(s_jline, "_jline");
     INTERN(s_write, "write");
     INTERN(s_slow, "_logd_slow");
+    INTERN(s_log_slow, "_log_slow");
     PyObject *m = PyModule_Create(&hot_module);
     if (m == NULL) return NULL;
     RingType = (PyTypeObject *)PyType_FromSpec(&ring_spec);
     if (RingType == NULL) return NULL;
     Py_INCREF(RingType);
     if (PyModule_AddObject(m, "Ring", (PyObject *)RingType) < 0) return NULL;
+    RunBType = (PyTypeObject *)PyType_FromSpec(&runb_spec);
+    if (RunBType == NULL) return NULL;
+    Py_INCREF(RunBType);
+    if (PyModule_AddObject(m, "RunBase", (PyObject *)RunBType) < 0) return NULL;
+    WriterBType = (PyTypeObject *)PyType_FromSpec(&writerb_spec);
+    if (WriterBType == NULL) return NULL;
+    Py_INCREF(WriterBType);
+    if (PyModule_AddObject(m, "WriterBase", (PyObject *)WriterBType) < 0) return NULL;
     PyObject *tee = PyType_FromSpec(&tee_spec);
     if (tee == NULL || PyModule_AddObject(m, "TeeBase", tee) < 0) return NULL;
     return m;

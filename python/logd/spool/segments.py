@@ -26,6 +26,7 @@ from typing import List, Optional, Tuple
 
 from .journal import FULL, MAX_JOURNALED_MEDIA_BYTES, Journal, journal_path, journal_size
 from ..media import MEDIA_BATCH_BYTES
+from ..hot import WriterBase
 
 MAX_ROWS = 8192
 MAX_PAIRS = 128 * 1024
@@ -33,7 +34,7 @@ MAX_PAIRS = 128 * 1024
 Segment = Tuple[int, list, list]  # (seq, rows as (step, time, keys, values), updates as (kind, json))
 
 
-class OpenSegments:
+class OpenSegments(WriterBase):
     def _init_segments(self, spool_dir: Optional[str], journal_mb: float) -> None:
         self._buf_lock = threading.Lock()
         # The open segment: its rows in the journal from _ring_from on (up to _ring_to, once it had to keep rows
