@@ -18,6 +18,12 @@ import type pg from 'pg';
 
 /** Rows in a merged chunk at most: a tail read reads its last chunk whole. */
 export const COMPACT_MAX_ROWS = 4096;
+/**
+ * While a run goes on, a chunk of this many rows or more is left as it is: the merges of a live run grow one chunk
+ * to this size and then start the next, so a value is rewritten a few times at most (once the run ends, chunks
+ * merge up to COMPACT_MAX_ROWS).
+ */
+export const SETTLED_ROWS = 1024;
 
 export interface CompactResult { chunksBefore: number; chunksAfter: number }
 
@@ -28,13 +34,14 @@ interface Skel { writer: string; seq_lo: number; nrows: number }
  * for each chunk of a group of two or more, the group's key (its first chunk's seq_lo), the rows before it in the
  * group, and the group's size in chunks.
  */
-export function planCompaction(skel: Skel[], maxRows: number): { writers: string[]; seqLos: number[]; groups: number[]; bases: number[]; counts: number[]; after: number } {
+export function planCompaction(skel: Skel[], maxRows: number, settledRows = Infinity): { writers: string[]; seqLos: number[]; groups: number[]; bases: number[]; counts: number[]; after: number } {
   const out = { writers: [] as string[], seqLos: [] as number[], groups: [] as number[], bases: [] as number[], counts: [] as number[], after: 0 };
   let i = 0;
+  const movable = (k: number) => skel[k].nrows < settledRows;
   while (i < skel.length) {
     let j = i + 1;
     let rows = skel[i].nrows;
-    while (j < skel.length && skel[j].writer === skel[i].writer && rows + skel[j].nrows <= maxRows) rows += skel[j++].nrows;
+    if (movable(i)) while (j < skel.length && movable(j) && skel[j].writer === skel[i].writer && rows + skel[j].nrows <= maxRows) rows += skel[j++].nrows;
     out.after++;
     if (j - i >= 2) {
       let base = 0;
@@ -58,9 +65,9 @@ const MAP = `m AS (SELECT * FROM unnest($3::bigint[], $4::float8[], $5::float8[]
  * Compacts one run's stream on `c`, which must be inside a transaction that holds the run's cursor row
  * (SELECT … FOR UPDATE). Nothing is done when no two consecutive chunks can merge.
  */
-export async function compactStream(c: pg.ClientBase, runId: string, stream: number, maxRows = COMPACT_MAX_ROWS): Promise<CompactResult> {
+export async function compactStream(c: pg.ClientBase, runId: string, stream: number, o: { maxRows?: number; settledRows?: number } = {}): Promise<CompactResult> {
   const skel = (await c.query<Skel>('SELECT writer::text AS writer, seq_lo, nrows FROM logd_rows WHERE run_id = $1 AND stream = $2 ORDER BY ord, writer, seq_lo', [runId, stream])).rows;
-  const plan = planCompaction(skel, maxRows);
+  const plan = planCompaction(skel, o.maxRows ?? COMPACT_MAX_ROWS, o.settledRows);
   if (!plan.writers.length) return { chunksBefore: skel.length, chunksAfter: skel.length };
   const args = [runId, stream, plan.writers, plan.seqLos, plan.groups, plan.bases, plan.counts];
   // Every statement reads the chunks as they were when it began: the merged arrays are built from the old rows,
@@ -99,13 +106,17 @@ export async function compactStream(c: pg.ClientBase, runId: string, stream: num
   return { chunksBefore: skel.length, chunksAfter: plan.after };
 }
 
-/** Both streams of a run (history and system metrics), in one transaction holding its cursor row. */
-export async function compactRun(c: pg.ClientBase, runId: string, maxRows = COMPACT_MAX_ROWS): Promise<CompactResult> {
+/**
+ * Both streams of a run (history and system metrics), in one transaction holding its cursor row. `live`: the run
+ * goes on, chunks of SETTLED_ROWS or more stay as they are.
+ */
+export async function compactRun(c: pg.ClientBase, runId: string, o: { live?: boolean; maxRows?: number } = {}): Promise<CompactResult> {
+  const opts = { maxRows: o.maxRows, settledRows: o.live ? SETTLED_ROWS : undefined };
   await c.query('BEGIN');
   try {
     await c.query('SELECT 1 FROM logd_cursors WHERE run_id = $1 FOR UPDATE', [runId]);
-    const h = await compactStream(c, runId, 0, maxRows);
-    const s = await compactStream(c, runId, 1, maxRows);
+    const h = await compactStream(c, runId, 0, opts);
+    const s = await compactStream(c, runId, 1, opts);
     await c.query('COMMIT');
     return { chunksBefore: h.chunksBefore + s.chunksBefore, chunksAfter: h.chunksAfter + s.chunksAfter };
   } catch (e) {

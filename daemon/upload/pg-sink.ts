@@ -163,13 +163,13 @@ export class PgSink {
   }
 
   /** Merges the run's small chunks in the store (daemon/compaction/), holding its cursor row. */
-  async compact(runId: string): Promise<CompactResult> {
+  async compact(runId: string, o: { live?: boolean } = {}): Promise<CompactResult> {
     const c = await this.pool.connect();
     let broken = false;
     const onError = () => (broken = true);
     c.on('error', onError);
     try {
-      return await compactRun(c, runId);
+      return await compactRun(c, runId, o);
     } catch (e) {
       broken = true;
       throw e;

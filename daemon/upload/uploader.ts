@@ -69,8 +69,8 @@ export interface UploaderOptions {
   compact?: boolean;
 }
 
-/** A live run's chunks are merged after this many of its slices went up. */
-export const COMPACT_EVERY = 64;
+/** A live run's small chunks are merged after this many of its slices went up (about a minute of passes). */
+export const COMPACT_EVERY = 256;
 
 interface Pending { since: number }
 
@@ -243,7 +243,7 @@ export class Uploader {
       }
     }
     await flush();
-    for (const [id, n] of this.slicesSinceCompact) if (n >= COMPACT_EVERY && !this.stopped) await this.compact(id);
+    for (const [id, n] of this.slicesSinceCompact) if (n >= COMPACT_EVERY && !this.stopped) await this.compact(id, true);
     this.status.state = this.status.backlog.runs > 0 ? 'uploading' : 'idle';
     this.flushStatus(false);
     return worked;
@@ -383,7 +383,7 @@ export class Uploader {
         this.o.log(`upload: run ${id}: ${slice.missingImages.length} image(s) its media entries name are missing from its media dir or do not match their sha256 (${slice.missingImages[0].slice(0, 12)}…); their entries are uploaded without them`);
       }
       cur.rows += slice.rows;
-      this.slicesSinceCompact.set(id, (this.slicesSinceCompact.get(id) ?? 0) + 1);
+      if (slice.rows > 0) this.slicesSinceCompact.set(id, (this.slicesSinceCompact.get(id) ?? 0) + 1);
       this.status.uploadedRows += slice.rows;
       this.status.uploadedPoints += slice.points;
     }
@@ -397,11 +397,11 @@ export class Uploader {
    * Merges the run's small chunks in the store. A failure loses nothing (the chunks stay as they were, the
    * transaction rolled back): it is said once per run, and the next compaction (or `logd store compact`) does it.
    */
-  private async compact(id: string): Promise<void> {
+  private async compact(id: string, live = false): Promise<void> {
     if (this.o.compact === false) return;
     this.slicesSinceCompact.delete(id);
     try {
-      await this.sink.compact(id);
+      await this.sink.compact(id, { live });
     } catch (e) {
       if (this.compactSaid.has(id)) return;
       this.compactSaid.add(id);

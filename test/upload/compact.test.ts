@@ -29,7 +29,7 @@ const CLI = path.resolve('dist/daemon/cli.js');
  * One finished run whose log has, in order: writer 0 three batches, writer 1 two, writer 0 two more. Rows carry
  * metrics a, b, c in turn, some rows only one or two of them; metric d only in writer 1's rows.
  */
-async function writeRun(name: string, id: string, at = 1000): Promise<{ runs: DataDirRuns; rows: number }> {
+async function writeRun(name: string, id: string, at = 1000, o: { batches?: Array<[number, number]>; open?: boolean } = {}): Promise<{ runs: DataDirRuns; rows: number }> {
   const d = path.join(dir, name);
   const store = Store.open(d);
   const meta: RunMeta = {
@@ -61,8 +61,8 @@ async function writeRun(name: string, id: string, at = 1000): Promise<{ runs: Da
       values: bytesOf(Float64Array.from(values)), counts: bytesOf(Uint32Array.from(counts)), keyIds: bytesOf(Uint32Array.from(ids)),
     }));
   };
-  for (const [w, n] of [[0, 5], [0, 3], [0, 7], [1, 4], [1, 2], [0, 6], [0, 1]]) batch(w, n);
-  log.append(FrameType.STATE, jsonFrame({ state: 'finished', reason: '', exitCode: 0, finishedAt: at + 1000 }));
+  for (const [w, n] of o.batches ?? [[0, 5], [0, 3], [0, 7], [1, 4], [1, 2], [0, 6], [0, 1]]) batch(w, n);
+  if (!o.open) log.append(FrameType.STATE, jsonFrame({ state: 'finished', reason: '', exitCode: 0, finishedAt: at + 1000 }));
   await store.commit([log]);
   store.index.upsert(rowFromReplay(store.replay(id, false).run));
   log.close();
@@ -91,6 +91,12 @@ describe.skipIf(!!noPg)(`compaction of the shared store${noPg ? ` — ${noPg}` :
     expect(p.groups).toEqual([1, 1, 9, 9]);
     expect(p.bases).toEqual([0, 5, 0, 2]);
     expect(p.counts).toEqual([2, 2, 2, 2]);
+    // A live run: chunks of settledRows or more stay, and no group reaches across one.
+    const live = planCompaction([s('0', 1, 5), s('0', 6, 20), s('0', 26, 3), s('0', 29, 4), s('0', 33, 1)], 100, 20);
+    expect(live.after).toBe(3); // [0:5] [0:20 settled] [0:3+4+1]
+    expect(live.seqLos).toEqual([26, 29, 33]);
+    expect(live.groups).toEqual([26, 26, 26]);
+    expect(live.bases).toEqual([0, 3, 7]);
   });
 
   it('merges consecutive chunks of a writer; the run reads back exactly as before (whole, a tail, some keys)', async () => {
@@ -185,5 +191,25 @@ describe.skipIf(!!noPg)(`compaction of the shared store${noPg ? ` — ${noPg}` :
     expect(q(`SELECT string_agg(run_id || '=' || done, ',' ORDER BY run_id) FROM logd_cursors WHERE run_id LIKE 'cmp%'`)).toBe('cmp1=true,cmp2=true,cmp3=true,cmp4=true');
     const none = await prune('--older-than', '30d', '--yes');
     expect(none.stdout).toContain('no run ended before');
+  }, 60_000);
+  it('a live run: the uploader merges its small chunks every 256 slices, and the run reads the same', async () => {
+    const { runs, rows } = await writeRun('node-live', 'cmplive', 1000, { batches: Array.from({ length: 300 }, () => [0, 2] as [number, number]), open: true });
+    const url = parseStoreUrl(pgc.url);
+    const up = new Uploader({ url, node: 'node-live', runs, log: () => {}, pollMs: 50, backoffMaxMs: 500, statusDir: null, sliceBytes: 1 });
+    try {
+      for (let i = 0; i < 400 && (await up.pass()); i++);
+    } finally {
+      await up.stop();
+    }
+    // 256 two-row slices became one chunk of 512 rows at the 256th; the 44 after it wait for the next merge.
+    expect(chunks('cmplive').split(' ')).toEqual(['0:512', ...Array(44).fill('0:2')]);
+    const src = new SharedSource(url);
+    try {
+      const h = await src.history('cmplive', {});
+      expect(h.rows).toBe(rows);
+      expect(Array.from(h.steps)).toEqual(Array.from({ length: rows }, (_, i) => i));
+    } finally {
+      await src.close();
+    }
   }, 60_000);
 });
