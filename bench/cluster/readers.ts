@@ -91,8 +91,7 @@ export async function measureReaders(o: { url: string; group: string; keys: stri
     const py = o.python ?? path.join(root, '.venv-python', 'bin', 'python');
     if (fs.existsSync(py)) {
       const script = `
-import json, os, sys, time
-sys.path.insert(0, ${JSON.stringify(path.join(root, 'python'))})
+import json, os, time
 import logd
 api = logd.Api(store=os.environ["LOGD_BENCH_URL"])
 ts = []
