@@ -21,7 +21,7 @@ from collections import deque
 from typing import List, Optional
 
 from .._lazy import json
-from ..hot import TeeBase as _TeeBase, console as _hot_console
+from ..hot import CaptureBase as _CaptureBase, TeeBase as _TeeBase, console as _hot_console
 
 CONSOLE_CHARS_PER_FLUSH = 1024 * 1024  # characters of console text per flush interval (about 1 MiB of ASCII)
 _PIECE_CHARS = 16 * 1024  # one entry's most characters: <= 64 KiB of UTF-8, the daemon's bound per entry
@@ -131,7 +131,7 @@ def _entry(t: float, s: str, text) -> str:
 _JOURNAL_PIECE_CHARS = 8192
 
 
-class ConsoleCapture:
+class ConsoleCapture(_CaptureBase):
     def __init__(self, run_id: str, warn):
         self._run_id = run_id
         self._warn = warn  # unused for the cut's warning, which goes to the real stderr (never back into the tee)

@@ -15,6 +15,7 @@ try:
     TeeBase = _hot.TeeBase
     RunBase = _hot.RunBase  # run.py's Run: its log() and the fields it reads, in C
     WriterBase = _hot.WriterBase  # spool/segments.py's OpenSegments: the fields log() reads
+    CaptureBase = _hot.CaptureBase  # console's ConsoleCapture: the fields a captured write reads
     name = "c"
 except ImportError as e:  # no compiled module for this platform or Python, or turned off
     console = None
@@ -26,6 +27,7 @@ except ImportError as e:  # no compiled module for this platform or Python, or t
     TeeBase = object  # console.py's _Tee then has its Python write()
     RunBase = object  # Run.log is then Run._log_slow
     WriterBase = object
+    CaptureBase = object
 
     name = "python (%s)" % (str(e).split("\n")[0] or "no compiled hot path")
 

@@ -642,6 +642,68 @@ static void pid_after_fork(void) { my_pid = getpid(); }
  * child's write): the Python code takes it. */
 static PyObject *s_stopped, *s_cpid, *s_queued_chars, *s_dropped, *s_journal_to, *s_queue, *s_append, *s_jline;
 
+/* The console capture's fields that a captured write reads and writes, as C members (console's ConsoleCapture derives
+ * from CaptureBase); Python code uses them as plain attributes. */
+typedef struct {
+    PyObject_HEAD
+    PyObject *pid, *queue, *queued_chars, *dropped, *stopped, *journal_to, *jline;
+} CaptureB;
+
+static PyMemberDef captureb_members[] = {
+    {"_pid", T_OBJECT_EX, offsetof(CaptureB, pid), 0, NULL},
+    {"_queue", T_OBJECT_EX, offsetof(CaptureB, queue), 0, NULL},
+    {"_queued_chars", T_OBJECT_EX, offsetof(CaptureB, queued_chars), 0, NULL},
+    {"_dropped", T_OBJECT_EX, offsetof(CaptureB, dropped), 0, NULL},
+    {"_stopped", T_OBJECT_EX, offsetof(CaptureB, stopped), 0, NULL},
+    {"journal_to", T_OBJECT_EX, offsetof(CaptureB, journal_to), 0, NULL},
+    {"_jline", T_OBJECT_EX, offsetof(CaptureB, jline), 0, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static int captureb_traverse(PyObject *self, visitproc visit, void *arg) {
+    CaptureB *c = (CaptureB *)self;
+    Py_VISIT(Py_TYPE(self));
+    Py_VISIT(c->pid);
+    Py_VISIT(c->queue);
+    Py_VISIT(c->queued_chars);
+    Py_VISIT(c->dropped);
+    Py_VISIT(c->stopped);
+    Py_VISIT(c->journal_to);
+    Py_VISIT(c->jline);
+    return 0;
+}
+
+static int captureb_clear(PyObject *self) {
+    CaptureB *c = (CaptureB *)self;
+    Py_CLEAR(c->pid);
+    Py_CLEAR(c->queue);
+    Py_CLEAR(c->queued_chars);
+    Py_CLEAR(c->dropped);
+    Py_CLEAR(c->stopped);
+    Py_CLEAR(c->journal_to);
+    Py_CLEAR(c->jline);
+    return 0;
+}
+
+static void captureb_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    captureb_clear(self);
+    free_instance(self);
+}
+
+static PyType_Slot captureb_slots[] = {
+    {Py_tp_members, captureb_members},
+    {Py_tp_traverse, (void *)captureb_traverse},
+    {Py_tp_clear, (void *)captureb_clear},
+    {Py_tp_dealloc, (void *)captureb_dealloc},
+    {Py_tp_doc, (void *)"The fields of a console capture that a captured write reads (logd/console/'s ConsoleCapture derives from it)."},
+    {0, NULL},
+};
+
+static PyType_Spec captureb_spec = {"logd.hot._hot.CaptureBase", sizeof(CaptureB), 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC, captureb_slots};
+
+static PyTypeObject *CaptureBType;
+
 static int tee_impl(PyObject *c, PyObject *s, PyObject *text) {
     if (!PyUnicode_CheckExact(text) || !PyUnicode_CheckExact(s)) return 0;
     const char *stream;
@@ -655,21 +717,22 @@ static int tee_impl(PyObject *c, PyObject *s, PyObject *text) {
     Py_UCS4 *u = NULL;
     int done = 0;
     /* The capture: on, this process's, under its bound, no cut waiting to be marked on this stream. */
-    if ((o = attr(c, s_stopped)) == NULL || o != Py_False) goto out;
-    Py_CLEAR(o);
-    if ((o = attr(c, s_cpid)) == NULL || !PyLong_CheckExact(o) || PyLong_AsLong(o) != (long)my_pid) goto out;
-    Py_CLEAR(o);
-    if ((o = attr(c, s_queued_chars)) == NULL || !PyLong_CheckExact(o)) goto out;
-    Py_ssize_t queued = PyLong_AsSsize_t(o);
-    Py_CLEAR(o);
+    if (!PyObject_TypeCheck(c, CaptureBType)) goto out;
+    CaptureB *cb = (CaptureB *)c;
+    if (cb->stopped != Py_False) goto out;
+    if (cb->pid == NULL || !PyLong_CheckExact(cb->pid) || PyLong_AsLong(cb->pid) != (long)my_pid) goto out;
+    if (cb->queued_chars == NULL || !PyLong_CheckExact(cb->queued_chars)) goto out;
+    Py_ssize_t queued = PyLong_AsSsize_t(cb->queued_chars);
+    if (PyErr_Occurred()) goto out;
     if (queued < 0 || queued + k > CONSOLE_CHARS_PER_FLUSH) goto out;
-    if ((o = attr(c, s_dropped)) == NULL || !PyDict_CheckExact(o)) goto out;
+    if (cb->dropped == NULL || !PyDict_CheckExact(cb->dropped)) goto out;
     {
-        PyObject *d = PyDict_GetItem(o, s); /* borrowed */
+        PyObject *d = PyDict_GetItem(cb->dropped, s); /* borrowed */
         if (d == NULL || !PyLong_CheckExact(d) || PyLong_AsLong(d) != 0) goto out;
     }
-    Py_CLEAR(o);
-    if ((q = attr(c, s_queue)) == NULL) goto out;
+    if (cb->queue == NULL) goto out;
+    q = cb->queue;
+    Py_INCREF(q);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     double t = (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -677,12 +740,20 @@ static int tee_impl(PyObject *c, PyObject *s, PyObject *text) {
     /* Into the journal as well, a whole line at a time, when the writer's lock is free (console.py). */
     int journal = 0;
     Ring *r = NULL;
-    if ((w = attr(c, s_journal_to)) == NULL) goto out;
+    if (cb->journal_to == NULL) goto out;
+    w = cb->journal_to;
+    Py_INCREF(w);
     if (w != Py_None && k <= JOURNAL_PIECE_CHARS) {
-        if ((jo = attr(w, s_journal)) == NULL) goto out;
+        if (!PyObject_TypeCheck(w, WriterBType)) goto out;
+        WriterB *wb = (WriterB *)w;
+        if (wb->journal == NULL) goto out;
+        jo = wb->journal;
+        Py_INCREF(jo);
         if (jo != Py_None) {
             if (!PyObject_TypeCheck(jo, RingType)) goto out;
-            if ((lock = attr(w, s_buf_lock)) == NULL) goto out;
+            if (wb->buf_lock == NULL) goto out;
+            lock = wb->buf_lock;
+            Py_INCREF(lock);
             PyObject *held = PyObject_CallMethodObjArgs(lock, s_locked, NULL);
             if (held == NULL) goto out;
             journal = held == Py_False; /* held (by the writer thread, or log() on this thread): only queued */
@@ -696,7 +767,9 @@ static int tee_impl(PyObject *c, PyObject *s, PyObject *text) {
     PyObject *lt = NULL; /* the line's time (borrowed from line or tobj) */
     int ends = 0;
     if (journal) {
-        if ((jline = attr(c, s_jline)) == NULL || !PyDict_CheckExact(jline)) goto out;
+        if (cb->jline == NULL || !PyDict_CheckExact(cb->jline)) goto out;
+        jline = cb->jline;
+        Py_INCREF(jline);
         line = PyDict_GetItem(jline, s); /* borrowed */
         if (line == NULL || !PyList_CheckExact(line) || PyList_Size(line) != 2) goto out;
         Py_INCREF(line);
@@ -728,7 +801,12 @@ static int tee_impl(PyObject *c, PyObject *s, PyObject *text) {
             joined = NULL; /* the list took it */
         }
     }
-    if ((o = PyLong_FromSsize_t(queued + k)) != NULL) PyObject_SetAttr(c, s_queued_chars, o);
+    if ((o = PyLong_FromSsize_t(queued + k)) != NULL) {
+        PyObject *was = cb->queued_chars;
+        cb->queued_chars = o; /* the member takes this reference */
+        o = NULL;
+        Py_XDECREF(was);
+    }
 out:
     if (u != NULL) PyMem_Free(u);
     Py_XDECREF(o);
@@ -880,6 +958,10 @@ PyMODINIT_FUNC PyInit__hot(void) {
     if (WriterBType == NULL) return NULL;
     Py_INCREF(WriterBType);
     if (PyModule_AddObject(m, "WriterBase", (PyObject *)WriterBType) < 0) return NULL;
+    CaptureBType = (PyTypeObject *)PyType_FromSpec(&captureb_spec);
+    if (CaptureBType == NULL) return NULL;
+    Py_INCREF(CaptureBType);
+    if (PyModule_AddObject(m, "CaptureBase", (PyObject *)CaptureBType) < 0) return NULL;
     PyObject *tee = PyType_FromSpec(&tee_spec);
     if (tee == NULL || PyModule_AddObject(m, "TeeBase", tee) < 0) return NULL;
     return m;
