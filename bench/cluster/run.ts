@@ -76,7 +76,7 @@ try {
   console.log(`| upload lag p99, the 3 worst nodes | ${worst} |`);
   console.log(`| store took (until drained, ${r.drainedS.toFixed(1)} s) | ${Math.round(r.store.pointsPerS).toLocaleString('en')} points/s, ${Math.round(r.store.rowsPerS)} rows/s, ${r.store.txPerS.toFixed(0)} tx/s |`);
   console.log(`| store size, per point (chunks merged: ${compact ? 'yes' : 'no'}; ${r.store.chunkRows} chunk rows) | ${(r.store.sizeBytes / 2 ** 20).toFixed(1)} MiB, ${r.store.bytesPerPoint.toFixed(1)} B |`);
-  if (r.store.compactedBytesPerPoint !== null) console.log(`| per point after VACUUM FULL of the chunk tables | ${r.store.compactedBytesPerPoint.toFixed(1)} B |`);
+  if (r.store.compactedBytesPerPoint !== null) console.log(`| per point after VACUUM FULL of the chunk tables: the database / the two chunk tables (TOAST and indexes in) | ${r.store.compactedBytesPerPoint.toFixed(1)} B / ${r.store.chunkTablesBytesPerPoint!.toFixed(1)} B |`);
   console.log(`| PostgreSQL CPU | ${r.store.pgCpuS === null ? 'not seen (a remote server)' : `${r.store.pgCpuS.toFixed(1)} s (${((r.store.pgCpuS / r.drainedS) * 100).toFixed(0)} % of one core)`} |`);
   console.log(`| lock waits seen (sampled every 0.5 s), deadlocks | ${r.store.lockWaitsSeen}, ${r.store.deadlocks} |`);
   if (r.restart) {

@@ -74,7 +74,7 @@ export interface SimResult {
   writeS: number;
   drainedS: number;
   lag: { p50Ms: number; p99Ms: number; maxMs: number; perNode: NodeLag[] };
-  store: { rowsPerS: number; pointsPerS: number; txPerS: number; sizeBytes: number; bytesPerPoint: number; compactedBytesPerPoint: number | null; chunkRows: number; lockWaitsSeen: number; deadlocks: number; pgCpuS: number | null };
+  store: { rowsPerS: number; pointsPerS: number; txPerS: number; sizeBytes: number; bytesPerPoint: number; compactedBytesPerPoint: number | null; chunkTablesBytesPerPoint: number | null; chunkRows: number; lockWaitsSeen: number; deadlocks: number; pgCpuS: number | null };
   group: string;
   /** When the writers started (ms since the epoch). */
   startedAt: number;
@@ -326,9 +326,12 @@ export async function simulate(o: SimOptions): Promise<SimResult> {
   const size = Number((await query(`SELECT pg_database_size(current_database())::float8 AS b`)).rows[0].b);
   const chunkRows = Number((await query(`SELECT count(*)::float8 AS n FROM logd_rows WHERE run_id LIKE $1`, [`${tag}n%`])).rows[0].n);
   let vacuumed: number | null = null;
+  let chunkTables: number | null = null;
   if (o.vacuumFull) {
     await query('VACUUM FULL logd_rows, logd_values');
     vacuumed = Number((await query(`SELECT pg_database_size(current_database())::float8 AS b`)).rows[0].b);
+    // The two chunk tables with their TOAST and indexes: what grows with the points (the rest is fixed or per run).
+    chunkTables = Number((await query(`SELECT (pg_total_relation_size('logd_rows') + pg_total_relation_size('logd_values'))::float8 AS b`)).rows[0].b);
   }
   await db.end();
   for (const x of runs) x.log.close();
@@ -354,7 +357,8 @@ export async function simulate(o: SimOptions): Promise<SimResult> {
     store: {
       rowsPerS: stored / drainedS, pointsPerS: (stored * o.metrics) / drainedS, txPerS: (after.tx - before.tx) / drainedS,
       sizeBytes: size, bytesPerPoint: size / Math.max(1, stored * o.metrics), chunkRows,
-      compactedBytesPerPoint: vacuumed === null ? null : vacuumed / Math.max(1, stored * o.metrics), lockWaitsSeen: lockWaits, deadlocks: after.dl - before.dl,
+      compactedBytesPerPoint: vacuumed === null ? null : vacuumed / Math.max(1, stored * o.metrics),
+      chunkTablesBytesPerPoint: chunkTables === null ? null : chunkTables / Math.max(1, stored * o.metrics), lockWaitsSeen: lockWaits, deadlocks: after.dl - before.dl,
       pgCpuS: cpu0 !== null && cpu1 !== null ? (restartAt ? cpu1 + cpuCarried : cpu1 - cpu0) : null,
     },
   };

@@ -35,26 +35,35 @@ const open = (r: RunInfo) => r.state === 'running' || r.state === 'finishing' ||
 /** The group's jobs, oldest first (runs of other groups are not looked at: pass one group's runs). */
 export function splitJobs(runs: readonly RunInfo[]): GroupJob[] {
   const sorted = [...runs].sort((a, b) => a.createdAt - b.createdAt || a.id.localeCompare(b.id));
-  const jobs: Array<{ runs: RunInfo[]; ids: Set<string>; endedAt: number; anyOpen: boolean }> = [];
+  // Per job the ranks and names (of runs without a rank) it has, and per torchrun id its job: one look each, so
+  // that a group of a thousand ranks splits in linear time (a rank's metadata is parsed once).
+  type Job = { runs: RunInfo[]; ids: Set<string>; ranks: Set<number>; names: Set<string>; endedAt: number; anyOpen: boolean };
+  const jobs: Job[] = [];
+  const byId = new Map<string, Job>();
   for (const r of sorted) {
     const id = torchrunId(r);
-    let job = id ? jobs.find((j) => j.ids.has(id)) : undefined;
+    const rank = runRank(r);
+    let job = id ? byId.get(id) : undefined;
     if (!job) {
       const last = jobs[jobs.length - 1];
-      const lastIds = last ? [...last.ids] : [];
       const overlaps = last && (last.anyOpen || r.createdAt <= last.endedAt);
       // Runs made one after another are one job (a sweep's trials, ranks started in turn) unless the run repeats
       // a rank (or, without ranks, a name) the job already has: then the job was launched again.
-      const repeats = last && last.runs.some((x) => (runRank(x) !== null ? runRank(x) === runRank(r) : runRank(r) === null && x.name === r.name));
-      const sameLaunch = last && (overlaps || !repeats) && (!id || lastIds.length === 0 || lastIds.includes(id));
+      const repeats = last && (rank !== null ? last.ranks.has(rank) : last.names.has(r.name));
+      const sameLaunch = last && (overlaps || !repeats) && (!id || last.ids.size === 0 || last.ids.has(id));
       job = sameLaunch ? last : undefined;
     }
     if (!job) {
-      job = { runs: [], ids: new Set(), endedAt: 0, anyOpen: false };
+      job = { runs: [], ids: new Set(), ranks: new Set(), names: new Set(), endedAt: 0, anyOpen: false };
       jobs.push(job);
     }
     job.runs.push(r);
-    if (id) job.ids.add(id);
+    if (id) {
+      job.ids.add(id);
+      if (!byId.has(id)) byId.set(id, job);
+    }
+    if (rank !== null) job.ranks.add(rank);
+    else job.names.add(r.name);
     if (open(r)) job.anyOpen = true;
     else job.endedAt = Math.max(job.endedAt, Number(r.finishedAt));
   }

@@ -88,5 +88,10 @@ describe('the job story', () => {
     expect(inTurn).toHaveLength(1);
     const sweep = splitJobs([run('t1', null, 100, 101, 'trial-1'), run('t2', null, 102, 103, 'trial-2'), run('t1b', null, 104, 105, 'trial-1')]);
     expect(sweep.map((j) => j.runs.length)).toEqual([2, 1]);
+    // A thousand ranks launched twice (the second launch after the first ended): two jobs of 1 024 each, split in
+    // one pass (it used to compare each run with every run of the job, parsing both ranks each time: minutes for
+    // a 1 024-rank group page).
+    const big = [...Array.from({ length: 1024 }, (_, i) => run(`x${i}`, i, 1000 + i / 1000, 1100)), ...Array.from({ length: 1024 }, (_, i) => run(`y${i}`, i, 2000 + i / 1000, 2100))];
+    expect(splitJobs(big).map((j) => [j.runs.length, j.runs[0].id])).toEqual([[1024, 'x0'], [1024, 'y0']]);
   });
 });
