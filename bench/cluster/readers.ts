@@ -101,7 +101,8 @@ for i in range(${rounds + 1}):
     ts.append((time.perf_counter() - t) * 1000)
 print(json.dumps({"ms": ts, "rows": len(df)}))
 `;
-      const r = await run(py, ['-c', script], { env: { ...env, LOGD_BENCH_URL: o.url }, maxBuffer: 64 << 20, timeout: 600_000 });
+      // Its reader process is `logd reads-server`, started the way the client starts the daemon.
+      const r = await run(py, ['-c', script], { env: { ...env, LOGD_BENCH_URL: o.url, LOGD_BIN: `${process.execPath} ${cli}` }, maxBuffer: 64 << 20, timeout: 600_000 });
       const got = JSON.parse(r.stdout.trim().split('\n').pop()!) as { ms: number[]; rows: number };
       out.push({ what: `Python \`Api(store=…).group(g).history(keys=[${o.keys.length} metrics])\``, firstMs: got.ms[0], medianMs: median(got.ms.slice(1)), note: `${got.rows.toLocaleString('en')} rows in one DataFrame; first = with its reader process's start` });
     } else {
