@@ -150,6 +150,11 @@ export function buildService(ctx: ServerContext): grpc.UntypedServiceImplementat
         const open = reg.runs.get(continuing);
         const owner = open && !open.final ? open.writers.get(open.meta.ownerWriterId) : undefined;
         if (open && owner?.local && !isAlive(owner.meta.pid, owner.startTime)) {
+          // What that owner spilled (its rows, and its exit: 128 + n from its signal handler) and journaled goes in
+          // first, as when its death is noticed: a torchrun survivor ended by SIGTERM and restarted at once lost
+          // its last rows here. The final states are written in order, so the finalise below waits for the one
+          // the spill or the journal started (and is a no-op after it).
+          fin.writerGone(open, owner, 'seen when a new attempt continued the run');
           await fin.finalise(open, 'crashed', `owner pid ${owner.meta.pid} exited without finish (seen when a new attempt continued the run)`, -1);
         }
       }
