@@ -6,7 +6,7 @@ import type { Command } from 'commander';
 import { resolvePaths, uploadTunables } from '../../src/config.js';
 import { DataDirRuns, SYNC_REQUEST } from '../upload/local-runs.js';
 import { Uploader } from '../upload/uploader.js';
-import { parseStoreUrl, redact } from '../upload/url.js';
+import { parseStoreUrl, redact, type StoreUrl } from '../upload/url.js';
 import { migrate, SCHEMA_VERSION, storeVersion, describeMigrations } from '../upload/schema.js';
 import { checkAndRepair } from '../upload/schema-check.js';
 import { readStatus, type UploadStatus } from '../upload/status.js';
@@ -19,6 +19,27 @@ import { SharedSource } from '../query/shared.js';
 function fail(msg: string, code = 1): never {
   process.stderr.write(`logd: ${msg}\n`);
   process.exit(code);
+}
+
+/**
+ * The shared store the options name, else the first of `envs` set, parsed; a command without one, or with a
+ * malformed one, ends here saying what to do (exit `code`).
+ */
+function namedStore(o: UrlOptions, envs: string[], code = 1): StoreUrl {
+  const raw = urlOrExit('store', o) || envs.map((e) => process.env[e]).find((v) => !!v);
+  if (!raw) fail('no shared store named: set LOGD_STORE_URL, or pass --store-url-file PATH, or --store postgres://user@host/db with the password in ~/.pgpass', code);
+  try {
+    return parseStoreUrl(raw);
+  } catch (e) {
+    fail((e as Error).message, code);
+  }
+}
+
+/** A store with logd's schema, not newer than this logd's; otherwise the command ends saying so. */
+async function needSchema(c: pg.Client, url: StoreUrl, what: string): Promise<void> {
+  const v = await storeVersion(c);
+  if (v === 0) fail(`${url.shown} has no logd schema: nothing to ${what}`);
+  if (v > SCHEMA_VERSION) fail(`${url.shown} has schema version ${v}, newer than this logd's ${SCHEMA_VERSION}: upgrade logd`);
 }
 
 function pidAlive(pid: number): boolean {
@@ -144,22 +165,13 @@ export function registerUploadCommands(program: Command): void {
       const m = /^(\d+(?:\.\d+)?)\s*(h|d|w)$/.exec(o.olderThan.trim());
       if (!m || !(Number(m[1]) > 0)) fail(`--older-than ${JSON.stringify(o.olderThan)}: give a number and a unit, h (hours), d (days) or w (weeks), e.g. 90d`, 2);
       const seconds = Number(m[1]) * { h: 3600, d: 86_400, w: 7 * 86_400 }[m[2] as 'h' | 'd' | 'w'];
-      const raw = urlOrExit('store', o) || process.env.LOGD_STORE_URL;
-      if (!raw) fail('no shared store named: set LOGD_STORE_URL, or pass --store-url-file PATH, or --store postgres://user@host/db with the password in ~/.pgpass', 2);
-      let url;
-      try {
-        url = parseStoreUrl(raw);
-      } catch (e) {
-        fail((e as Error).message, 2);
-      }
+      const url = namedStore(o, ['LOGD_STORE_URL'], 2);
       const cutoff = Date.now() / 1000 - seconds;
       const c = new pg.Client(pgOptions(url, { connectionTimeoutMillis: 15_000, application_name: 'logd store prune' }));
       const src = new SharedSource(url);
       try {
         await c.connect();
-        const v = await storeVersion(c);
-        if (v === 0) fail(`${url.shown} has no logd schema: nothing to prune`);
-        if (v > SCHEMA_VERSION) fail(`${url.shown} has schema version ${v}, newer than this logd's ${SCHEMA_VERSION}: upgrade logd`);
+        await needSchema(c, url, 'prune');
         // Ended runs only (a run still running, or finishing its upload, stays), by when they ended (their node's clock).
         const runs = (await c.query<{ id: string; name: string; project: string; state: string; ended: number; rows: string }>(
           `SELECT id, name, project, state, greatest(created_at, finished_at) AS ended, history_rows::text AS rows FROM logd_runs
@@ -212,20 +224,11 @@ export function registerUploadCommands(program: Command): void {
     .addOption(urlOption('store', 'compact the shared store', 'LOGD_STORE_URL, then LOGD_UPLOAD_URL'))
     .addOption(urlFileOption('store'))
     .action(async (ids: string[], o: UrlOptions) => {
-      const raw = urlOrExit('store', o) || process.env.LOGD_STORE_URL || process.env.LOGD_UPLOAD_URL;
-      if (!raw) fail('no shared store named: set LOGD_STORE_URL, or pass --store-url-file PATH, or --store postgres://user@host/db with the password in ~/.pgpass');
-      let url;
-      try {
-        url = parseStoreUrl(raw);
-      } catch (e) {
-        fail((e as Error).message);
-      }
+      const url = namedStore(o, ['LOGD_STORE_URL', 'LOGD_UPLOAD_URL']);
       const c = new pg.Client(pgOptions(url, { connectionTimeoutMillis: 15_000, application_name: 'logd store compact' }));
       try {
         await c.connect();
-        const v = await storeVersion(c);
-        if (v === 0) fail(`${url.shown} has no logd schema: nothing to compact`);
-        if (v > SCHEMA_VERSION) fail(`${url.shown} has schema version ${v}, newer than this logd's ${SCHEMA_VERSION}: upgrade logd`);
+        await needSchema(c, url, 'compact');
         const all = (await c.query<{ id: string }>('SELECT id FROM logd_runs ORDER BY created_at, id')).rows.map((r) => r.id);
         const wanted = ids.length ? ids : all;
         const unknown = ids.filter((id) => !all.includes(id));
@@ -264,14 +267,7 @@ export function registerUploadCommands(program: Command): void {
     .addOption(urlOption('store', 'migrate the shared store', 'LOGD_STORE_URL, then LOGD_UPLOAD_URL'))
     .addOption(urlFileOption('store'))
     .action(async (o: UrlOptions) => {
-      const raw = urlOrExit('store', o) || process.env.LOGD_STORE_URL || process.env.LOGD_UPLOAD_URL;
-      if (!raw) fail('no shared store named: set LOGD_STORE_URL, or pass --store-url-file PATH, or --store postgres://user@host/db with the password in ~/.pgpass');
-      let url;
-      try {
-        url = parseStoreUrl(raw);
-      } catch (e) {
-        fail((e as Error).message);
-      }
+      const url = namedStore(o, ['LOGD_STORE_URL', 'LOGD_UPLOAD_URL']);
       const c = new pg.Client(pgOptions(url, { connectionTimeoutMillis: 15_000 }));
       try {
         await c.connect();
