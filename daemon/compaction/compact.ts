@@ -111,16 +111,22 @@ export async function compactStream(c: pg.ClientBase, runId: string, stream: num
  * goes on, chunks of SETTLED_ROWS or more stay as they are.
  */
 export async function compactRun(c: pg.ClientBase, runId: string, o: { live?: boolean; maxRows?: number } = {}): Promise<CompactResult> {
-  const opts = { maxRows: o.maxRows, settledRows: o.live ? SETTLED_ROWS : undefined };
   await c.query('BEGIN');
   try {
-    await c.query('SELECT 1 FROM logd_cursors WHERE run_id = $1 FOR UPDATE', [runId]);
-    const h = await compactStream(c, runId, 0, opts);
-    const s = await compactStream(c, runId, 1, opts);
+    const out = await compactLocked(c, runId, o);
     await c.query('COMMIT');
-    return { chunksBefore: h.chunksBefore + s.chunksBefore, chunksAfter: h.chunksAfter + s.chunksAfter };
+    return out;
   } catch (e) {
     await c.query('ROLLBACK').catch(() => {});
     throw e;
   }
+}
+
+/** compactRun's work inside a transaction the caller holds: the cursor row locked, both streams merged. */
+export async function compactLocked(c: pg.ClientBase, runId: string, o: { live?: boolean; maxRows?: number } = {}): Promise<CompactResult> {
+  const opts = { maxRows: o.maxRows, settledRows: o.live ? SETTLED_ROWS : undefined };
+  await c.query('SELECT 1 FROM logd_cursors WHERE run_id = $1 FOR UPDATE', [runId]);
+  const h = await compactStream(c, runId, 0, opts);
+  const s = await compactStream(c, runId, 1, opts);
+  return { chunksBefore: h.chunksBefore + s.chunksBefore, chunksAfter: h.chunksAfter + s.chunksAfter };
 }

@@ -17,7 +17,7 @@ import type { StoreUrl } from './url.js';
 import { pgOptions } from './pgpass.js';
 import { claimRun, takenOverBy, type ClaimOptions } from './continue.js';
 import { StoreContinueRefused, type StoredRun } from '../store/from-store.js';
-import { compactRun, type CompactResult } from '../compaction/compact.js';
+import { compactLocked, type CompactResult } from '../compaction/compact.js';
 
 export interface Cursor { offset: number; systemDone: boolean; done: boolean; rows: number }
 
@@ -109,21 +109,14 @@ export class PgSink {
     const sorted = [...items].sort((a, b) => (a.row.id < b.row.id ? -1 : a.row.id > b.row.id ? 1 : 0));
     const ids = sorted.map((x) => x.row.id);
     if (new Set(ids).size !== ids.length) throw new Error('uploadSlices: one slice per run');
-    const c = await this.pool.connect();
-    let broken = false;
-    const onError = () => (broken = true);
-    c.on('error', onError);
-    try {
-      await c.query('BEGIN');
+    const foreign = new Error('a cursor of another node or store');
+    return this.inTransaction(async (c) => {
       await c.query('INSERT INTO logd_cursors (run_id, node, source) SELECT id, $2, NULLIF($3, \'\') FROM unnest($1::text[]) AS u(id) ORDER BY id ON CONFLICT (run_id) DO NOTHING', [ids, this.node, this.source]);
       const cur = await c.query<{ run_id: string; node: string; source: string | null; log_offset: string }>(
         'SELECT run_id, node, source, log_offset FROM logd_cursors WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE', [ids]);
       const byId = new Map(cur.rows.map((r) => [r.run_id, r]));
-      const foreign = cur.rows.some((r) => r.node !== this.node || (this.source && r.source && r.source !== this.source));
-      if (foreign || byId.size !== ids.length) {
-        await c.query('ROLLBACK');
-        return null;
-      }
+      // Rolled back (the cursors inserted above too), and the caller sends the runs one by one.
+      if (byId.size !== ids.length || cur.rows.some((r) => r.node !== this.node || (this.source && r.source && r.source !== this.source))) throw foreign;
       const unsourced = cur.rows.filter((r) => this.source && !r.source).map((r) => r.run_id);
       if (unsourced.length) await c.query('UPDATE logd_cursors SET source = $2 WHERE run_id = ANY($1::text[])', [unsourced, this.source]);
       const take = sorted.filter((x) => Number(byId.get(x.row.id)!.log_offset) === x.slice.start);
@@ -148,35 +141,19 @@ export class PgSink {
           [take.map((x) => x.row.id), take.map((x) => x.slice.end)],
         );
       }
-      await c.query('COMMIT');
       return items.map((x) => {
         const at = Number(byId.get(x.row.id)!.log_offset);
         return at === x.slice.start ? { offset: x.slice.end, moved: false } : { offset: at, moved: true };
       });
-    } catch (e) {
-      await c.query('ROLLBACK').catch(() => (broken = true));
+    }).catch((e) => {
+      if (e === foreign) return null;
       throw e;
-    } finally {
-      c.off('error', onError);
-      c.release(broken);
-    }
+    });
   }
 
   /** Merges the run's small chunks in the store (daemon/compaction/), holding its cursor row. */
   async compact(runId: string, o: { live?: boolean } = {}): Promise<CompactResult> {
-    const c = await this.pool.connect();
-    let broken = false;
-    const onError = () => (broken = true);
-    c.on('error', onError);
-    try {
-      return await compactRun(c, runId, o);
-    } catch (e) {
-      broken = true;
-      throw e;
-    } finally {
-      c.off('error', onError);
-      c.release(broken);
-    }
+    return this.inTransaction((c) => compactLocked(c, runId, o));
   }
 
   /** A run that was done is open again (init(resume=...)): its new rows are to come. */
@@ -216,24 +193,19 @@ export class PgSink {
     });
   }
 
-  private async inRunTransaction<T>(runId: string, body: (c: pg.PoolClient, cur: Cursor) => Promise<T>): Promise<T> {
+  /**
+   * `body` in one transaction on a client of the pool, rolled back when it throws. A server that goes away while
+   * we hold the client makes it emit 'error' besides failing the query; unheard, that event would end the daemon;
+   * heard, the client is dropped rather than reused.
+   */
+  private async inTransaction<T>(body: (c: pg.PoolClient) => Promise<T>): Promise<T> {
     const c = await this.pool.connect();
     let broken = false;
-    // A server that goes away while we hold the client makes it emit 'error'
-    // besides failing the query; unheard, that event would end the daemon.
     const onError = () => (broken = true);
     c.on('error', onError);
     try {
       await c.query('BEGIN');
-      await c.query('INSERT INTO logd_cursors (run_id, node, source) VALUES ($1, $2, NULLIF($3, \'\')) ON CONFLICT (run_id) DO NOTHING', [runId, this.node, this.source]);
-      const cur = await c.query<{ node: string; source: string | null; log_offset: string; system_done: boolean; done: boolean }>(
-        'SELECT node, source, log_offset, system_done, done FROM logd_cursors WHERE run_id = $1 FOR UPDATE', [runId]);
-      const r = cur.rows[0];
-      if (r.node !== this.node) throw await this.ofAnotherNode(c, runId, r.node);
-      if (this.source && r.source && r.source !== this.source) throw this.sameNodeName(runId);
-      // A cursor from before the store kept its source: the node's next upload takes it as its own.
-      if (this.source && !r.source) await c.query('UPDATE logd_cursors SET source = $2 WHERE run_id = $1', [runId, this.source]);
-      const out = await body(c, { offset: Number(r.log_offset), systemDone: r.system_done, done: r.done, rows: 0 });
+      const out = await body(c);
       await c.query('COMMIT');
       return out;
     } catch (e) {
@@ -243,6 +215,20 @@ export class PgSink {
       c.off('error', onError);
       c.release(broken);
     }
+  }
+
+  private async inRunTransaction<T>(runId: string, body: (c: pg.PoolClient, cur: Cursor) => Promise<T>): Promise<T> {
+    return this.inTransaction(async (c) => {
+      await c.query('INSERT INTO logd_cursors (run_id, node, source) VALUES ($1, $2, NULLIF($3, \'\')) ON CONFLICT (run_id) DO NOTHING', [runId, this.node, this.source]);
+      const cur = await c.query<{ node: string; source: string | null; log_offset: string; system_done: boolean; done: boolean }>(
+        'SELECT node, source, log_offset, system_done, done FROM logd_cursors WHERE run_id = $1 FOR UPDATE', [runId]);
+      const r = cur.rows[0];
+      if (r.node !== this.node) throw await this.ofAnotherNode(c, runId, r.node);
+      if (this.source && r.source && r.source !== this.source) throw this.sameNodeName(runId);
+      // A cursor from before the store kept its source: the node's next upload takes it as its own.
+      if (this.source && !r.source) await c.query('UPDATE logd_cursors SET source = $2 WHERE run_id = $1', [runId, this.source]);
+      return body(c, { offset: Number(r.log_offset), systemDone: r.system_done, done: r.done, rows: 0 });
+    });
   }
 
   /**
