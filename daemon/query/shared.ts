@@ -9,7 +9,7 @@ import pg from 'pg';
 import { parseStoreUrl, redact, type StoreUrl } from '../upload/url.js';
 import { pgOptions, lacksPassword, NO_PASSWORD } from '../upload/pgpass.js';
 import { SCHEMA_VERSION, storeVersion } from '../upload/schema.js';
-import { decodeFloat8Array, decodeInt4Array } from '../upload/copy.js';
+import { decodeFloat8Array, decodeInt4Array, decodeFloat8Into, arrayLength, copyOut } from '../upload/copy.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from '../upload/pg-sink.js';
 import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine, MediaItem, RunEditAsk } from './source.js';
 import { RunNotFound } from './source.js';
@@ -74,11 +74,12 @@ export class SharedSource implements QuerySource {
   }
 
   /**
-   * Queries that must see one state of the store: a run's chunks are read in three statements (skeleton, row
-   * bodies, values), and a compaction (daemon/compaction/) committing between them would merge away chunks the
-   * skeleton named. In one REPEATABLE READ transaction they all read the snapshot of the first.
+   * A read-only REPEATABLE READ transaction on a connection of its own: every query in it sees the snapshot of the
+   * first, so a compaction (daemon/compaction/) committing between the skeleton, row bodies and values of a run's
+   * chunks cannot merge away chunks the skeleton named. `end(true)` commits, `end(false)` rolls back; either
+   * gives the connection back.
    */
-  private async snapshot<T>(fn: (q: <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<R[]>) => Promise<T>): Promise<T> {
+  private async begin(): Promise<Snapshot & { end: (ok: boolean) => Promise<void> }> {
     let c: pg.PoolClient;
     try {
       c = await this.pool.connect();
@@ -88,24 +89,57 @@ export class SharedSource implements QuerySource {
     let broken = false;
     const onError = () => (broken = true);
     c.on('error', onError);
-    const q = async <R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> => {
+    const q: Q = async <R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<R[]> => {
       try {
         return (await c.query<R>(text, values)).rows;
       } catch (e) {
         throw this.error(`reading ${this.where} failed: ${(e as Error).message}`);
       }
     };
-    try {
-      await q('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', []);
-      const out = await fn(q);
-      await q('COMMIT', []);
-      return out;
-    } catch (e) {
-      await c.query('ROLLBACK').catch(() => (broken = true));
-      throw e;
-    } finally {
+    const copy = async (sql: string) => {
+      try {
+        return await copyOut(c, sql);
+      } catch (e) {
+        throw this.error(`reading ${this.where} failed: ${(e as Error).message}`);
+      }
+    };
+    const release = () => {
       c.off('error', onError);
       c.release(broken);
+    };
+    try {
+      await q('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', []);
+    } catch (e) {
+      broken = true;
+      release();
+      throw e;
+    }
+    return {
+      q,
+      copy,
+      end: async (ok) => {
+        try {
+          if (ok) await q('COMMIT', []);
+          else await c.query('ROLLBACK').catch(() => (broken = true));
+        } catch (e) {
+          broken = true;
+          throw e;
+        } finally {
+          release();
+        }
+      },
+    };
+  }
+
+  private async snapshot<T>(fn: (s: Snapshot) => Promise<T>): Promise<T> {
+    const s = await this.begin();
+    let ok = false;
+    try {
+      const out = await fn(s);
+      ok = true;
+      return out;
+    } finally {
+      await s.end(ok);
     }
   }
 
@@ -149,18 +183,51 @@ export class SharedSource implements QuerySource {
     return this.rows(id, hq);
   }
 
-  /** The stored rows, as uploaded (one snapshot of the store). */
-  private async rows(id: string, hq: HistoryQuery): Promise<History> {
-    return this.snapshot((q) => this.rowsIn(q, id, hq));
+  /**
+   * The history in pieces, each about `sliceRows` rows, read in one snapshot of the store: a reader sends one
+   * piece while PostgreSQL reads the next, and holds a piece, not the run, in memory. Only the plain case is
+   * read in slices; a downsampled read, a tail and a rewound run's latest timeline (decided over the whole
+   * history) come as one piece.
+   */
+  async *historyPieces(id: string, hq: HistoryQuery = {}, sliceRows = SLICE_ROWS): AsyncGenerator<History> {
+    if ((hq.points && hq.points > 0) || (hq.tailRows && hq.tailRows > 0)) {
+      yield await this.history(id, hq);
+      return;
+    }
+    const info = await this.getRun(id);
+    if (!hq.system && (hq.allAttempts || info.metadataJson.includes('resumedFromStep'))) {
+      yield await this.history(id, hq);
+      return;
+    }
+    const s = await this.begin();
+    let ok = false;
+    try {
+      yield* this.piecesIn(s, id, hq, sliceRows);
+      ok = true;
+    } finally {
+      await s.end(ok);
+    }
   }
 
-  private async rowsIn(q: <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<R[]>, id: string, hq: HistoryQuery): Promise<History> {
+  /** The stored rows, as uploaded (one snapshot of the store). */
+  private async rows(id: string, hq: HistoryQuery): Promise<History> {
+    return this.snapshot((s) => this.rowsIn(s, id, hq));
+  }
+
+  private async rowsIn(s: Snapshot, id: string, hq: HistoryQuery): Promise<History> {
+    let whole: History | null = null;
+    for await (const h of this.piecesIn(s, id, hq, Infinity)) whole = h;
+    return whole!;
+  }
+
+  /** The stored rows in pieces of about `sliceRows` rows (at least one piece; Infinity: one). */
+  private async *piecesIn({ q, copy }: Snapshot, id: string, hq: HistoryQuery, sliceRows: number): AsyncGenerator<History> {
     const stream = hq.system ? STREAM_SYSTEM : STREAM_HISTORY;
     const keyRows = await q<{ key_id: number; name: string }>('SELECT key_id, name FROM logd_keys WHERE run_id = $1 AND stream = $2 ORDER BY key_id', [id, stream]);
     const keys = keyRows.map((k) => k.name);
     const pos = new Map<number, number>(keyRows.map((k, i) => [k.key_id, i]));
     const wanted = hq.keys?.length ? keyRows.filter((k) => hq.keys!.includes(k.name)).map((k) => k.key_id) : null;
-    if (wanted && wanted.length === 0) return assemble(keys, [], pos, true);
+    if (wanted && wanted.length === 0) return void (yield assemble(keys, [], pos, true));
 
     // Chunks in arrival order; for a tail, only the last ones.
     type Skel = { writer: number; seq_lo: number; ord: number; nrows: number };
@@ -172,26 +239,42 @@ export class SharedSource implements QuerySource {
       skel = skel.slice(i);
       cut = Math.max(0, n - hq.tailRows);
     }
-    if (!skel.length) return assemble(keys, [], pos, !!wanted);
-    const ws = skel.map((s) => s.writer), ss = skel.map((s) => s.seq_lo);
-    const sel = 'run_id = $1 AND stream = $2 AND (writer, seq_lo) IN (SELECT * FROM unnest($3::bigint[], $4::float8[]))';
-    // Arrays travel in PostgreSQL's binary array form (array_send), base64 in
-    // the text protocol: no float is printed or parsed on either side.
-    const [bodies, vals] = await Promise.all([
-      q<{ writer: number; seq_lo: number; steps: string; times: string }>(
-        `SELECT writer::float8, seq_lo, ${b64('steps')} AS steps, ${b64('times')} AS times FROM logd_rows WHERE ${sel}`, [id, stream, ws, ss]),
-      q<{ writer: number; seq_lo: number; key_id: number; idx: string | null; vals: string }>(
-        `SELECT writer::float8, seq_lo, key_id, ${b64('idx')} AS idx, ${b64('vals')} AS vals FROM logd_values WHERE ${sel}${wanted ? ' AND key_id = ANY($5::int[])' : ''}`,
-        wanted ? [id, stream, ws, ss, wanted] : [id, stream, ws, ss]),
-    ]);
-    const byChunk = new Map<string, { steps: Float64Array; times: Float64Array; writer: number; values: ValueRow[] }>();
-    for (const b of bodies) byChunk.set(`${b.writer}/${b.seq_lo}`, { steps: f64s(b.steps), times: f64s(b.times), writer: b.writer, values: [] });
-    for (const v of vals) {
-      byChunk.get(`${v.writer}/${v.seq_lo}`)?.values.push({ key_id: v.key_id, idx: v.idx === null ? null : decodeInt4Array(Buffer.from(v.idx, 'base64')), vals: f64s(v.vals) });
+    if (!skel.length) return void (yield assemble(keys, [], pos, !!wanted));
+    const slices: Skel[][] = [[]];
+    for (let i = 0, n = 0; i < skel.length; i++) {
+      if (n >= sliceRows) slices.push([]), (n = 0);
+      slices[slices.length - 1].push(skel[i]);
+      n += skel[i].nrows;
     }
-    const chunks = skel.map((s) => byChunk.get(`${s.writer}/${s.seq_lo}`)!).filter(Boolean);
-    const h = assemble(keys, chunks, pos, !!wanted);
-    return cut > 0 ? dropFirstRows(h, cut) : h;
+    // Arrays travel as PostgreSQL keeps them, in binary COPY (copyOut): no float printed or parsed, nothing
+    // base64. COPY takes no parameters: the run id is quoted, the rest are numbers the store gave.
+    const lit = (xs: number[]) => `'{${xs.map((x) => String(x)).join(',')}}'`;
+    const fetch = async (part: Skel[]) => {
+      const sel = `run_id = ${pg.escapeLiteral(id)} AND stream = ${stream} AND (writer, seq_lo) IN (SELECT * FROM unnest(${lit(part.map((s) => s.writer))}::bigint[], ${lit(part.map((s) => s.seq_lo))}::float8[]))`;
+      const bodies = await copy(`COPY (SELECT writer::float8, seq_lo, steps, times FROM logd_rows WHERE ${sel}) TO STDOUT (FORMAT binary)`);
+      const vals = await copy(`COPY (SELECT writer::float8, seq_lo, key_id, idx, vals FROM logd_values WHERE ${sel}${wanted ? ` AND key_id = ANY(${lit(wanted)}::int[])` : ''}) TO STDOUT (FORMAT binary)`);
+      return [bodies, vals] as const;
+    };
+    let next = fetch(slices[0]);
+    for (let i = 0; i < slices.length; i++) {
+      const [bodies, vals] = await next;
+      if (i + 1 < slices.length) {
+        next = fetch(slices[i + 1]);
+        next.catch(() => {}); // awaited next round; a consumer that stops first leaves it to the rollback
+      }
+      const byChunk = new Map<string, RawChunk>();
+      // Fields: float8 and int4 big-endian, arrays in array_send's form (decoded by assemble, into its output).
+      for (const [w, sq, st, tm] of bodies) {
+        const writer = w!.readDoubleBE(0);
+        byChunk.set(`${writer}/${sq!.readDoubleBE(0)}`, { steps: st!, times: tm!, writer, values: [] });
+      }
+      for (const [w, sq, k, idx, vs] of vals) {
+        byChunk.get(`${w!.readDoubleBE(0)}/${sq!.readDoubleBE(0)}`)?.values.push({ key_id: k!.readInt32BE(0), idx, vals: vs! });
+      }
+      const chunks = slices[i].map((s) => byChunk.get(`${s.writer}/${s.seq_lo}`)!).filter(Boolean);
+      const h = assemble(keys, chunks, pos, !!wanted);
+      yield i === 0 && cut > 0 ? dropFirstRows(h, cut) : h;
+    }
   }
 
   async console(id: string, after: number): Promise<{ entries: ConsoleLine[]; next: number }> {
@@ -317,47 +400,74 @@ export class SharedSource implements QuerySource {
   }
 }
 
-interface ValueRow { key_id: number; idx: Int32Array | null; vals: Float64Array }
+/** A stored chunk as COPY gave it: its arrays in array_send's form. */
+interface RawChunk { steps: Buffer; times: Buffer; writer: number; values: Array<{ key_id: number; idx: Buffer | null; vals: Buffer }> }
 
-const b64 = (col: string) => `encode(array_send(${col}), 'base64')`;
-const f64s = (text: string) => decodeFloat8Array(Buffer.from(text, 'base64'));
+/** A query of one snapshot. */
+type Q = <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<R[]>;
+/** One snapshot's queries and binary COPY reads (daemon/upload/copy.ts copyOut). */
+interface Snapshot { q: Q; copy: (sql: string) => Promise<Array<Array<Buffer | null>>> }
 
-/** Chunks into the columnar History; with a key filter, rows carrying none of the keys are left out (as the local source does). */
-function assemble(keys: string[], chunks: Array<{ steps: Float64Array; times: Float64Array; writer: number; values: ValueRow[] }>, pos: Map<number, number>, filtered: boolean): History {
+/** Rows per piece of a history read in slices (historyPieces): a few MB of values for a run of tens of metrics. */
+const SLICE_ROWS = 65_536;
+
+
+/**
+ * Chunks into the columnar History, decoding their arrays straight into it; with a key filter, rows carrying none
+ * of the keys are left out (as the local source does).
+ */
+function assemble(keys: string[], chunks: RawChunk[], pos: Map<number, number>, filtered: boolean): History {
   let rows = 0, pairs = 0;
   for (const c of chunks) {
-    rows += c.steps.length;
-    for (const v of c.values) pairs += v.vals.length;
+    rows += arrayLength(c.steps);
+    for (const v of c.values) pairs += arrayLength(v.vals);
   }
   const steps = new Float64Array(rows), times = new Float64Array(rows), writers = new Uint32Array(rows);
   const start = new Uint32Array(rows + 1), keyIds = new Uint32Array(pairs), values = new Float64Array(pairs);
   let r0 = 0, p0 = 0;
   for (const c of chunks) {
-    const n = c.steps.length;
+    const n = arrayLength(c.steps);
+    const vs = [...c.values].sort((a, b) => a.key_id - b.key_id);
+    if (vs.length > 0 && vs.every((v) => !v.idx && arrayLength(v.vals) === n)) {
+      // Every metric of the chunk in every row (the common case): row i's pairs are at p0 + i*K, in key order,
+      // written row by row (column by column would stride the whole output K times).
+      const K = vs.length;
+      decodeFloat8Into(c.steps, steps, r0);
+      decodeFloat8Into(c.times, times, r0);
+      writers.fill(c.writer, r0, r0 + n);
+      for (let i = 0; i < n; i++) start[r0 + i] = p0 + i * K;
+      const ks = vs.map((v) => pos.get(v.key_id) ?? 0), cols = vs.map((v) => new DataView(v.vals.buffer, v.vals.byteOffset, v.vals.byteLength));
+      for (let i = 0, at = p0, o = 24; i < n; i++, o += 12) {
+        for (let j = 0; j < K; j++, at++) {
+          keyIds[at] = ks[j];
+          values[at] = cols[j].getFloat64(o);
+        }
+      }
+      r0 += n;
+      p0 += n * K;
+      continue;
+    }
+    const cSteps = decodeFloat8Array(c.steps), cTimes = decodeFloat8Array(c.times);
+    const cVals = vs.map((v) => ({ key_id: v.key_id, idx: v.idx ? decodeInt4Array(v.idx) : null, vals: decodeFloat8Array(v.vals) }));
     const counts = new Uint32Array(n);
-    for (const v of c.values) {
+    for (const v of cVals) {
       if (v.idx) for (let i = 0; i < v.idx.length; i++) counts[v.idx[i]]++;
       else for (let i = 0; i < n; i++) counts[i]++;
     }
     // Row offsets of this chunk; rows without a pair vanish when filtering.
     const at = new Uint32Array(n);
     let r = r0, p = p0;
-    const rowOut = new Int32Array(n);
     for (let i = 0; i < n; i++) {
-      if (filtered && counts[i] === 0) {
-        rowOut[i] = -1;
-        continue;
-      }
-      rowOut[i] = r;
-      steps[r] = c.steps[i];
-      times[r] = c.times[i];
+      if (filtered && counts[i] === 0) continue;
+      steps[r] = cSteps[i];
+      times[r] = cTimes[i];
       writers[r] = c.writer;
       start[r] = p;
       at[i] = p;
       p += counts[i];
       r++;
     }
-    for (const v of [...c.values].sort((a, b) => a.key_id - b.key_id)) {
+    for (const v of cVals) {
       const k = pos.get(v.key_id) ?? 0;
       for (let j = 0; j < v.vals.length; j++) {
         const i = v.idx ? v.idx[j] : j;

@@ -64,6 +64,11 @@ export interface QuerySource {
   /** Stored rows in arrival order, columnar (or buckets, with `points`). Rejects with RunNotFound when there is no such run. */
   history(id: string, query?: HistoryQuery): Promise<History>;
   /**
+   * The same rows as history(), in pieces of one snapshot that a reader can send one by one (the first names
+   * every key); sources that read whole need not have it.
+   */
+  historyPieces?(id: string, query?: HistoryQuery): AsyncGenerator<History>;
+  /**
    * The whole summary and stats of a run whose RunInfo carries them capped
    * (metadata.summaryCapped: more than 1000 keys). Sources whose answers are
    * never capped need not have it.

@@ -15,6 +15,9 @@ import { parseFilter, selectRuns, runFields, type FilterTerm } from '../../src/r
 import { RunNotFound, type QuerySource } from '../query/index.js';
 import { historyChunks } from './chunks.js';
 
+/** The longest one history read may take (as the node's daemon's, daemon/reads/history.ts). */
+const READ_BUDGET_MS = 120_000;
+
 type Handler = grpc.UntypedServiceImplementation[string];
 
 /** The most entries one ReadConsole or ReadMedia answer holds (as the daemon's). */
@@ -93,14 +96,38 @@ export async function serveSharedReads(source: QuerySource, onCall: () => void =
       if (!authed(call.metadata)) return void call.emit('error', unauth());
       onCall();
       const r = call.request;
+      const ask = { keys: r.keys, tailRows: r.tailRows, system: r.system, points: r.points, allAttempts: !!r.allAttempts };
+      // In pieces where the source can (a slice of the run sent while the store reads the next), whole otherwise.
+      const pieces = source.historyPieces ? source.historyPieces(r.runId, ask) : (async function* () {
+        yield await source.history(r.runId, ask);
+      })();
+      let gone = false;
+      call.once('cancelled', () => (gone = true));
+      // A reader that stops reading would hold the store's snapshot (a transaction) for as long as it waits.
+      const budget = setTimeout(() => {
+        gone = true;
+        call.emit('error', { code: grpc.status.DEADLINE_EXCEEDED, details: `the read took more than ${READ_BUDGET_MS / 1000} s (a reader that stopped reading, or a very large run): read fewer metrics, or page through it` });
+      }, READ_BUDGET_MS);
       void (async () => {
-        const h = await source.history(r.runId, { keys: r.keys, tailRows: r.tailRows, system: r.system, points: r.points, allAttempts: !!r.allAttempts });
-        for (const c of historyChunks(h, !!r.allAttempts && !r.points)) {
-          if (call.cancelled) return;
-          if (!call.write(c)) await new Promise((res) => call.once('drain', res));
+        let first = true;
+        for await (const h of pieces) {
+          for (const c of historyChunks(h, !!r.allAttempts && !r.points)) {
+            if (!first) {
+              if (!c.rows) continue;
+              c.keys = []; // the first chunk named every key
+            }
+            first = false;
+            if (gone || call.cancelled) return;
+            if (!call.write(c)) await new Promise<void>((res) => {
+              const done = () => (call.off('drain', done), call.off('cancelled', done), clearInterval(poll), res());
+              call.once('drain', done);
+              call.once('cancelled', done);
+              const poll = setInterval(() => gone && done(), 250);
+            });
+          }
         }
-        call.end();
-      })().catch((e) => call.emit('error', status(e)));
+        if (!gone) call.end();
+      })().catch((e) => gone || call.emit('error', status(e))).finally(() => clearTimeout(budget));
     }) as Handler,
 
     readConsole: unary(async (req: { runId: string; afterOffset: number | string; limit: number }) => {

@@ -212,4 +212,65 @@ describe.skipIf(!!noPg)(`compaction of the shared store${noPg ? ` — ${noPg}` :
       await src.close();
     }
   }, 60_000);
+
+  it('a history read in pieces (the reads-server\'s slices, one snapshot) gives every stored row once, in order, as the rows written', async () => {
+    const { runs, rows } = await writeRun('node-pieces', 'cmppieces');
+    const url = parseStoreUrl(pgc.url);
+    const up = new Uploader({ url, node: 'node-pieces', runs, log: () => {}, pollMs: 50, backoffMaxMs: 500, statusDir: null, sliceBytes: 1, compact: false });
+    try {
+      for (let i = 0; i < 20 && (await up.pass()); i++);
+    } finally {
+      await up.stop();
+    }
+    expect(chunks('cmppieces')).toBe('0:5 0:3 0:7 1:4 1:2 0:6 0:1');
+    // What writeRun wrote, row by row: [step, writer, {key: value}].
+    const writersOf = [[0, 5], [0, 3], [0, 7], [1, 4], [1, 2], [0, 6], [0, 1]].flatMap(([w, n]) => Array(n).fill(w));
+    const written = writersOf.map((w, step) => {
+      const keys = w === 1 ? [0, 3] : step % 3 === 0 ? [0, 1, 2] : step % 3 === 1 ? [1] : [0, 2];
+      return [step, w, Object.fromEntries(keys.map((k) => ['abcd'[k], step * 10 + k + 0.25]))] as const;
+    });
+    const flat = (hs: Array<{ keys: string[]; rows: number; steps: Float64Array; writers: Uint32Array; start: Uint32Array; keyIds: Uint32Array; values: Float64Array }>) => {
+      const out: Array<readonly [number, number, Record<string, number>]> = [];
+      const keys = hs[0].keys;
+      for (const h of hs) {
+        expect(h.keys).toEqual(keys);
+        for (let r = 0; r < h.rows; r++) {
+          const vals: Record<string, number> = {};
+          for (let p = h.start[r]; p < h.start[r + 1]; p++) vals[keys[h.keyIds[p]]] = h.values[p];
+          out.push([h.steps[r], h.writers[r], vals]);
+        }
+      }
+      return out;
+    };
+    const only = (ks: string[]) => written
+      .map(([s, w, v]) => [s, w, Object.fromEntries(Object.entries(v).filter(([k]) => ks.includes(k)))] as const)
+      .filter(([, , v]) => Object.keys(v).length > 0);
+    const src = new SharedSource(url);
+    try {
+      await src.check();
+      expect(flat([await src.history('cmppieces', {})])).toEqual(written);
+      for (const slice of [1, 4, 10, 1000]) {
+        const pieces = [];
+        for await (const h of src.historyPieces('cmppieces', {}, slice)) pieces.push(h);
+        expect(pieces.length).toBe(slice === 1 ? 7 : slice === 4 ? 5 : slice === 10 ? 3 : 1);
+        expect(flat(pieces)).toEqual(written);
+        const some = [];
+        for await (const h of src.historyPieces('cmppieces', { keys: ['b', 'd'] }, slice)) some.push(h);
+        expect(flat(some)).toEqual(only(['b', 'd']));
+      }
+      // A reader that stops after the first piece gives its connection back (the pool has one to spare again).
+      for (let i = 0; i < 12; i++) {
+        for await (const h of src.historyPieces('cmppieces', {}, 1)) {
+          expect(h.rows).toBe(5);
+          break;
+        }
+      }
+      expect(flat([await src.history('cmppieces', { tailRows: 4 })])).toEqual(written.slice(-4));
+      await expect(async () => {
+        for await (const h of src.historyPieces('nosuch', {}, 4)) void h;
+      }).rejects.toThrow(/run "nosuch" does not exist in the shared store/);
+    } finally {
+      await src.close();
+    }
+  }, 60_000);
 });

@@ -147,6 +147,57 @@ describe.skipIf(why !== null)(`logd.Api(store=URL): the shared store read into D
     }
   }, 300_000);
 
+  it('a run of 150 000 rows, read in many slices of one snapshot, is the node\'s own history exactly; one metric\'s rows alone', async () => {
+    // 1 MB upload slices: the run is stored as several chunks of some 20 000 rows, so a read of it is several
+    // pieces of the reads-server's 65 536 rows (checked below), not one.
+    const t = nodeEnv('node-big', pgc.url, { LOGD_IDLE_TIMEOUT_MS: '120000', LOGD_UPLOAD_SLICE_MB: '1' });
+    envs.push(t);
+    await startDaemon(t);
+    const N = 150_000;
+    const r = await runPython(t, ['-c', `
+import logd
+run = logd.init(project="shared-big", name="big")
+for s in range(${N}):
+    row = {"loss": 1.0 / (s + 1), "acc": s * 1e-6}
+    if s % 5 == 0:
+        row["sparse"] = float("nan") if s % 10 == 0 else float(-s)
+    run.log(row, step=s)
+run.finish(timeout=300)
+print("RUN", run.id, flush=True)
+`]);
+    expect(r.exitCode, r.all).toBe(0);
+    const id = r.stdout.split('\n').find((l) => l.startsWith('RUN '))!.slice(4);
+    await waitUploaded(t, pgc.url, id, N, 120_000);
+    const sizes = pgc.psql(`SELECT nrows FROM logd_rows WHERE run_id = '${id}' AND stream = 0 ORDER BY ord, writer, seq_lo`, 'logd').trim().split('\n').map(Number);
+    expect(sizes.reduce((a, b) => a + b, 0)).toBe(N);
+    // Chunks under 65 536 rows, 150 000 in all: a piece ends once it holds 65 536 rows or more, so it holds under
+    // 131 072 and the read is two pieces or more.
+    expect(Math.max(...sizes), sizes.join(' ')).toBeLessThan(65_536);
+    const reader = makeEnv();
+    envs.push(reader);
+    fs.writeFileSync(path.join(reader.dir, 'big.py'), `
+import sys, numpy as np, logd
+id, data_env = sys.argv[1], sys.argv[2]
+shared = logd.Api(store=sys.argv[3])
+whole = shared.run(id).history()
+one = shared.run(id).history(keys=["sparse"])
+shared.close()
+import os
+os.environ.update(dict(kv.split("=", 1) for kv in data_env.split(";")))
+local = logd.Api().run(id).history()
+ok = list(whole.columns) == list(local.columns) and all(
+    np.array_equal(whole[c].to_numpy(dtype=float), local[c].to_numpy(dtype=float), equal_nan=True) for c in whole.columns if c != "_time")
+print("ROWS", len(whole), len(local), "EQUAL", ok)
+print("ONE", len(one), list(one.columns), int(np.isnan(one["sparse"].to_numpy()).sum()), float(one["sparse"].to_numpy()[1]))
+`);
+    const envOf = ['LOGD_DIR', 'XDG_RUNTIME_DIR'].map((k) => `${k}=${t.env[k]}`).join(';');
+    const b = await runPython(reader, [path.join(reader.dir, 'big.py'), id, envOf, pgc.url]);
+    expect(b.exitCode, b.all).toBe(0);
+    expect(b.stdout).toContain(`ROWS ${N} ${N} EQUAL True`);
+    // The rows with that key only: every fifth, half of them NaN; the second is step 5's -5.
+    expect(b.stdout).toContain(`ONE ${N / 5} ['_step', '_time', 'sparse'] ${N / 10} -5.0`);
+  }, 300_000);
+
   it('a reader process killed with SIGKILL leaves no reads-server behind; the URL is not on its command line', async () => {
     const reader = makeEnv();
     envs.push(reader);
