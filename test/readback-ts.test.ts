@@ -2,7 +2,11 @@
 // real daemon's runs back: every stored row as columns, NaN where a row has no
 // value, NaN and ±Infinity logged kept, config and summary parsed.
 import { afterEach, describe, expect, it } from 'vitest';
-import { makeEnv, startDaemon, killDaemon, script, runScript, type TestEnv } from './helpers.js';
+import fs from 'node:fs';
+import * as grpc from '@grpc/grpc-js';
+import { makeEnv, startDaemon, killDaemon, script, runScript, serviceFile, waitUntil, type TestEnv } from './helpers.js';
+import { serviceDefinition } from '../src/proto.js';
+import { TOKEN_METADATA_KEY } from '../src/wire.js';
 
 let t: TestEnv;
 afterEach(async () => {
@@ -64,4 +68,50 @@ describe('reading runs back from TypeScript', () => {
     expect(got.arrowLoss).toEqual(got.loss);
     expect(got.missing).toMatch(/no-such-run/);
   }, 60_000);
+
+  it("a large history is read on a thread of its own at nice 10 (it gives way to the node's trainers); a reader that stops reading holds that thread, not the daemon", async () => {
+    t = makeEnv();
+    const { pid } = await startDaemon(t);
+    const r = await runScript(t, script(t, 'big.mjs', `
+      const run = await logd.init({ project: 'rb', name: 'big' });
+      const row = {};
+      for (let s = 0; s < 200000; s++) {
+        for (let k = 0; k < 10; k++) row['m' + k] = s + k;
+        run.log(row, { step: s });
+      }
+      await run.finish();
+      console.log(run.id);
+    `), [], {}, 120_000);
+    expect(r.exitCode, r.stderr).toBe(0);
+    const id = r.stdout.trim().split('\n').pop()!;
+    const svc = serviceFile(t.runtimeDir)!;
+    const Client = grpc.makeGenericClientConstructor(serviceDefinition as grpc.ServiceDefinition, 'Logd');
+    const client = new Client(svc.socket.startsWith("unix:") ? svc.socket : `unix:${svc.socket}`, grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
+    const md = new grpc.Metadata();
+    md.set(TOKEN_METADATA_KEY, svc.token);
+    const niceThreads = () => fs.readdirSync(`/proc/${pid}/task`).map((tid) => {
+      const st = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      return Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[16]);
+    });
+    expect(niceThreads().every((n) => n === 0)).toBe(true);
+    const call = client.readHistory({ runId: id, keys: [], tailRows: 0, system: false, points: 0 }, md) as grpc.ClientReadableStream<unknown>;
+    let chunks = 0;
+    call.on('data', () => {
+      chunks++;
+      call.pause(); // one chunk taken, then the reader stops reading
+    });
+    let failed = '';
+    call.on('error', (e: Error) => (failed = e.message));
+    await waitUntil(() => chunks > 0 || failed !== '', 30_000, 'the first chunk');
+    expect(failed).toBe('');
+    // The read's worker thread is at nice 10; the daemon's own threads are not.
+    await waitUntil(() => niceThreads().includes(10), 10_000, 'a thread at nice 10 in the daemon');
+    expect(niceThreads().filter((n) => n === 10)).toHaveLength(1);
+    // The daemon still answers (its main thread is not held by the stalled read).
+    const list = await runScript(t, script(t, 'ls.mjs', `console.log((await logd.api.runs({ project: 'rb' })).length);`));
+    expect(list.stdout.trim()).toBe('1');
+    call.cancel();
+    await waitUntil(() => !niceThreads().includes(10), 15_000, 'the read thread to end when the reader went away');
+    client.close();
+  }, 180_000);
 });

@@ -3,6 +3,7 @@
 // posts each one to the daemon's main thread, never more than the credits the
 // main thread gave back: a reader that does not read holds this thread, not
 // the daemon's memory.
+import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { readLogHistory } from '../store/history-read.js';
 import { HistoryAnswer, TooManyMetrics } from './chunks.js';
@@ -10,6 +11,18 @@ import type { HistoryChunkMsg } from '../../src/wire.js';
 import { CREDITS, CANCELLED, type ReadJob, type ReadMessage } from './protocol.js';
 
 class Cancelled extends Error {}
+
+/**
+ * A read gives way to the trainers on the node and to the daemon's ingest: this thread runs at nice 10 (on Linux
+ * the nice value is a thread's own: os.setPriority(0, …) lowers this worker only). Where that is refused, the read
+ * runs at the daemon's priority.
+ */
+const READ_NICE = 10;
+try {
+  if (os.getPriority(0) < READ_NICE) os.setPriority(0, READ_NICE);
+} catch {
+  /* not allowed here: the daemon's priority */
+}
 
 const job = workerData as ReadJob;
 const control = new Int32Array(job.control);
