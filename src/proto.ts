@@ -61,7 +61,8 @@ function buildServiceDefinition(): grpc.ServiceDefinition {
           return new Undecodable(`${method.name}: the message is not a valid ${req.name} (${(e as Error).message})`);
         }
       },
-      responseSerialize: (m: unknown) => Buffer.from(res.encode(m as protobuf.Message).finish()),
+      // The same for answers: a read worker encodes history chunks itself (daemon/reads/encode-chunk.ts).
+      responseSerialize: (m: unknown) => (m instanceof Uint8Array ? Buffer.from(m.buffer, m.byteOffset, m.byteLength) : Buffer.from(res.encode(m as protobuf.Message).finish())),
       responseDeserialize: (b: Buffer) => res.decode(b),
       originalName: method.name,
     };

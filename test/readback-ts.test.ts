@@ -39,12 +39,14 @@ describe('reading runs back from TypeScript', () => {
       const table = await logd.api.historyArrow(run.id);
       const arrowCols = table.schema.fields.map((f) => f.name);
       const arrowLoss = Array.from(table.getChild('loss').toArray()).map(String);
+      const objs = await logd.api.historyRows(run.id);
+      const objAcc = await logd.api.historyRows(run.id, { keys: ['acc'] });
       let badFilter = '';
       try { await logd.api.runs({ filter: 'lr <' }); } catch (e) { badFilter = e.message; }
       console.log(JSON.stringify({
         rows: h.rows, keys: h.keys, steps: Array.from(h.step), loss: Array.from(h.columns.loss).map(String), acc: Array.from(h.columns.acc).map(String),
         onlyKeys: only.keys, nothing: Array.from(only.columns.nothing).every(Number.isNaN), accRows: only.rows,
-        runs: runs.map((r) => [r.name, r.state, r.config.lr, r.rows]), one: [one.id === run.id, one.summary.acc], missing, kept, dropped, badFilter, arrowRows: table.numRows, arrowCols, arrowLoss,
+        runs: runs.map((r) => [r.name, r.state, r.config.lr, r.rows]), objs: [objs.length, objs[0], objs[1], String(objs[10].loss), Object.keys(objs[11]).sort()], objAcc: [objAcc.length, objAcc[1]], one: [one.id === run.id, one.summary.acc], missing, kept, dropped, badFilter, arrowRows: table.numRows, arrowCols, arrowLoss,
       }));
     `);
     const r = await runScript(t, file);
@@ -67,6 +69,13 @@ describe('reading runs back from TypeScript', () => {
     expect(got.arrowCols).toEqual(['_step', '_time', 'loss', 'acc']);
     expect(got.arrowLoss).toEqual(got.loss);
     expect(got.missing).toMatch(/no-such-run/);
+    // Rows as objects: exactly the metrics each row logged (a NaN logged is NaN, and JSON says null).
+    expect(got.objs[0]).toBe(100);
+    expect(got.objs[1]).toEqual({ _step: 0, _time: expect.any(Number), loss: 1, acc: 0 });
+    expect(got.objs[2]).toEqual({ _step: 1, _time: expect.any(Number), loss: 0.5 });
+    expect(got.objs[3]).toBe('NaN');
+    expect(got.objs[4]).toEqual(['_step', '_time', 'loss']);
+    expect(got.objAcc).toEqual([10, { _step: 10, _time: expect.any(Number), acc: 0.1 }]); // rows with none of the keys asked are left out
   }, 60_000);
 
   it("a large history is read on a thread of its own at nice 10 (it gives way to the node's trainers); a reader that stops reading holds that thread, not the daemon", async () => {

@@ -108,6 +108,25 @@ async function historyOn(c: Connection, id: string, opts: { keys?: string[]; tim
   return { rows: h.rows, keys, step: h.steps, time: h.times, columns };
 }
 
+/** A stored row as an object: `_step`, `_time`, and exactly the metrics that row logged (a NaN logged is NaN). */
+export type HistoryRow = { _step: number; _time: number } & Record<string, number>;
+
+/** Every stored row of a run as an object (a convenience for small runs; history() is the fast way). */
+async function historyRowsOn(c: Connection, id: string, opts: { keys?: string[]; timeoutMs?: number } = {}): Promise<HistoryRow[]> {
+  const h = await readHistory(c, id, { keys: opts.keys, timeoutMs: opts.timeoutMs });
+  const wanted = opts.keys && opts.keys.length ? new Set(opts.keys) : null;
+  const out: HistoryRow[] = new Array(h.rows);
+  for (let r = 0; r < h.rows; r++) {
+    const row = { _step: h.steps[r], _time: h.times[r] } as HistoryRow;
+    for (let p = h.start[r]; p < h.start[r + 1]; p++) {
+      const k = h.keys[h.keyIds[p]];
+      if (!wanted || wanted.has(k)) row[k] = h.values[p];
+    }
+    out[r] = row;
+  }
+  return out;
+}
+
 /** The package historyArrow() builds its table with: the program's own, not a dependency of logd's. */
 const ARROW = 'apache-arrow';
 
@@ -136,6 +155,7 @@ export interface Reader {
   run(id: string): Promise<RunRecord>;
   history(id: string, opts?: { keys?: string[]; timeoutMs?: number }): Promise<HistoryColumns>;
   historyArrow(id: string, opts?: { keys?: string[]; timeoutMs?: number }): Promise<unknown>;
+  historyRows(id: string, opts?: { keys?: string[]; timeoutMs?: number }): Promise<HistoryRow[]>;
 }
 
 function readerOn(conn: () => Promise<Connection>): Reader {
@@ -144,6 +164,7 @@ function readerOn(conn: () => Promise<Connection>): Reader {
     run: async (id) => runOn(await conn(), id),
     history: async (id, opts) => historyOn(await conn(), id, opts),
     historyArrow: async (id, opts) => historyArrowOn(await conn(), id, opts),
+    historyRows: async (id, opts) => historyRowsOn(await conn(), id, opts),
   };
 }
 
@@ -167,5 +188,5 @@ async function shared(url = process.env.LOGD_STORE_URL ?? ''): Promise<SharedRea
   return { ...readerOn(async () => (c ??= connectionFor({ target, token }))), where, close };
 }
 
-/** Reading runs back: `api.runs()`, `api.run(id)`, `api.history(id)`, `api.historyArrow(id)` of the node's store; `api.shared(url)` the shared store's. */
+/** Reading runs back: `api.runs()`, `api.run(id)`, `api.history(id)`, `api.historyArrow(id)`, `api.historyRows(id)` of the node's store; `api.shared(url)` the shared store's. */
 export const api = { ...readerOn(connection), shared };

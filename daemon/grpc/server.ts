@@ -360,8 +360,8 @@ async function streamHistory(reg: Registry, call: grpc.ServerWritableStream<Hist
   const ask = { keys: call.request.keys, points, allAttempts: !!call.request.allAttempts && !points };
   const sink = {
     cancelled: () => call.cancelled,
-    write: async (c: HistoryChunkMsg) => {
-      if (!call.write(c)) await new Promise((r) => call.once('drain', r));
+    write: async (c: HistoryChunkMsg | Uint8Array) => {
+      if (!call.write(c as HistoryChunkMsg)) await new Promise((r) => call.once('drain', r)); // bytes: sent as they are (src/proto.ts)
     },
   };
   if (call.request.system || (call.request.tailRows > 0 && !points)) {

@@ -26,8 +26,12 @@ const READ_BUDGET_MS = 120_000;
 
 export { TooManyMetrics };
 
-/** Where the answer goes: `write` resolves once the chunk is taken (the stream drained); `cancelled` ends the read. */
-export interface HistorySink { write(c: HistoryChunkMsg): Promise<void>; cancelled(): boolean }
+/**
+ * Where the answer goes: `write` resolves once the chunk is taken (the stream drained); `cancelled` ends the read.
+ * A chunk is a message, or its bytes already encoded (a read worker's, encode-chunk.ts), which gRPC sends as
+ * they are (src/proto.ts).
+ */
+export interface HistorySink { write(c: HistoryChunkMsg | Uint8Array): Promise<void>; cancelled(): boolean }
 
 export class ReadsBusy extends Error {
   override name = 'ReadsBusy';

@@ -7,6 +7,7 @@ import os from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
 import { readLogHistory } from '../store/history-read.js';
 import { HistoryAnswer, TooManyMetrics } from './chunks.js';
+import { encodeHistoryChunk } from './encode-chunk.js';
 import type { HistoryChunkMsg } from '../../src/wire.js';
 import { CREDITS, CANCELLED, type ReadJob, type ReadMessage } from './protocol.js';
 
@@ -27,13 +28,6 @@ try {
 const job = workerData as ReadJob;
 const control = new Int32Array(job.control);
 
-/** A column in a buffer of its own, so that posting it moves exactly its bytes (a view would clone its whole buffer). */
-const own = (a: Uint8Array | undefined, moved: ArrayBuffer[]): Uint8Array | undefined => {
-  if (!a) return a;
-  const c = a.slice();
-  moved.push(c.buffer as ArrayBuffer);
-  return c;
-};
 
 function send(c: HistoryChunkMsg): void {
   while (Atomics.load(control, CREDITS) <= 0) {
@@ -42,12 +36,9 @@ function send(c: HistoryChunkMsg): void {
   }
   if (Atomics.load(control, CANCELLED)) throw new Cancelled();
   Atomics.sub(control, CREDITS, 1);
-  const moved: ArrayBuffer[] = [];
-  const msg: HistoryChunkMsg = {
-    ...c, steps: own(c.steps, moved)!, times: own(c.times, moved)!, counts: own(c.counts, moved)!, keyIds: own(c.keyIds, moved)!,
-    values: own(c.values, moved)!, ...(c.mins ? { mins: own(c.mins, moved), maxs: own(c.maxs, moved) } : {}),
-  };
-  parentPort!.postMessage({ chunk: msg } satisfies ReadMessage, moved);
+  // The message's bytes in a buffer of their own, moved to the main thread (which sends them as they are).
+  const bytes = encodeHistoryChunk(c);
+  parentPort!.postMessage({ chunk: bytes } satisfies ReadMessage, [bytes.buffer as ArrayBuffer]);
 }
 
 try {

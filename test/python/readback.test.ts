@@ -86,6 +86,41 @@ describe.skipIf(missing !== null)(`reading runs back as DataFrames${missing ? ` 
   }, 240_000);
 });
 
+describe.skipIf(missing !== null)(`logd.Api's options${missing ? ` (skipped: ${missing})` : ''}`, () => {
+  it('history(x=, min_step=, max_step=, samples=), scan_history(min_step=, max_step=), runs(tags=, order=), and bad input named', async () => {
+    t = makeEnv();
+    const r = await runPython(t, [path.join(FIXTURES, 'readback_options.py')], { timeout: 120_000 });
+    expect(r.exitCode, r.all).toBe(0);
+    const got = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(got.by_lr).toEqual(['r3', 'r1', 'r2', 'r0']);
+    expect(got.by_lr_desc_2).toEqual(['r0', 'r2']); // sorted first, then the limit
+    expect(got.by_name_desc).toEqual(['r3', 'r2', 'r1', 'r0']);
+    expect(got.tags_ab).toEqual(['r1', 'r3']);
+    expect(got.tag_b).toEqual(['r1', 'r3']);
+    expect(got.rel).toEqual({ columns: ['_relative', '_step', '_time', 'loss', 'acc'], rows: 100, steps: [100, 199], rel_ok: true, same: true });
+    expect(got.time_first).toEqual(['_time', '_step', 'loss']);
+    expect(got.numpy_tail).toEqual(Array.from({ length: 10 }, (_, i) => 2990 + i));
+    // The daemon's downsampling: about 100 buckets a metric, the spike at step 1234 kept in a bucket's max.
+    expect(got.sampled.columns).toEqual(['metric', '_step', '_time', 'value', 'min', 'max']);
+    expect(got.sampled.stored).toEqual({ loss: 3000, acc: 1000 });
+    expect(got.sampled.per_metric.loss).toBeGreaterThanOrEqual(50);
+    expect(got.sampled.per_metric.loss).toBeLessThanOrEqual(100);
+    expect(got.sampled.per_metric.acc).toBeLessThanOrEqual(100);
+    expect(got.sampled.spike).toBeCloseTo(1001 + 1 / 1235, 9);
+    expect(got.sampled.mean_ok).toBe(true);
+    expect(got.sampled.steps_sorted).toBe(true);
+    expect(got.sampled_window).toBeGreaterThan(0);
+    expect(got.sampled_window).toBeLessThanOrEqual(30);
+    expect(got.scan.reduce((a: number, b: number) => a + b, 0)).toBe(500);
+    expect(got.bad.x).toMatch(/x='bogus' must be 'step', 'time' or 'relative'/);
+    expect(got.bad.samples0).toMatch(/samples=0 must be a positive whole number/);
+    expect(got.bad.min_step).toMatch(/min_step='a' must be a number/);
+    expect(got.bad.samples_numpy).toMatch(/samples= gives a pandas DataFrame/);
+    expect(got.bad.order).toMatch(/order='nosuch': no run has a field 'nosuch'/);
+    expect(got.bad.tags_str).toMatch(/tags='ab' must be a list of tags/);
+  }, 120_000);
+});
+
 describe.skipIf(missing !== null)(`a run's console and media read back${missing ? ` (skipped: ${missing})` : ''}`, () => {
   it('logs() gives the printed lines (by rank, stream, text); media() the histograms, image and text; image() the bytes; system() the node\'s samples', async () => {
     t = makeEnv();

@@ -86,6 +86,35 @@ def _time(s: float):
     return datetime.fromtimestamp(s, tz=timezone.utc) if s else None
 
 
+def _ordered(runs, order: str):
+    """The runs sorted by one field of RunsList.records() ("-" first: descending); a run without it, or with a
+    value that does not compare with the others', comes last."""
+    desc = order.startswith("-")
+    field = order[1:] if desc else order
+    recs = runs.records()
+    if recs and field not in set().union(*(r.keys() for r in recs)) and field not in ("created", "finished"):
+        raise ValueError("logd: order=%r: no run has a field %r (fields: id, name, state, created, finished, duration_s, rows, "
+                         "rank, config.KEY, summary.KEY)" % (order, field))
+
+    def key(i):
+        v = recs[i].get(field)
+        if v is None or isinstance(v, (list, dict)) or (isinstance(v, float) and v != v):
+            return (2, 0, "")
+        if isinstance(v, bool):
+            v = int(v)
+        if isinstance(v, (int, float)):
+            return (0, -v if desc else v, "")
+        if isinstance(v, datetime):
+            t = v.timestamp()
+            return (0, -t if desc else t, "")
+        return (1, 0, str(v))
+    idx = sorted(range(len(recs)), key=key)
+    if desc:  # text descending: reverse the text block only, keeping numbers first and missing last
+        text = [i for i in idx if key(i)[0] == 1][::-1]
+        idx = [i for i in idx if key(i)[0] == 0] + text + [i for i in idx if key(i)[0] == 2]
+    return RunsList(runs[i] for i in idx)
+
+
 class RunsList(list):
     """Runs as the daemon lists them (each a RunView); to_pandas() gives one row per run."""
 
@@ -188,45 +217,84 @@ class RunView:
     def __repr__(self):
         return "<logd run %s %s/%s %s, %d rows>" % (self.id, self.project, self.name, self.state, self.rows)
 
-    def history(self, keys: Optional[Iterable[str]] = None, superseded: bool = False, format: str = "pandas", timeout: float = 600.0):
+    def history(self, keys: Optional[Iterable[str]] = None, superseded: bool = False, format: str = "pandas", timeout: float = 600.0,
+                x: str = "step", min_step: Optional[float] = None, max_step: Optional[float] = None, samples: Optional[int] = None):
         """Every stored row of the run, unsampled, in the order they were stored: columns _step and _time (seconds
         since the epoch) and one per metric (NaN where a row has no value for it; NaN and ±inf logged come back as
         such). keys: only these metrics (a key no row has is an all-NaN column). superseded: also the rows a
         rewind (init(resume_from=...)) superseded, with _attempt and _superseded columns. format: "pandas" (a
-        DataFrame), "numpy" (a dict of arrays), "arrow" (a pyarrow Table) or "polars" (a polars DataFrame)."""
+        DataFrame), "numpy" (a dict of arrays), "arrow" (a pyarrow Table) or "polars" (a polars DataFrame).
+        x: the column that comes first, the x axis: "step" (_step), "time" (_time) or "relative" (a _relative
+        column: seconds since the run was created). min_step, max_step: only rows with min_step <= step <
+        max_step. samples=N: not every row but the daemon's downsampling, about N buckets per metric that keep
+        spikes: a long table (metric, _step, _time, value: the bucket's mean, min, max), pandas only."""
         if format not in ("pandas", "numpy", "arrow", "polars"):
             raise ValueError("logd: format=%r must be 'pandas', 'numpy', 'arrow' or 'polars'" % (format,))
-        summary_keys = [k for k in self.summary if not k.startswith("_")] if not self.metadata.get("summaryCapped") else None
+        if x not in ("step", "time", "relative"):
+            raise ValueError("logd: x=%r must be 'step', 'time' or 'relative'" % (x,))
+        for name, v in (("min_step", min_step), ("max_step", max_step)):
+            if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                raise ValueError("logd: %s=%r must be a number" % (name, v))
         asked = list(dict.fromkeys(keys)) if keys is not None else None  # a key named twice is one column
+        if samples is not None:
+            if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+                raise ValueError("logd: samples=%r must be a positive whole number" % (samples,))
+            if format != "pandas" or superseded:
+                raise ValueError("logd: samples= gives a pandas DataFrame of the latest timeline; leave format and superseded as they are")
+            return self._api._sampled(self.id, asked, samples, timeout, min_step, max_step)
+        summary_keys = [k for k in self.summary if not k.startswith("_")] if not self.metadata.get("summaryCapped") else None
         cols = self._api._history(self.id, asked, superseded, timeout, rows_hint=self.rows, known=summary_keys)
+        front = ["_step", "_time"] + (["_attempt", "_superseded"] if superseded else [])
+        if min_step is not None or max_step is not None:
+            st = cols["_step"]
+            keep = (st >= (min_step if min_step is not None else -float("inf"))) & (st < (max_step if max_step is not None else float("inf")))
+            if not keep.all():
+                cols["_matrix"] = cols["_matrix"][keep]
+                for c in front:
+                    cols[c] = cols[c][keep]
+                for i, k in enumerate(cols["_keys"]):
+                    cols[k] = cols["_matrix"][:, i]
+        if x == "relative":
+            cols["_relative"] = cols["_time"] - self.created_at
+            front.append("_relative")
+        if x != "step":
+            lead = "_time" if x == "time" else "_relative"
+            front = [lead] + [c for c in front if c != lead]
         if format == "numpy":
             return cols
-        if format in ("arrow", "polars"):
-            names = cols.pop("_keys")
-            cols.pop("_matrix")
-            front = ["_step", "_time"] + (["_attempt", "_superseded"] if superseded else [])
-            return _columns_as(format, front + names, cols)
-        pd = _need("pandas", "history()")
         names = cols.pop("_keys")
         mat = cols.pop("_matrix")
+        if format in ("arrow", "polars"):
+            return _columns_as(format, front + names, cols)
+        pd = _need("pandas", "history()")
         df = pd.DataFrame(mat, columns=names, copy=False)
-        front = ["_step", "_time"] + (["_attempt", "_superseded"] if superseded else [])
         for i, c in enumerate(front):
             df.insert(i, c, cols[c])
         return df
 
-    def scan_history(self, keys: Optional[Iterable[str]] = None, page_rows: int = 100_000, format: str = "pandas", timeout: float = 3600.0):
+    def scan_history(self, keys: Optional[Iterable[str]] = None, page_rows: int = 100_000, format: str = "pandas", timeout: float = 3600.0,
+                     min_step: Optional[float] = None, max_step: Optional[float] = None):
         """history() in pages of at most page_rows rows, for a history larger than memory: an iterator of
         DataFrames (or dicts of arrays with format="numpy"), in the order the rows were stored; each page has
         _step, _time and the metrics named so far (keys: exactly those). Memory stays about one page and one
-        message of the daemon's, whatever the run's length."""
+        message of the daemon's, whatever the run's length. min_step, max_step: only rows with min_step <= step <
+        max_step (a page may then hold fewer rows)."""
         if format not in ("pandas", "numpy"):
             raise ValueError("logd: format=%r must be 'pandas' or 'numpy'" % (format,))
         if not isinstance(page_rows, int) or page_rows < 1:
             raise ValueError("logd: page_rows=%r must be a positive whole number" % (page_rows,))
         asked = list(dict.fromkeys(keys)) if keys is not None else None
         pd = _need("pandas", "scan_history()") if format == "pandas" else None
+        lo = min_step if min_step is not None else -float("inf")
+        hi = max_step if max_step is not None else float("inf")
         for cols in self._api._scan(self.id, asked, page_rows, timeout):
+            if min_step is not None or max_step is not None:
+                keep = (cols["_step"] >= lo) & (cols["_step"] < hi)
+                if not keep.any():
+                    continue
+                if not keep.all():
+                    for c in ("_matrix", "_step", "_time"):
+                        cols[c] = cols[c][keep]
             if pd is None:
                 yield cols
                 continue
@@ -384,10 +452,29 @@ class Api:
         return self._conn.channel.unary_stream(SERVICE + method, request_serializer=req_type.SerializeToString, response_deserializer=res_type.FromString)
 
     def runs(self, project: str = "", group: str = "", state: str = "", tag: str = "", search: str = "", limit: Optional[int] = None,
-             filter: str = "") -> RunsList:
+             filter: str = "", tags: Optional[Iterable[str]] = None, order: str = "") -> RunsList:
         """The runs of the node's store, newest first, as the daemon lists them (every one, unless limit). filter:
         only runs where every term holds, as `logd runs --filter` reads it ("lr < 0.01; state = crashed": config
-        and summary keys, summary.KEY.min/.max/.best, run fields); a term that does not parse raises ValueError."""
+        and summary keys, summary.KEY.min/.max/.best, run fields); a term that does not parse raises ValueError.
+        tags: only runs that have every one of these tags (tag: one). order: sorted by a field of to_pandas()'s
+        table ("created", "name", "rows", "duration_s", "config.lr", "summary.loss", ...), "-" first for
+        descending; runs without it come last; limit then keeps the first ones."""
+        if isinstance(tags, str):
+            raise ValueError("logd: tags=%r must be a list of tags (tag= takes one)" % (tags,))
+        want_tags = [t for t in ([tag] if tag else []) + list(tags or []) if t]
+        if order and not isinstance(order, str):
+            raise ValueError("logd: order=%r must be a field name, '-' first for descending" % (order,))
+        whole = bool(order) or len(want_tags) > 1  # sorted or filtered here: every match first, then the limit
+        out = self._list(project, group, state, want_tags[0] if want_tags else "", search, None if whole else limit, filter)
+        if len(want_tags) > 1:
+            out[:] = [r for r in out if all(t in r.tags for t in want_tags)]
+        if order:
+            out = _ordered(out, order)
+        if whole and limit is not None:
+            del out[limit:]
+        return out
+
+    def _list(self, project: str, group: str, state: str, tag: str, search: str, limit: Optional[int], filter: str) -> RunsList:
         out = RunsList()
         offset = 0
         while True:
@@ -424,6 +511,48 @@ class Api:
         if not got:
             raise LookupError("logd: no group %r in %s; list the runs with Api.runs()" % (name, self.where))
         return got
+
+    def _sampled(self, run_id: str, keys: Optional[List[str]], samples: int, timeout: float, min_step=None, max_step=None):
+        """The daemon's downsampled history (ReadHistory with points): per metric about `samples` buckets, each its
+        mean, min and max, in step order; as a long DataFrame. df.attrs["stored_points"]: every metric's stored
+        points (more than its buckets where it was downsampled)."""
+        np = _need("numpy", "history(samples=)")
+        pd = _need("pandas", "history(samples=)")
+        call = self._stream("ReadHistory", pb.ReadHistoryRequest, pb.HistoryChunk)
+        names: List[str] = []
+        metric, steps, times, vals, mins, maxs = [], [], [], [], [], []
+        stored: Dict[str, int] = {}
+        try:
+            for c in call(pb.ReadHistoryRequest(run_id=run_id, keys=keys or [], points=samples), timeout=timeout, metadata=self._conn.metadata):
+                names.extend(c.keys)
+                if not c.rows:
+                    continue
+                ids = np.frombuffer(c.key_ids, dtype="<u4")
+                metric.append(ids)
+                steps.append(np.frombuffer(c.steps, dtype="<f8"))
+                times.append(np.frombuffer(c.times, dtype="<f8"))
+                vals.append(np.frombuffer(c.values, dtype="<f8"))
+                mins.append(np.frombuffer(c.mins, dtype="<f8") if c.mins else np.frombuffer(c.values, dtype="<f8"))
+                maxs.append(np.frombuffer(c.maxs, dtype="<f8") if c.maxs else np.frombuffer(c.values, dtype="<f8"))
+                if ids.size:
+                    stored[names[int(ids[0])]] = int(c.stored_points) or int(ids.size)
+        except CallError:
+            raise
+        except Exception as e:  # grpc.RpcError
+            raise _read_error(e, run_id, self.where) from None
+        cat = lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt)
+        ids = cat(metric, np.uint32)
+        st = cat(steps, np.float64)
+        df = pd.DataFrame({"metric": np.asarray(names, dtype=object)[ids] if ids.size else np.zeros(0, dtype=object),
+                           "_step": st.astype(np.int64) if st.size and np.all(st == np.floor(st)) else st, "_time": cat(times, np.float64),
+                           "value": cat(vals, np.float64), "min": cat(mins, np.float64), "max": cat(maxs, np.float64)})
+        if min_step is not None:
+            df = df[df["_step"] >= min_step]
+        if max_step is not None:
+            df = df[df["_step"] < max_step]
+        df = df.reset_index(drop=True)
+        df.attrs["stored_points"] = stored
+        return df
 
     def _scan(self, run_id: str, keys: Optional[List[str]], page_rows: int, timeout: float):
         """ReadHistory's chunks in pages of page_rows rows: each page a dict as _history() gives (_keys, _matrix,
