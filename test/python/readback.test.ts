@@ -112,6 +112,13 @@ describe.skipIf(missing !== null)(`logd.Api's options${missing ? ` (skipped: ${m
     expect(got.sampled_window).toBeGreaterThan(0);
     expect(got.sampled_window).toBeLessThanOrEqual(30);
     expect(got.scan.reduce((a: number, b: number) => a + b, 0)).toBe(500);
+    // A rewound run: the latest timeline by default (0..40 of attempt 1, then 41..60 of attempt 2), and with
+    // superseded=True also the 41..50 attempt 2 replaced, marked.
+    expect(got.rewound.steps).toEqual(Array.from({ length: 61 }, (_, i) => i));
+    expect(got.rewound.loss_41).toBe(1041);
+    expect(got.rewound.columns).toEqual(['_step', '_time', '_attempt', '_superseded', 'loss']);
+    expect(got.rewound.rows).toBe(71);
+    expect(got.rewound.superseded).toEqual(Array.from({ length: 10 }, (_, i) => [expect.any(Number), 41 + i, 41 + i]));
     expect(got.bad.x).toMatch(/x='bogus' must be 'step', 'time' or 'relative'/);
     expect(got.bad.samples0).toMatch(/samples=0 must be a positive whole number/);
     expect(got.bad.min_step).toMatch(/min_step='a' must be a number/);
@@ -119,6 +126,20 @@ describe.skipIf(missing !== null)(`logd.Api's options${missing ? ` (skipped: ${m
     expect(got.bad.order).toMatch(/order='nosuch': no run has a field 'nosuch'/);
     expect(got.bad.tags_str).toMatch(/tags='ab' must be a list of tags/);
   }, 120_000);
+});
+
+describe.skipIf(missing !== null)(`a live run read back${missing ? ` (skipped: ${missing})` : ''}`, () => {
+  it('while its trainer logs, every read is the rows so far, whole rows only, never fewer; then every row; pyarrow missing is named', async () => {
+    t = makeEnv();
+    const r = await runPython(t, [path.join(FIXTURES, 'readback_live.py')], { timeout: 180_000 });
+    expect(r.exitCode, r.all).toBe(0);
+    const got = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(got.bad).toEqual([]);
+    expect(got.partial, JSON.stringify(got)).toBeGreaterThan(0); // some reads came while it logged
+    expect(got.final).toBe(20000);
+    expect(got.state).toBe('finished');
+    expect(got.no_pyarrow).toMatch(/needs pyarrow; install it: pip install pyarrow/);
+  }, 180_000);
 });
 
 describe.skipIf(missing !== null)(`a run's console and media read back${missing ? ` (skipped: ${missing})` : ''}`, () => {
