@@ -15,6 +15,7 @@ import { scanFrames } from '../../src/frames.js';
 import { bytesOf } from '../../src/wire.js';
 import { SystemSampler, type SystemSample, type GpuStaticInfo } from './sampler.js';
 import { primeCpuBaseline } from './node-metrics.js';
+import { systemLogIndex, StopRead, STOP_AFTER_S } from './system-index.js';
 
 export interface RunWindow { from: number; to: number; ownerPid: number; writerPids: Map<number, number> }
 
@@ -218,42 +219,56 @@ export class SystemMetrics {
     return idx === undefined ? null : `writer${idx}/${rest}`;
   }
 
-  /** The samples taken while the run was alive, keys as the run sees them. */
+  /**
+   * The samples taken while the run was alive, keys as the run sees them: read from the index's mark before the
+   * run's start (system-index.ts) to the first sample well past its end, not the whole log.
+   */
   readForRun(w: RunWindow, wanted: Set<string>, onChunk: (b: HistoryBatch, newKeys: string[]) => void): void {
     const out: string[] = [];
     const outIndex = new Map<string, number>();
     const map: number[] = []; // stored id -> output id, -1 dropped
     let reported = 0;
-    scanFrames(this.file, (type, p) => {
-      if (type === FrameType.KEYS) {
-        const k = parseFrameJson<{ first: number; names: string[] }>(p);
-        for (let i = 0; i < k.names.length; i++) {
-          const name = SystemMetrics.runKey(k.names[i], w);
-          if (name === null || (wanted.size > 0 && !wanted.has(name))) map[k.first + i] = -1;
-          else {
-            let id = outIndex.get(name);
-            if (id === undefined) (id = out.length, out.push(name), outIndex.set(name, id));
-            map[k.first + i] = id;
-          }
+    const keys = (first: number, names: string[]) => {
+      for (let i = 0; i < names.length; i++) {
+        const name = SystemMetrics.runKey(names[i], w);
+        if (name === null || (wanted.size > 0 && !wanted.has(name))) map[first + i] = -1;
+        else {
+          let id = outIndex.get(name);
+          if (id === undefined) (id = out.length, out.push(name), outIndex.set(name, id));
+          map[first + i] = id;
         }
-        return;
       }
-      if (type !== FrameType.HISTORY) return;
-      const b = decodeHistory(p);
-      if (b.times[0] < w.from || b.times[0] > w.to) return;
-      const ids: number[] = [];
-      const vals: number[] = [];
-      for (let i = 0; i < b.keyIds.length; i++) {
-        const id = map[b.keyIds[i]];
-        if (id >= 0) (ids.push(id), vals.push(b.values[i]));
-      }
-      if (ids.length === 0) return;
-      onChunk({
-        writerIdx: 0, seq: b.seq, rows: 1, steps: b.steps, times: b.times, counts: new Uint32Array([ids.length]),
-        keyIds: new Uint32Array(ids), values: new Float64Array(vals),
-      }, out.slice(reported));
-      reported = out.length;
-    });
+    };
+    const ix = systemLogIndex(this.file);
+    const start = ix.startFor(w.from);
+    keys(0, start.names);
+    const stopAt = ix.ordered ? w.to + STOP_AFTER_S : Infinity;
+    try {
+      scanFrames(this.file, (type, p) => {
+        if (type === FrameType.KEYS) {
+          const k = parseFrameJson<{ first: number; names: string[] }>(p);
+          return keys(k.first, k.names);
+        }
+        if (type !== FrameType.HISTORY) return;
+        const b = decodeHistory(p);
+        if (b.times[0] > stopAt) throw new StopRead();
+        if (b.times[0] < w.from || b.times[0] > w.to) return;
+        const ids: number[] = [];
+        const vals: number[] = [];
+        for (let i = 0; i < b.keyIds.length; i++) {
+          const id = map[b.keyIds[i]];
+          if (id >= 0) (ids.push(id), vals.push(b.values[i]));
+        }
+        if (ids.length === 0) return;
+        onChunk({
+          writerIdx: 0, seq: b.seq, rows: 1, steps: b.steps, times: b.times, counts: new Uint32Array([ids.length]),
+          keyIds: new Uint32Array(ids), values: new Float64Array(vals),
+        }, out.slice(reported));
+        reported = out.length;
+      }, 1024 * 1024, start.offset);
+    } catch (e) {
+      if (!(e instanceof StopRead)) throw e;
+    }
   }
 
   /** The last sample as the run sees it (for `logd show`). */

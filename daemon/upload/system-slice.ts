@@ -3,6 +3,7 @@
 // gathered from the node's system log into one chunk of the system stream.
 import { FrameType, decodeHistory, parseFrameJson } from '../store/format.js';
 import { SystemMetrics, runWindow } from '../sampler/system-metrics.js';
+import { systemLogIndex, STOP_AFTER_S } from '../sampler/system-index.js';
 import { ChunkBuilder, readFrames, type Chunk } from './slice.js';
 import type { RunRow } from '../store/index-db.js';
 
@@ -20,20 +21,28 @@ export function readSystemSlice(systemLog: string, row: RunRow): SystemSlice {
   const map: number[] = []; // stored id -> the run's id, -1: not the run's
   let builder: ChunkBuilder | null = null;
   let rows = 0;
-  readFrames(systemLog, 0, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, (type, p, offset) => {
+  const keys = (first: number, stored: string[]) => {
+    stored.forEach((s, i) => {
+      const name = SystemMetrics.runKey(s, w);
+      if (name === null) return void (map[first + i] = -1);
+      let id = nameIds.get(name);
+      if (id === undefined) (id = names.length, names.push(name), nameIds.set(name, id));
+      map[first + i] = id;
+    });
+  };
+  // From the index's mark before the run's start to the first sample well past its end (daemon/sampler/system-index.ts).
+  const ix = systemLogIndex(systemLog);
+  const start = ix.startFor(w.from);
+  keys(0, start.names);
+  const stopAt = ix.ordered ? w.to + STOP_AFTER_S : Infinity;
+  readFrames(systemLog, start.offset, Number.MAX_SAFE_INTEGER, Number.MAX_SAFE_INTEGER, (type, p, offset) => {
     if (type === FrameType.KEYS) {
       const k = parseFrameJson<{ first: number; names: string[] }>(p);
-      k.names.forEach((stored, i) => {
-        const name = SystemMetrics.runKey(stored, w);
-        if (name === null) return void (map[k.first + i] = -1);
-        let id = nameIds.get(name);
-        if (id === undefined) (id = names.length, names.push(name), nameIds.set(name, id));
-        map[k.first + i] = id;
-      });
-      return;
+      return void keys(k.first, k.names);
     }
     if (type !== FrameType.HISTORY) return;
     const b = decodeHistory(p);
+    if (b.rows > 0 && b.times[0] > stopAt) return false;
     if (b.rows === 0 || b.times[0] < w.from || b.times[0] > w.to) return;
     const ids: number[] = [];
     const vals: number[] = [];
