@@ -119,6 +119,10 @@ describe.skipIf(missing !== null)(`logd.Api's options${missing ? ` (skipped: ${m
     expect(got.rewound.columns).toEqual(['_step', '_time', '_attempt', '_superseded', 'loss']);
     expect(got.rewound.rows).toBe(71);
     expect(got.rewound.superseded).toEqual(Array.from({ length: 10 }, (_, i) => [expect.any(Number), 41 + i, 41 + i]));
+    expect(got.ranked).toEqual([[2, true, 2]]);
+    expect(got.ranked_table).toEqual([2]);
+    expect(got.fast_path_agrees).toBe(true);
+    expect(got.fast_path_used).toBe(3);
     expect(got.bad.x).toMatch(/x='bogus' must be 'step', 'time' or 'relative'/);
     expect(got.bad.samples0).toMatch(/samples=0 must be a positive whole number/);
     expect(got.bad.min_step).toMatch(/min_step='a' must be a number/);

@@ -82,6 +82,37 @@ def _read_error(e: Exception, run_id: str, where: str = "this node's store") -> 
     return CallError(code, "ReadHistory", "ReadHistory of run %s: %s" % (run_id, details))
 
 
+_UNKNOWN = object()
+_HEAD = None
+
+
+def _rank_and_node(text: str):
+    """A run's rank object and node, read from the head and tail of its metadata JSON without parsing the rest (a
+    table of runs would spend most of its time parsing metadata it never shows). Daemons write metadata as
+    {"host":…,"pid":…,"rank":null or {…flat…},…}, and the shared store adds "node" as the last key. Exact where
+    the text has that shape; (_UNKNOWN, None) otherwise, and the caller parses it all."""
+    global _HEAD
+    if _HEAD is None:
+        import re
+
+        string = r'"(?:[^"\\\x00-\x1f]|\\.)*"'
+        _HEAD = (re.compile(r'\{"host":(%s),"pid":-?\d+,"rank":(null|\{[^{}"]*(?:"[a-zA-Z]+"[^{}"]*)*\})' % string),
+                 re.compile(r',"node":(%s)\}' % string))
+    m = _HEAD[0].match(text)
+    if m is None:
+        return _UNKNOWN, None
+    rank = None if m.group(2) == "null" else json.loads(m.group(2))
+    host = json.loads(m.group(1))
+    at = text.rfind(',"node":')
+    if at >= 0:
+        t = _HEAD[1].match(text, at)
+        if t is not None and t.end() == len(text):
+            return rank, json.loads(t.group(1)) or host
+    if '"node":' in text:
+        return _UNKNOWN, None  # a node named somewhere else than as the last key: read it all
+    return rank, host
+
+
 def _time(s: float):
     return datetime.fromtimestamp(s, tz=timezone.utc) if s else None
 
@@ -196,10 +227,21 @@ class RunView:
         self.rows = int(info.history_rows)
         self.config = json.loads(info.config_json or "{}")
         self.summary = json.loads(info.summary_json or "{}")
-        self.metadata = json.loads(info.metadata_json or "{}")
-        rank = self.metadata.get("rank")
-        self.rank = rank.get("rank") if isinstance(rank, dict) and rank.get("rank", -1) >= 0 else None
-        self.node = self.metadata.get("node") or self.metadata.get("host")
+        self._metadata_json = info.metadata_json or "{}"
+        self._metadata = None
+        rank, node = _rank_and_node(self._metadata_json)
+        if rank is _UNKNOWN:
+            rank, node = self.metadata.get("rank"), self.metadata.get("node") or self.metadata.get("host")
+        self.rank = rank.get("rank") if isinstance(rank, dict) and isinstance(rank.get("rank", -1), int) and rank.get("rank", -1) >= 0 else None
+        self.node = node
+
+    @property
+    def metadata(self) -> Dict[str, object]:
+        """The run's metadata (host, pid, rank, writers, environment, attempts, health, end, ...), parsed on first use:
+        a table of 10 000 runs need not parse 10 000 of them."""
+        if self._metadata is None:
+            self._metadata = json.loads(self._metadata_json)
+        return self._metadata
 
     @property
     def attempts(self):
