@@ -10,10 +10,13 @@ import { FrameType, decodeHistory, parseFrameJson } from '../store/format.js';
 /** Bytes of log between two marks. */
 const MARK_BYTES = 256 * 1024;
 /**
- * Samples are appended in time order; a read stops at the first one this long after the window's end (a clock
- * set back by less keeps its samples in the read).
+ * Samples are appended about in time order: a run's start sample, taken a moment before it is written, can land
+ * after a periodic one by some milliseconds (22 ms seen). A sample may be this much older than the newest before
+ * it; the index then still finds every sample of a window (a read starts at a mark older than the window by this
+ * much, and stops at the first sample this much past its end). A sample older by more (the clock set back) turns
+ * reads into whole-log reads.
  */
-export const STOP_AFTER_S = 60;
+export const STOP_AFTER_S = 5;
 
 interface Mark { offset: number; time: number; keys: number }
 
@@ -24,8 +27,8 @@ export class SystemLogIndex {
   private names: string[] = [];
   private marks: Mark[] = [];
   private lastMark = -Infinity;
-  private lastTime = -Infinity;
-  /** False once a sample was older than the one before (the clock went back): reads then start at 0, read to the end. */
+  private newest = -Infinity;
+  /** False once a sample was older than the newest before it by more than STOP_AFTER_S: reads then take the whole log. */
   ordered = true;
 
   constructor(readonly file: string) {}
@@ -35,7 +38,7 @@ export class SystemLogIndex {
     this.names = [];
     this.marks = [];
     this.lastMark = -Infinity;
-    this.lastTime = -Infinity;
+    this.newest = -Infinity;
     this.ordered = true;
   }
 
@@ -62,8 +65,8 @@ export class SystemLogIndex {
       }
       if (type !== FrameType.HISTORY) return;
       const t = sampleTime(p);
-      if (t < this.lastTime) this.ordered = false;
-      this.lastTime = t;
+      if (t < this.newest - STOP_AFTER_S) this.ordered = false;
+      if (t > this.newest) this.newest = t;
       if (offset - this.lastMark >= MARK_BYTES) {
         this.marks.push({ offset, time: t, keys: this.names.length });
         this.lastMark = offset;
@@ -79,11 +82,13 @@ export class SystemLogIndex {
   startFor(from: number): { offset: number; names: string[] } {
     this.refresh();
     if (!this.ordered) return { offset: 0, names: [] };
-    // The last mark strictly before `from`: every sample at `from` or later is at or after it.
+    // The last mark older than `from` by more than STOP_AFTER_S: every sample before it is older than `from`
+    // (no sample is older than the newest before it by more than that).
+    const before = from - STOP_AFTER_S;
     let lo = 0, hi = this.marks.length;
     while (lo < hi) {
       const mid = (lo + hi) >> 1;
-      if (this.marks[mid].time < from) lo = mid + 1;
+      if (this.marks[mid].time < before) lo = mid + 1;
       else hi = mid;
     }
     if (lo === 0) return { offset: 0, names: [] };

@@ -76,9 +76,11 @@ describe('the system log read by time (its index)', () => {
     });
     const sync = () => (sm as unknown as { log: { sync(): Promise<void> } }).log.sync();
     // 30 000 samples a second apart; process 7 watched throughout, process 100 + k for a while around k * 1000 s.
+    // Every 7th sample is written 20 ms late, after a newer one (as a run's start sample can be).
     for (let i = 0; i < 30_000; i++) {
       const k = Math.floor(i / 1000);
       record(1000 + i, i % 1000 < 300 ? [7, 100 + k] : [7]);
+      if (i % 7 === 3) record(1000 + i - 0.02, [7]);
     }
     await sync();
     expect(fs.statSync(file).size).toBeGreaterThan(4 * 256 * 1024); // several marks
@@ -89,7 +91,10 @@ describe('the system log read by time (its index)', () => {
       expect(viaDaemon(sm, w)).toEqual(want);
       expect(viaUpload(file, { createdAt, finishedAt, pid })).toEqual(want);
     };
+    expect(systemLogIndex(file).startFor(0).offset).toBe(0);
+    expect(systemLogIndex(file).ordered).toBe(true); // 20 ms out of order is within the index's tolerance
     check(1000, 1010, 7, 10); // before the first mark
+    check(16_003.97, 16_003.99, 7, 1); // only a late-written sample
     check(16_000, 16_100, 116, 100); // the middle: process 116's keys, named at 16 000 s
     check(16_000, 16_100, 7, 100); // process 7, named at the log's start
     // And read from the middle, not from the first byte: the mark before 16 000 s is about half way in.
@@ -103,7 +108,7 @@ describe('the system log read by time (its index)', () => {
     await sync();
     check(30_900, 31_100, 555, 99);
     check(16_000, 16_100, 116, 100);
-    // The clock set back: a sample older than the last. Reads then take the whole log, and still agree.
+    // The clock set back: a sample much older than the last. Reads then take the whole log, and still agree.
     record(20_000.5, [7]);
     await sync();
     check(20_000, 20_001, 7, 3);
