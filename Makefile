@@ -5,7 +5,7 @@ export npm_config_nodedir ?= /usr
 # The Python that builds the wheel and its wheelhouse (the wheelhouse holds grpcio for this Python's version).
 PY_BUILD ?= /usr/bin/python3
 
-.PHONY: all build deps system-deps native python install uninstall demo test test-slow check-imports soak bench bench-peers clean wheel npm-pack packages packages-for-test
+.PHONY: all build deps system-deps native python install uninstall demo test test-slow check-imports soak bench bench-peers bench-readback-peers clean wheel npm-pack packages packages-for-test
 
 all: build
 
@@ -106,6 +106,11 @@ bench: build native
 bench-peers: build
 	bash bench/peers/setup.sh
 	node dist/bench/peers/run.js
+
+# Reading runs back: logd against MLflow (file and SQLite stores) and TensorBoard on the same data (bench/readback-peers).
+bench-readback-peers: build python
+	bash bench/readback-peers/setup.sh
+	.venv-python/bin/python bench/readback-peers/run.py
 
 clean:
 	rm -rf dist native/build .venv-python build dist-pkg
