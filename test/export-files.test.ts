@@ -93,4 +93,61 @@ describe('logd export --format parquet and arrow', () => {
     expect(fs.readFileSync(file).equals(before)).toBe(true);
     expect(fs.readdirSync(t.dir).filter((f) => f.includes('logd-tmp'))).toEqual([]);
   }, 120_000);
+
+  it('--group: every rank of a group in one file, long form with run_id and rank first, in each format; bad input named', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+    await startDaemon(t);
+    const train = script(t, 'rank.mjs', `
+      const rank = Number(process.env.RANK);
+      const run = await logd.init({ project: 'files', group: 'g1', name: 'r' + rank });
+      for (let step = 0; step < 100; step++) {
+        const row = { loss: rank * 1000 + step };
+        if (rank === 2 && step % 10 === 0) row.only2 = step === 0 ? NaN : -step;
+        run.log(row, { step });
+      }
+      await run.finish();
+      console.log('run ' + run.id);
+    `);
+    const ids: string[] = [];
+    for (const rank of [2, 0, 1]) { // made out of rank order: the export sorts by rank
+      const r = await runScript(t, train, [], { RANK: String(rank), WORLD_SIZE: '3', LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: '3' });
+      expect(r.exitCode, r.stderr).toBe(0);
+      ids[rank] = r.stdout.split('\n').find((l) => l.startsWith('run '))!.slice(4);
+    }
+    const e = await cli(t, ['export', '--group', 'g1']);
+    const lines = e.stdout.trim().split('\n').map((l) => JSON.parse(l));
+    expect(lines).toHaveLength(300);
+    expect(Object.keys(lines[0]).slice(0, 4)).toEqual(['run_id', 'rank', '_step', '_time']);
+    expect(lines.map((l) => l.rank)).toEqual([...Array(100).fill(0), ...Array(100).fill(1), ...Array(100).fill(2)]);
+    // Each run's rows are exactly its own export's, with run_id and rank before them.
+    const want: Array<Record<string, unknown>> = [];
+    for (const rank of [0, 1, 2]) for (const row of await exportJsonl(t, ids[rank])) want.push({ run_id: ids[rank], rank, ...row });
+    expect(lines).toEqual(want);
+    expect(lines[200].only2).toBe('NaN');
+    // CSV: one header for every run (a metric of one run only is an empty cell in the others').
+    const csv = (await cli(t, ['export', '--group', 'g1', '--format', 'csv'])).stdout.trim().split('\n');
+    expect(csv[0]).toBe('run_id,rank,_step,_time,loss,only2');
+    expect(csv).toHaveLength(301);
+    expect(csv[1]).toMatch(new RegExp(`^${ids[0]},0,0,[0-9.]+,0,$`));
+    expect(csv[201]).toMatch(new RegExp(`^${ids[2]},2,0,[0-9.]+,2000,NaN$`));
+    expect(csv[211]).toMatch(new RegExp(`^${ids[2]},2,10,[0-9.]+,2010,-10$`));
+    // Parquet and Arrow: the same rows as the JSON lines.
+    for (const format of ['parquet', 'arrow'] as const) {
+      const file = path.join(t.dir, `group.${format}`);
+      const w = await cli(t, ['export', '--group', 'g1', '--format', format, '--output', file]);
+      expect(w.stderr).toMatch(new RegExp(`wrote 300 rows × 6 columns of 3 runs of group g1 to .*\\(${format}, \\d+ bytes\\)`));
+      const got = await readBack(file, format);
+      expect(got.rows, `${format} read by ${got.by}`).toEqual(lines);
+      if (got.by === 'pyarrow') expect(got.types).toMatchObject({ run_id: 'string', rank: 'int32', _step: 'double', loss: 'double', only2: 'double' });
+    }
+    const none = await cli(t, ['export', '--group', 'nosuch'], { reject: false });
+    expect(none.exitCode).toBe(1);
+    expect(none.stderr).toMatch(/no group "nosuch" in /);
+    const neither = await cli(t, ['export'], { reject: false });
+    expect(neither.exitCode).toBe(2);
+    expect(neither.stderr).toMatch(/give a run id, or --group NAME/);
+    const both = await cli(t, ['export', ids[0], '--group', 'g1'], { reject: false });
+    expect(both.exitCode).toBe(2);
+    expect(both.stderr).toMatch(/give a run id or --group, not both/);
+  }, 120_000);
 });
