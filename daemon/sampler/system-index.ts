@@ -57,22 +57,46 @@ export class SystemLogIndex {
       this.born = st.birthtimeMs;
     }
     if (st.size === this.scanned) return;
-    const r = scanFrames(this.file, (type, p, offset) => {
-      if (type === FrameType.KEYS) {
-        const k = parseFrameJson<{ first: number; names: string[] }>(p);
-        for (let i = 0; i < k.names.length; i++) this.names[k.first + i] = k.names[i];
-        return;
-      }
-      if (type !== FrameType.HISTORY) return;
-      const t = sampleTime(p);
-      if (t < this.newest - STOP_AFTER_S) this.ordered = false;
-      if (t > this.newest) this.newest = t;
-      if (offset - this.lastMark >= MARK_BYTES) {
-        this.marks.push({ offset, time: t, keys: this.names.length });
-        this.lastMark = offset;
-      }
-    }, 8 * 1024 * 1024, this.scanned);
+    const r = scanFrames(this.file, (type, p, offset) => this.see(type, p, offset), 8 * 1024 * 1024, this.scanned);
     this.scanned = r.validBytes;
+  }
+
+  /**
+   * The log's frames read from its first byte by someone else (the daemon's opening scan, which reads it anyway):
+   * indexed as they pass (`frame`), then `done` with where valid frames end, so the first read after a daemon's
+   * start does not read the whole log again on its main thread.
+   */
+  fromScan(): { frame: (type: number, p: Uint8Array, offset: number) => void; done: (validBytes: number) => void } {
+    this.reset();
+    return {
+      frame: (type, p, offset) => this.see(type, p, offset),
+      done: (validBytes) => {
+        try {
+          const st = fs.statSync(this.file);
+          this.ino = st.ino;
+          this.born = st.birthtimeMs;
+          this.scanned = validBytes;
+        } catch {
+          this.reset();
+        }
+      },
+    };
+  }
+
+  private see(type: number, p: Uint8Array, offset: number): void {
+    if (type === FrameType.KEYS) {
+      const k = parseFrameJson<{ first: number; names: string[] }>(p);
+      for (let i = 0; i < k.names.length; i++) this.names[k.first + i] = k.names[i];
+      return;
+    }
+    if (type !== FrameType.HISTORY) return;
+    const t = sampleTime(p);
+    if (t < this.newest - STOP_AFTER_S) this.ordered = false;
+    if (t > this.newest) this.newest = t;
+    if (offset - this.lastMark >= MARK_BYTES) {
+      this.marks.push({ offset, time: t, keys: this.names.length });
+      this.lastMark = offset;
+    }
   }
 
   /**

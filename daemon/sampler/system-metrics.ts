@@ -37,11 +37,14 @@ export class SystemMetrics {
     const dir = path.join(dataDir, 'system');
     fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.file = path.join(dir, 'records.log');
-    const opened = RecordLog.open(this.file, (type, p) => {
+    const index = systemLogIndex(this.file).fromScan(); // the opening scan builds the read index too
+    const opened = RecordLog.open(this.file, (type, p, offset) => {
+      index.frame(type, p, offset);
       if (type !== FrameType.KEYS) return;
       const k = parseFrameJson<{ first: number; names: string[] }>(p);
       for (let i = 0; i < k.names.length; i++) this.intern1(k.names[i], k.first + i);
     });
+    index.done(opened.scan.validBytes);
     this.log = opened.log;
     for (const d of opened.scan.damaged) this.logLine(`sampler: ${this.file}: ${d.bytes} bytes at offset ${d.offset} fail their checksum; skipped to the next valid frame`);
   }

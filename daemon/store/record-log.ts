@@ -46,8 +46,8 @@ export class RecordLog<Mark = unknown> {
    * middle stay in the file; the scan reports them. `from`: frames before
    * this offset are known already (a checkpoint covers them) and not read.
    */
-  static open(file: string, onFrame?: (type: number, payload: Uint8Array) => void, from = 0): { log: RecordLog; scan: ScanResult } {
-    const scan = scanFrames(file, (t, p) => onFrame?.(t, p), undefined, from);
+  static open(file: string, onFrame?: (type: number, payload: Uint8Array, offset: number) => void, from = 0): { log: RecordLog; scan: ScanResult } {
+    const scan = scanFrames(file, (t, p, offset) => onFrame?.(t, p, offset), undefined, from);
     const fd = fs.openSync(file, fs.constants.O_RDWR | fs.constants.O_CREAT, 0o600);
     try {
       if (scan.tornBytes > 0) {

@@ -108,6 +108,13 @@ describe('the system log read by time (its index)', () => {
     await sync();
     check(30_900, 31_100, 555, 99);
     check(16_000, 16_100, 116, 100);
+    // A daemon's start: its opening scan of the log builds the index too (its first read scans nothing more).
+    sm.close();
+    sm = new SystemMetrics(dir, 0, () => {});
+    expect((systemLogIndex(file) as unknown as { scanned: number }).scanned).toBe(fs.statSync(file).size);
+    expect(systemLogIndex(file).startFor(16_000).offset).toBe(mid);
+    check(16_000, 16_100, 116, 100);
+    check(29_500, 0, 7, 499);
     // The clock set back: a sample much older than the last. Reads then take the whole log, and still agree.
     record(20_000.5, [7]);
     await sync();
