@@ -146,7 +146,9 @@ describe.skipIf(missing !== null)(`attempts, rewinds and forks on the dashboard$
       expect(await marker.textContent()).toBe('attempt 2');
       expect(await marker.locator('.chart-marker-label').getAttribute('title')).toMatch(/^attempt 2: resumed from step 40, started /);
       expect(await markerOffset(chart, 40)).toBeLessThan(1.5);
-      expect((await marker.boundingBox())!.height).toBeGreaterThan(100); // across the plot
+      // Across the plot. A chart draws itself again when its data or layout changes (the marker element is made
+      // anew): between two draws the locator finds no box, so the height is looked at until there is one.
+      await expect.poll(async () => (await marker.boundingBox())?.height ?? 0, { timeout: 15_000 }).toBeGreaterThan(100);
     }
     await page.screenshot({ path: path.join(shots(), 'run-attempts.png'), fullPage: true });
     await page.close();
