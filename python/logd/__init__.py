@@ -15,6 +15,11 @@ import socket
 import sys
 from typing import Optional
 
+# grpcio's C core logs through absl; recent grpcio (1.8x, what pip gives a wheel user) prints INFO lines such as
+# "Got goaway" on a trainer's stderr when its daemon stops or restarts, which logd handles. Errors only, unless
+# the program set GRPC_VERBOSITY itself (before grpc loads: logd loads it lazily, at the first connection).
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 # logd never uses a gRPC channel across fork() (see relay.py), so grpcio's own
 # fork handlers only add risk: on by default in newer grpcio, they pause gRPC's
 # threads around every fork, or skip with a log line per DataLoader worker
