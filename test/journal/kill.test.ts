@@ -21,6 +21,7 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
     const rounds = Number(process.env.LOGD_JOURNAL_KILL_ROUNDS ?? 25);
     let kills = 0;
     let recovered = 0;
+    let stored = 0;
     const checks: Array<{ id: string; printed: number }> = [];
     for (let round = 0; round < rounds; round++) {
       const procs = Array.from({ length: 8 }, (_, i) => spawnScript(t, file, [`r${round}w${i}`]));
@@ -40,9 +41,14 @@ describe.skipIf(!!NO_ADDON)(`crash journal: real SIGKILL at random moments${NO_A
       const info = await waitFinal(t, c.id);
       expect(info.state).toBe('crashed');
       recovered += info.metadata.journal?.recoveredRows ?? 0;
-      await expectWhole(t, c.id, c.printed);
+      stored += await expectWhole(t, c.id, c.printed);
     }
     expect(recovered, 'rows came back from journals').toBeGreaterThan(0);
+    // Journals cover a kill; the daemon still takes rows as they are sent (a daemon that took none over gRPC would
+    // pass the checks above on journals alone). 8 writers flat out on 2 cores starve it: most rows (60-75 % here)
+    // come back from journals.
+    process.stderr.write(`journal test: ${stored} rows stored, ${recovered} from journals\n`);
+    expect(stored - recovered, `of ${stored} rows stored, ${recovered} came from journals`).toBeGreaterThanOrEqual(checks.length * 100);
     const spool = path.join(t.dataDir, 'spool');
     await waitUntil(() => fs.readdirSync(spool).filter((n) => n.endsWith('.journal')).length === 0, 10_000, 'every journal to be ingested and removed');
   }, 900_000); // 25 rounds of 8 processes logging at full speed on 2 cores: minutes, not seconds
