@@ -79,7 +79,12 @@ export class SharedSource implements QuerySource {
    * chunks cannot merge away chunks the skeleton named. `end(true)` commits, `end(false)` rolls back; either
    * gives the connection back.
    */
-  private async begin(): Promise<Snapshot & { end: (ok: boolean) => Promise<void> }> {
+  /**
+   * A REPEATABLE READ snapshot on one pooled connection. `head`: a statement without parameters sent with the BEGIN
+   * in one round trip (its rows in `head`): a small run's read is a handful of round trips, which are most of its
+   * cost when a group's thousand runs are read.
+   */
+  private async begin(head?: string): Promise<Snapshot & { head: pg.QueryResultRow[]; end: (ok: boolean) => Promise<void> }> {
     let c: pg.PoolClient;
     try {
       c = await this.pool.connect();
@@ -107,8 +112,15 @@ export class SharedSource implements QuerySource {
       c.off('error', onError);
       c.release(broken);
     };
+    let headRows: pg.QueryResultRow[] = [];
     try {
-      await q('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', []);
+      if (!head) await q('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY', []);
+      else {
+        const results = await c.query(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; ${head}`).catch((e: Error) => {
+          throw this.error(`reading ${this.where} failed: ${e.message}`);
+        });
+        headRows = (results as unknown as pg.QueryResult[])[1].rows;
+      }
     } catch (e) {
       broken = true;
       release();
@@ -117,6 +129,7 @@ export class SharedSource implements QuerySource {
     return {
       q,
       copy,
+      head: headRows,
       end: async (ok) => {
         try {
           if (ok) await q('COMMIT', []);
@@ -174,13 +187,16 @@ export class SharedSource implements QuerySource {
       const whole = await this.history(id, { ...hq, points: 0, tailRows: 0, allAttempts: false });
       return downsampleHistory(whole, hq.keys ?? [], hq.points);
     }
+    let whole: History | null = null;
+    for await (const h of this.headed(id, hq, Infinity)) whole = h;
+    return whole!;
+  }
+
+  /** A rewound run: its rows are kept by writer, and which are current is decided here, over the whole history. */
+  private async rewound(id: string, hq: HistoryQuery): Promise<History> {
     const info = await this.getRun(id);
-    if (!hq.system && (hq.allAttempts || info.metadataJson.includes('resumedFromStep'))) {
-      // A rewound run: its rows are kept by writer, and which are current is decided here, over the whole history.
-      const whole = latestTimeline(await this.rows(id, { ...hq, tailRows: 0 }), info.metadataJson, !!hq.allAttempts);
-      return hq.tailRows && hq.tailRows > 0 && whole.rows > hq.tailRows ? dropFirstRows(whole, whole.rows - hq.tailRows) : whole;
-    }
-    return this.rows(id, hq);
+    const whole = latestTimeline(await this.rows(id, { ...hq, tailRows: 0 }), info.metadataJson, !!hq.allAttempts);
+    return hq.tailRows && hq.tailRows > 0 && whole.rows > hq.tailRows ? dropFirstRows(whole, whole.rows - hq.tailRows) : whole;
   }
 
   /**
@@ -190,22 +206,43 @@ export class SharedSource implements QuerySource {
    * history) come as one piece.
    */
   async *historyPieces(id: string, hq: HistoryQuery = {}, sliceRows = SLICE_ROWS): AsyncGenerator<History> {
-    if ((hq.points && hq.points > 0) || (hq.tailRows && hq.tailRows > 0)) {
+    if (hq.points && hq.points > 0) {
       yield await this.history(id, hq);
       return;
     }
-    const info = await this.getRun(id);
-    if (!hq.system && (hq.allAttempts || info.metadataJson.includes('resumedFromStep'))) {
-      yield await this.history(id, hq);
-      return;
-    }
-    const s = await this.begin();
+    yield* this.headed(id, hq, hq.tailRows && hq.tailRows > 0 ? Infinity : sliceRows);
+  }
+
+  /** A read of the stored rows (not downsampled): its snapshot opened with what it needs to know first. */
+  private async *headed(id: string, hq: HistoryQuery, sliceRows: number): AsyncGenerator<History> {
+    // The run's rewound mark, its keys and its chunks' skeleton come with the BEGIN (one round trip, no metadata
+    // parsed); the id is quoted, the stream a number of ours.
+    const stream = hq.system ? STREAM_SYSTEM : STREAM_HISTORY;
+    const lit = pg.escapeLiteral(id);
+    const s = await this.begin(`SELECT
+      (SELECT position('resumedFromStep' in metadata_json) > 0 FROM logd_runs WHERE id = ${lit}) AS rewound,
+      (SELECT coalesce(json_agg(json_build_array(key_id, name) ORDER BY key_id), '[]'::json) FROM logd_keys WHERE run_id = ${lit} AND stream = ${stream}) AS keys,
+      (SELECT coalesce(json_agg(json_build_array(writer::float8, seq_lo, ord::float8, nrows) ORDER BY ord, writer, seq_lo), '[]'::json)
+         FROM logd_rows WHERE run_id = ${lit} AND stream = ${stream}) AS skel`);
     let ok = false;
+    let ended = false;
     try {
-      yield* this.piecesIn(s, id, hq, sliceRows);
+      const head = s.head[0] as { rewound: boolean | null; keys: Array<[number, string]>; skel: Array<[number, number, number, number]> };
+      if (head.rewound === null) throw new RunNotFound(id, this.where);
+      if (!hq.system && (hq.allAttempts || head.rewound)) {
+        ended = true;
+        await s.end(true);
+        yield await this.rewound(id, hq);
+        return;
+      }
+      const known = {
+        keyRows: head.keys.map(([key_id, name]) => ({ key_id, name })),
+        skel: head.skel.map(([writer, seq_lo, ord, nrows]) => ({ writer, seq_lo, ord, nrows })),
+      };
+      yield* this.piecesIn(s, id, hq, sliceRows, known);
       ok = true;
     } finally {
-      await s.end(ok);
+      if (!ended) await s.end(ok);
     }
   }
 
@@ -221,17 +258,16 @@ export class SharedSource implements QuerySource {
   }
 
   /** The stored rows in pieces of about `sliceRows` rows (at least one piece; Infinity: one). */
-  private async *piecesIn({ q, copy }: Snapshot, id: string, hq: HistoryQuery, sliceRows: number): AsyncGenerator<History> {
+  private async *piecesIn({ q, copy }: Snapshot, id: string, hq: HistoryQuery, sliceRows: number, known?: { keyRows: Array<{ key_id: number; name: string }>; skel: Skel[] }): AsyncGenerator<History> {
     const stream = hq.system ? STREAM_SYSTEM : STREAM_HISTORY;
-    const keyRows = await q<{ key_id: number; name: string }>('SELECT key_id, name FROM logd_keys WHERE run_id = $1 AND stream = $2 ORDER BY key_id', [id, stream]);
+    const keyRows = known?.keyRows ?? await q<{ key_id: number; name: string }>('SELECT key_id, name FROM logd_keys WHERE run_id = $1 AND stream = $2 ORDER BY key_id', [id, stream]);
     const keys = keyRows.map((k) => k.name);
     const pos = new Map<number, number>(keyRows.map((k, i) => [k.key_id, i]));
     const wanted = hq.keys?.length ? keyRows.filter((k) => hq.keys!.includes(k.name)).map((k) => k.key_id) : null;
     if (wanted && wanted.length === 0) return void (yield assemble(keys, [], pos, true));
 
     // Chunks in arrival order; for a tail, only the last ones.
-    type Skel = { writer: number; seq_lo: number; ord: number; nrows: number };
-    let skel = await q<Skel>('SELECT writer::float8, seq_lo, ord::float8, nrows FROM logd_rows WHERE run_id = $1 AND stream = $2 ORDER BY ord, writer, seq_lo', [id, stream]);
+    let skel = known?.skel ?? await q<Skel>('SELECT writer::float8, seq_lo, ord::float8, nrows FROM logd_rows WHERE run_id = $1 AND stream = $2 ORDER BY ord, writer, seq_lo', [id, stream]);
     let cut = 0;
     if (hq.tailRows && hq.tailRows > 0) {
       let n = 0, i = skel.length;
@@ -251,8 +287,16 @@ export class SharedSource implements QuerySource {
     const lit = (xs: number[]) => `'{${xs.map((x) => String(x)).join(',')}}'`;
     const fetch = async (part: Skel[]) => {
       const sel = `run_id = ${pg.escapeLiteral(id)} AND stream = ${stream} AND (writer, seq_lo) IN (SELECT * FROM unnest(${lit(part.map((s) => s.writer))}::bigint[], ${lit(part.map((s) => s.seq_lo))}::float8[]))`;
-      const bodies = await copy(`COPY (SELECT writer::float8, seq_lo, steps, times FROM logd_rows WHERE ${sel}) TO STDOUT (FORMAT binary)`);
-      const vals = await copy(`COPY (SELECT writer::float8, seq_lo, key_id, idx, vals FROM logd_values WHERE ${sel}${wanted ? ` AND key_id = ANY(${lit(wanted)}::int[])` : ''}) TO STDOUT (FORMAT binary)`);
+      // The chunks' bodies (steps, times) and their values in one statement, one round trip: a body's key_id is
+      // null. Told apart here, not by their order (an Append may interleave them).
+      const tuples = await copy(`COPY (SELECT writer::float8, seq_lo, NULL::int4, steps, times, NULL::int4[] FROM logd_rows WHERE ${sel}
+        UNION ALL SELECT writer::float8, seq_lo, key_id, NULL::float8[], vals, idx FROM logd_values WHERE ${sel}${wanted ? ` AND key_id = ANY(${lit(wanted)}::int[])` : ''}) TO STDOUT (FORMAT binary)`);
+      const bodies: Array<Array<Buffer | null>> = [];
+      const vals: Array<Array<Buffer | null>> = [];
+      for (const [w, sq, k, st, vs, idx] of tuples) {
+        if (k === null) bodies.push([w, sq, st, vs]);
+        else vals.push([w, sq, k, idx, vs]);
+      }
       return [bodies, vals] as const;
     };
     let next = fetch(slices[0]);
@@ -407,6 +451,9 @@ interface RawChunk { steps: Buffer; times: Buffer; writer: number; values: Array
 type Q = <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<R[]>;
 /** One snapshot's queries and binary COPY reads (daemon/upload/copy.ts copyOut). */
 interface Snapshot { q: Q; copy: (sql: string) => Promise<Array<Array<Buffer | null>>> }
+
+/** A chunk of a run as its skeleton: which writer's, from which sequence number, in which order it came, its rows. */
+type Skel = { writer: number; seq_lo: number; ord: number; nrows: number };
 
 /** Rows per piece of a history read in slices (historyPieces): a few MB of values for a run of tens of metrics. */
 const SLICE_ROWS = 65_536;

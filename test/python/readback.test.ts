@@ -70,6 +70,12 @@ describe.skipIf(missing !== null)(`reading runs back as DataFrames${missing ? ` 
       expect(ap.hp_cols).toEqual(['_step', '_time', 'loss', 'acc']);
       expect(ap.same).toBe(true);
     }
+    // A group's runs read side by side, joined once: what one by one and joined gives.
+    const g2 = JSON.parse(lines[9]);
+    expect(g2.all).toBe('same');
+    expect(g2.keys).toBe('same');
+    expect(g2.rows).toBe(4);
+    expect(new Set(g2.run_ids).size).toBe(2);
   }, 120_000);
 
   it('a run with 20 000 metric names: every column, or two named keys (one named twice) without a column for each of the others', async () => {

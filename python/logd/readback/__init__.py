@@ -16,6 +16,7 @@ from typing import Dict, Iterable, List, Optional
 from .._pb import logd_pb2 as pb
 from ..transport.connection import SERVICE, CallError, connection_for
 from ..transport.discovery import find_daemon
+from . import _group
 
 __all__ = ["Api", "RunsList", "RunView"]
 
@@ -184,16 +185,10 @@ class RunsList(list):
         aggregated across the runs that logged it at that step (NaN where none did)."""
         if agg not in (None, "mean", "min", "max"):
             raise ValueError("logd: agg=%r must be None, 'mean', 'min' or 'max'" % (agg,))
-        pd = _need("pandas", "history()")
-        frames = []
-        for r in self:
-            h = r.history(keys=keys)
-            h.insert(0, "run_id", r.id)
-            h.insert(1, "rank", r.rank)
-            frames.append(h)
-        if not frames:
-            return pd.DataFrame()
-        long = pd.concat(frames, ignore_index=True)
+        asked = list(dict.fromkeys(keys)) if keys is not None else None  # a key named twice is one column
+        long = _group.histories(list(self), asked, _need)
+        if len(long.columns) == 0:
+            return long
         if agg is None:
             return long
         metrics = [c for c in long.columns if c not in ("run_id", "rank", "_step", "_time")]
