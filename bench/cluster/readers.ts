@@ -60,7 +60,8 @@ export async function measureReaders(o: { url: string; group: string; keys: stri
       });
       const opened = new URL(base);
       const token = opened.searchParams.get('token');
-      const page = `${opened.origin}/api/groups/${encodeURIComponent(o.group)}?keys=${o.keys.join(',')}`;
+      // One `keys` parameter per metric (a metric's name may hold a comma): the page's charts ask the same way.
+      const page = `${opened.origin}/api/groups/${encodeURIComponent(o.group)}?${o.keys.map((k) => `keys=${encodeURIComponent(k)}`).join('&')}`;
       const get = async () => {
         const res = await fetch(page, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(300_000) });
         const body = await res.text();
