@@ -9,7 +9,9 @@ import pg from 'pg';
 import { parseStoreUrl, redact, type StoreUrl } from '../upload/url.js';
 import { pgOptions, lacksPassword, NO_PASSWORD } from '../upload/pgpass.js';
 import { SCHEMA_VERSION, storeVersion } from '../upload/schema.js';
-import { decodeFloat8Array, decodeInt4Array, decodeFloat8Into, arrayLength, copyOut } from '../upload/copy.js';
+import { copyOut } from '../upload/copy.js';
+import { assemble, dropFirstRows, type RawChunk, type Q, type Snapshot, type Skel } from './shared-chunks.js';
+import { batches, readRuns } from './shared-group.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from '../upload/pg-sink.js';
 import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine, MediaItem, RunEditAsk } from './source.js';
 import { RunNotFound } from './source.js';
@@ -190,6 +192,33 @@ export class SharedSource implements QuerySource {
     let whole: History | null = null;
     for await (const h of this.headed(id, hq, Infinity)) whole = h;
     return whole!;
+  }
+
+  /**
+   * Many runs' histories (the dashboard's group page): per batch of runs (shared-group.ts) one snapshot whose BEGIN
+   * carries which of them exist and which were rewound, then their keys, skeletons and chunks in three statements.
+   * A rewound run is read on its own (its latest timeline is decided over its whole history).
+   */
+  async histories(runs: Array<{ id: string; rows: number }>, query: { keys?: string[] } = {}): Promise<Map<string, History>> {
+    const out = new Map<string, History>();
+    for (const batch of batches(runs)) {
+      const ids = [...new Set(batch.map((r) => r.id))];
+      const s = await this.begin(`SELECT id, position('resumedFromStep' in metadata_json) > 0 AS rewound FROM logd_runs
+        WHERE id = ANY(ARRAY[${ids.map((id) => pg.escapeLiteral(id)).join(',')}]::text[])`);
+      let ok = false;
+      let rewound: string[] = [];
+      try {
+        const found = s.head as Array<{ id: string; rewound: boolean }>;
+        rewound = found.filter((r) => r.rewound).map((r) => r.id);
+        const plain = found.filter((r) => !r.rewound).map((r) => r.id);
+        for (const [id, h] of await readRuns(s, plain, query.keys)) out.set(id, h);
+        ok = true;
+      } finally {
+        await s.end(ok);
+      }
+      for (const id of rewound) out.set(id, await this.history(id, { keys: query.keys }));
+    }
+    return out;
   }
 
   /** A rewound run: its rows are kept by writer, and which are current is decided here, over the whole history. */
@@ -444,100 +473,8 @@ export class SharedSource implements QuerySource {
   }
 }
 
-/** A stored chunk as COPY gave it: its arrays in array_send's form. */
-interface RawChunk { steps: Buffer; times: Buffer; writer: number; values: Array<{ key_id: number; idx: Buffer | null; vals: Buffer }> }
-
-/** A query of one snapshot. */
-type Q = <R extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<R[]>;
-/** One snapshot's queries and binary COPY reads (daemon/upload/copy.ts copyOut). */
-interface Snapshot { q: Q; copy: (sql: string) => Promise<Array<Array<Buffer | null>>> }
-
-/** A chunk of a run as its skeleton: which writer's, from which sequence number, in which order it came, its rows. */
-type Skel = { writer: number; seq_lo: number; ord: number; nrows: number };
-
 /** Rows per piece of a history read in slices (historyPieces): a few MB of values for a run of tens of metrics. */
 const SLICE_ROWS = 65_536;
-
-
-/**
- * Chunks into the columnar History, decoding their arrays straight into it; with a key filter, rows carrying none
- * of the keys are left out (as the local source does).
- */
-function assemble(keys: string[], chunks: RawChunk[], pos: Map<number, number>, filtered: boolean): History {
-  let rows = 0, pairs = 0;
-  for (const c of chunks) {
-    rows += arrayLength(c.steps);
-    for (const v of c.values) pairs += arrayLength(v.vals);
-  }
-  const steps = new Float64Array(rows), times = new Float64Array(rows), writers = new Uint32Array(rows);
-  const start = new Uint32Array(rows + 1), keyIds = new Uint32Array(pairs), values = new Float64Array(pairs);
-  let r0 = 0, p0 = 0;
-  for (const c of chunks) {
-    const n = arrayLength(c.steps);
-    const vs = [...c.values].sort((a, b) => a.key_id - b.key_id);
-    if (vs.length > 0 && vs.every((v) => !v.idx && arrayLength(v.vals) === n)) {
-      // Every metric of the chunk in every row (the common case): row i's pairs are at p0 + i*K, in key order,
-      // written row by row (column by column would stride the whole output K times).
-      const K = vs.length;
-      decodeFloat8Into(c.steps, steps, r0);
-      decodeFloat8Into(c.times, times, r0);
-      writers.fill(c.writer, r0, r0 + n);
-      for (let i = 0; i < n; i++) start[r0 + i] = p0 + i * K;
-      const ks = vs.map((v) => pos.get(v.key_id) ?? 0), cols = vs.map((v) => new DataView(v.vals.buffer, v.vals.byteOffset, v.vals.byteLength));
-      for (let i = 0, at = p0, o = 24; i < n; i++, o += 12) {
-        for (let j = 0; j < K; j++, at++) {
-          keyIds[at] = ks[j];
-          values[at] = cols[j].getFloat64(o);
-        }
-      }
-      r0 += n;
-      p0 += n * K;
-      continue;
-    }
-    const cSteps = decodeFloat8Array(c.steps), cTimes = decodeFloat8Array(c.times);
-    const cVals = vs.map((v) => ({ key_id: v.key_id, idx: v.idx ? decodeInt4Array(v.idx) : null, vals: decodeFloat8Array(v.vals) }));
-    const counts = new Uint32Array(n);
-    for (const v of cVals) {
-      if (v.idx) for (let i = 0; i < v.idx.length; i++) counts[v.idx[i]]++;
-      else for (let i = 0; i < n; i++) counts[i]++;
-    }
-    // Row offsets of this chunk; rows without a pair vanish when filtering.
-    const at = new Uint32Array(n);
-    let r = r0, p = p0;
-    for (let i = 0; i < n; i++) {
-      if (filtered && counts[i] === 0) continue;
-      steps[r] = cSteps[i];
-      times[r] = cTimes[i];
-      writers[r] = c.writer;
-      start[r] = p;
-      at[i] = p;
-      p += counts[i];
-      r++;
-    }
-    for (const v of cVals) {
-      const k = pos.get(v.key_id) ?? 0;
-      for (let j = 0; j < v.vals.length; j++) {
-        const i = v.idx ? v.idx[j] : j;
-        keyIds[at[i]] = k;
-        values[at[i]++] = v.vals[j];
-      }
-    }
-    r0 = r;
-    p0 = p;
-  }
-  start[r0] = p0;
-  return { keys, rows: r0, steps: steps.subarray(0, r0), times: times.subarray(0, r0), writers: writers.subarray(0, r0), start: start.subarray(0, r0 + 1), keyIds: keyIds.subarray(0, p0), values: values.subarray(0, p0) };
-}
-
-function dropFirstRows(h: History, n: number): History {
-  const p = h.start[n];
-  const start = new Uint32Array(h.rows - n + 1);
-  for (let r = 0; r <= h.rows - n; r++) start[r] = h.start[r + n] - p;
-  return {
-    keys: h.keys, rows: h.rows - n, steps: h.steps.subarray(n), times: h.times.subarray(n), writers: h.writers.subarray(n), start, keyIds: h.keyIds.subarray(p), values: h.values.subarray(p),
-    ...(h.attempts ? { attempts: h.attempts.subarray(n), superseded: h.superseded!.subarray(n) } : {}),
-  };
-}
 
 function infoOf(r: RunDbRow): RunInfo {
   let meta: Record<string, unknown> = {};

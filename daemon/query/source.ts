@@ -69,6 +69,12 @@ export interface QuerySource {
    */
   historyPieces?(id: string, query?: HistoryQuery): AsyncGenerator<History>;
   /**
+   * Many runs' histories at once (every stored row of each, its latest timeline; `keys`: only those metrics), for
+   * a reader of a whole group: `rows` is each run's count as listed, for batching. A run the source lacks has no
+   * entry. Sources that read run by run need not have it.
+   */
+  histories?(runs: Array<{ id: string; rows: number }>, query?: { keys?: string[] }): Promise<Map<string, History>>;
+  /**
    * The whole summary and stats of a run whose RunInfo carries them capped
    * (metadata.summaryCapped: more than 1000 keys). Sources whose answers are
    * never capped need not have it.

@@ -224,7 +224,7 @@ export class Api {
     if (ids.length === 0) throw new HttpError(400, 'runs: name the runs to aggregate, runs=ID,ID');
     if (ids.length > AGGREGATE_RUNS) throw new HttpError(400, `at most ${AGGREGATE_RUNS} runs in one line, not ${ids.length}`);
     const infos = await Promise.all(ids.map((id) => this.getRun(id)));
-    const loaded = await Promise.all(infos.map((r) => this.cache.get(r.id, Number(r.historyRows), supersededOf(r))));
+    const loaded = await this.cache.getMany(infos.map((r) => ({ id: r.id, historyRows: Number(r.historyRows), superseded: supersededOf(r) })));
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
     const series: Record<string, ChartSeries> = Object.create(null);
     for (const k of keysParam(q)) series[k] = acrossRuns(loaded, k, points);
@@ -236,7 +236,8 @@ export class Api {
     const byRank = page.runs.map((r) => ({ info: r, json: runJson(r) }))
       .sort((a, b) => ((a.json.rank as number | null) ?? 1e9) - ((b.json.rank as number | null) ?? 1e9) || a.info.id.localeCompare(b.info.id));
     const runs = byRank.map((r) => r.json);
-    const loaded = await Promise.all(byRank.map(async ({ info: r }) => [r.id, await this.cache.get(r.id, Number(r.historyRows), supersededOf(r))] as const));
+    const held = await this.cache.getMany(byRank.map(({ info: r }) => ({ id: r.id, historyRows: Number(r.historyRows), superseded: supersededOf(r) })));
+    const loaded = byRank.map(({ info: r }, i) => [r.id, held[i]] as const);
     const keySet = new Set<string>();
     for (const [, s] of loaded) for (const k of s.keys) keySet.add(k);
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;

@@ -193,6 +193,33 @@ export class SeriesCache {
     return pending;
   }
 
+  /**
+   * Several runs at once (a group page's ranks): those not held at all are read together where the source can
+   * (QuerySource.histories: a few statements for the lot instead of a few per run), the rest as get() reads them.
+   */
+  async getMany(runs: Array<{ id: string; historyRows: number; superseded: number }>): Promise<RunSeries[]> {
+    const seen = new Set<string>();
+    const fresh = runs.filter((r) => !this.entries.has(r.id) && !seen.has(r.id) && seen.add(r.id));
+    const source = this.source;
+    if (fresh.length > 1 && source.histories) {
+      const read = source.histories(fresh.map((r) => ({ id: r.id, rows: r.historyRows })));
+      read.catch(() => {}); // each entry's pending answers for it
+      for (const r of fresh) {
+        const e: Entry = { id: r.id, series: new RunSeries(), knownRows: -1, lastUse: Date.now(), pending: null, superseded: r.superseded };
+        e.pending = read.then((got) => {
+          const h = got.get(r.id);
+          if (!h) return this.load(e, r.historyRows); // not in the answer (removed meanwhile?): as get() would
+          e.series.append(h);
+          e.knownRows = Math.max(e.knownRows, r.historyRows);
+          return e.series;
+        }).finally(() => (e.pending = null));
+        this.entries.set(r.id, e);
+      }
+      this.evict();
+    }
+    return Promise.all(runs.map((r) => this.get(r.id, r.historyRows, r.superseded)));
+  }
+
   private async load(e: Entry, historyRows: number): Promise<RunSeries> {
     const s = e.series;
     if (s.rows === 0) {

@@ -17,6 +17,8 @@ import { PgSink } from '../../daemon/upload/pg-sink.js';
 import { Uploader } from '../../daemon/upload/uploader.js';
 import { parseStoreUrl } from '../../daemon/upload/url.js';
 import { SharedSource } from '../../daemon/query/shared.js';
+import { batches } from '../../daemon/query/shared-group.js';
+import { SeriesCache } from '../../daemon/ui/series.js';
 import { planCompaction } from '../../daemon/compaction/compact.js';
 import { bytesOf } from '../../src/wire.js';
 
@@ -208,6 +210,52 @@ describe.skipIf(!!noPg)(`compaction of the shared store${noPg ? ` — ${noPg}` :
       const h = await src.history('cmplive', {});
       expect(h.rows).toBe(rows);
       expect(Array.from(h.steps)).toEqual(Array.from({ length: rows }, (_, i) => i));
+    } finally {
+      await src.close();
+    }
+  }, 60_000);
+
+  it('batches of a group\'s runs: at most the bound of rows each, a bigger run alone, in order', () => {
+    const r = (id: string, rows: number) => ({ id, rows });
+    expect(batches([r('a', 5), r('b', 3), r('c', 10), r('d', 0), r('e', 2)], 8).map((b) => b.map((x) => x.id))).toEqual([['a', 'b'], ['c'], ['d', 'e']]);
+    expect(batches([], 8)).toEqual([]);
+  });
+
+  it('many runs read at once (the group page\'s read) are each what a read of that run alone gives: whole, some keys, none; a run without rows; an unknown id left out', async () => {
+    const url = parseStoreUrl(pgc.url);
+    const made: Array<{ id: string; rows: number }> = [];
+    for (const [name, id, b] of [['node-g1', 'cmpg1', undefined], ['node-g2', 'cmpg2', [[1, 3], [0, 4], [1, 2]]], ['node-g3', 'cmpg3', []]] as const) {
+      const { runs, rows } = await writeRun(name, id, 2000, { batches: b as Array<[number, number]> | undefined });
+      const up = new Uploader({ url, node: name, runs, log: () => {}, pollMs: 50, backoffMaxMs: 500, statusDir: null, sliceBytes: 1, compact: false });
+      try {
+        for (let i = 0; i < 20 && (await up.pass()); i++);
+      } finally {
+        await up.stop();
+      }
+      made.push({ id, rows });
+    }
+    expect(made.map((m) => m.rows)).toEqual([28, 9, 0]);
+    const src = new SharedSource(url);
+    try {
+      await src.check();
+      const asked = [...made, { id: 'nosuch', rows: 5 }];
+      for (const keys of [undefined, ['b', 'd'], ['zz']]) {
+        const all = await src.histories(asked, { keys });
+        expect([...all.keys()].sort()).toEqual(['cmpg1', 'cmpg2', 'cmpg3']);
+        for (const { id } of made) expect(all.get(id), `${id} ${keys}`).toEqual(await src.history(id, { keys }));
+      }
+      // The dashboard's cache reads a group that way: the same series as run by run.
+      const together = await new SeriesCache(src).getMany(made.map((m) => ({ id: m.id, historyRows: m.rows, superseded: 0 })));
+      const alone = new SeriesCache(src);
+      for (const [i, m] of made.entries()) {
+        const one = await alone.get(m.id, m.rows);
+        expect(together[i].rows).toBe(m.rows);
+        expect(together[i].keys).toEqual(one.keys);
+        for (const k of one.keys) {
+          const [a, b] = [together[i].series(together[i].keyId(k)!), one.series(one.keyId(k)!)];
+          expect(Array.from(a.values.a.subarray(0, a.values.n))).toEqual(Array.from(b.values.a.subarray(0, b.values.n)));
+        }
+      }
     } finally {
       await src.close();
     }
