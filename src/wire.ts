@@ -46,6 +46,8 @@ export interface HistoryChunkMsg {
   mins?: Uint8Array; maxs?: Uint8Array; storedPoints?: number;
   /** Only with ReadHistoryRequest.allAttempts: the rows' attempt, and whether a later rewind superseded them. */
   attempt?: number; superseded?: boolean;
+  /** Only in a ReadHistories answer: the run these rows are of. */
+  runId?: string;
 }
 /**
  * The first runs of a listing page that fit `budgetBytes` (their JSON fields and a little for the rest; at least

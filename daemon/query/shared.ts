@@ -201,7 +201,21 @@ export class SharedSource implements QuerySource {
    */
   async histories(runs: Array<{ id: string; rows: number }>, query: { keys?: string[] } = {}): Promise<Map<string, History>> {
     const out = new Map<string, History>();
+    for await (const batch of this.historyBatches(runs, query)) for (const [id, h] of batch) out.set(id, h);
+    return out;
+  }
+
+  /**
+   * histories() a batch at a time (the reads-server's ReadHistories sends one while the store reads the next).
+   * `rows` < 0: not known; the store's counts are looked up first (one statement), to batch by.
+   */
+  async *historyBatches(runs: Array<{ id: string; rows: number }>, query: { keys?: string[] } = {}): AsyncGenerator<Map<string, History>> {
+    if (runs.some((r) => r.rows < 0)) {
+      const counts = new Map((await this.q<{ id: string; n: number }>('SELECT id, history_rows::float8 AS n FROM logd_runs WHERE id = ANY($1)', [runs.map((r) => r.id)])).map((r) => [r.id, r.n]));
+      runs = runs.map((r) => ({ id: r.id, rows: r.rows < 0 ? counts.get(r.id) ?? 0 : r.rows }));
+    }
     for (const batch of batches(runs)) {
+      const out = new Map<string, History>();
       const ids = [...new Set(batch.map((r) => r.id))];
       const s = await this.begin(`SELECT id, position('resumedFromStep' in metadata_json) > 0 AS rewound FROM logd_runs
         WHERE id = ANY(ARRAY[${ids.map((id) => pg.escapeLiteral(id)).join(',')}]::text[])`);
@@ -217,8 +231,8 @@ export class SharedSource implements QuerySource {
         await s.end(ok);
       }
       for (const id of rewound) out.set(id, await this.history(id, { keys: query.keys }));
+      yield out;
     }
-    return out;
   }
 
   /** A rewound run: its rows are kept by writer, and which are current is decided here, over the whole history. */

@@ -74,6 +74,8 @@ export interface QuerySource {
    * entry. Sources that read run by run need not have it.
    */
   histories?(runs: Array<{ id: string; rows: number }>, query?: { keys?: string[] }): Promise<Map<string, History>>;
+  /** histories() a batch of runs at a time (rows < 0: not known, the source looks them up). */
+  historyBatches?(runs: Array<{ id: string; rows: number }>, query?: { keys?: string[] }): AsyncGenerator<Map<string, History>>;
   /**
    * The whole summary and stats of a run whose RunInfo carries them capped
    * (metadata.summaryCapped: more than 1000 keys). Sources whose answers are

@@ -35,6 +35,35 @@ function status(e: unknown): grpc.ServiceError {
   return Object.assign(new Error(details), { code, details: details.toWellFormed(), metadata: new grpc.Metadata() });
 }
 
+/** The most runs one ReadHistories call may name. */
+const MAX_HISTORIES = 4096;
+const EMPTY = new Uint8Array();
+
+/**
+ * Runs `body` to write a server stream: `send` waits while the client is slow to read and answers false once the
+ * call is gone (cancelled, or past READ_BUDGET_MS: a reader that stopped reading would hold the store's snapshot,
+ * a transaction, for as long as it waits). The call ends when body returns, or with the error it threw.
+ */
+function streamed(call: grpc.ServerWritableStream<unknown, HistoryChunkMsg>, body: (send: (c: HistoryChunkMsg) => Promise<boolean>) => Promise<void>): void {
+  let gone = false;
+  call.once('cancelled', () => (gone = true));
+  const budget = setTimeout(() => {
+    gone = true;
+    call.emit('error', { code: grpc.status.DEADLINE_EXCEEDED, details: `the read took more than ${READ_BUDGET_MS / 1000} s (a reader that stopped reading, or a very large run): read fewer metrics, or page through it` });
+  }, READ_BUDGET_MS);
+  const send = async (c: HistoryChunkMsg): Promise<boolean> => {
+    if (gone || call.cancelled) return false;
+    if (!call.write(c)) await new Promise<void>((res) => {
+      const done = () => (call.off('drain', done), call.off('cancelled', done), clearInterval(poll), res());
+      call.once('drain', done);
+      call.once('cancelled', done);
+      const poll = setInterval(() => gone && done(), 250);
+    });
+    return !gone;
+  };
+  void body(send).then(() => gone || call.end()).catch((e) => gone || call.emit('error', status(e))).finally(() => clearTimeout(budget));
+}
+
 export interface ReadsServer {
   /** `unix:/path`, for a client's ServiceAddress. */
   target: string;
@@ -101,14 +130,7 @@ export async function serveSharedReads(source: QuerySource, onCall: () => void =
       const pieces = source.historyPieces ? source.historyPieces(r.runId, ask) : (async function* () {
         yield await source.history(r.runId, ask);
       })();
-      let gone = false;
-      call.once('cancelled', () => (gone = true));
-      // A reader that stops reading would hold the store's snapshot (a transaction) for as long as it waits.
-      const budget = setTimeout(() => {
-        gone = true;
-        call.emit('error', { code: grpc.status.DEADLINE_EXCEEDED, details: `the read took more than ${READ_BUDGET_MS / 1000} s (a reader that stopped reading, or a very large run): read fewer metrics, or page through it` });
-      }, READ_BUDGET_MS);
-      void (async () => {
+      streamed(call, async (send) => {
         let first = true;
         for await (const h of pieces) {
           for (const c of historyChunks(h, !!r.allAttempts && !r.points)) {
@@ -117,17 +139,34 @@ export async function serveSharedReads(source: QuerySource, onCall: () => void =
               c.keys = []; // the first chunk named every key
             }
             first = false;
-            if (gone || call.cancelled) return;
-            if (!call.write(c)) await new Promise<void>((res) => {
-              const done = () => (call.off('drain', done), call.off('cancelled', done), clearInterval(poll), res());
-              call.once('drain', done);
-              call.once('cancelled', done);
-              const poll = setInterval(() => gone && done(), 250);
-            });
+            if (!(await send(c))) return;
           }
         }
-        if (!gone) call.end();
-      })().catch((e) => gone || call.emit('error', status(e))).finally(() => clearTimeout(budget));
+      });
+    }) as Handler,
+
+    // A group's runs at once (SharedSource.historyBatches: a few statements per batch of runs, not per run).
+    readHistories: ((call: grpc.ServerWritableStream<{ runIds: string[]; keys: string[] }, HistoryChunkMsg>) => {
+      if (!authed(call.metadata)) return void call.emit('error', unauth());
+      onCall();
+      const ids = [...new Set(call.request.runIds)];
+      if (!source.historyBatches) return void call.emit('error', status(new CallFailed(grpc.status.UNIMPLEMENTED, `${source.where} reads run by run`)));
+      if (ids.length > MAX_HISTORIES) return void call.emit('error', status(new CallFailed(grpc.status.INVALID_ARGUMENT, `ReadHistories: at most ${MAX_HISTORIES} runs in one call, not ${ids.length}`)));
+      const batches = source.historyBatches(ids.map((id) => ({ id, rows: -1 })), { keys: call.request.keys.length ? call.request.keys : undefined });
+      streamed(call, async (send) => {
+        for await (const batch of batches) {
+          for (const [id, h] of batch) {
+            let first = true;
+            for (const c of historyChunks(h, false)) {
+              if (!first && !c.rows) continue;
+              first = false;
+              if (!(await send({ ...c, runId: id }))) return;
+            }
+            // A run with neither keys nor rows still says it is there.
+            if (first && !(await send({ runId: id, keys: [], rows: 0, steps: EMPTY, times: EMPTY, counts: EMPTY, keyIds: EMPTY, values: EMPTY, writer: 0 }))) return;
+          }
+        }
+      });
     }) as Handler,
 
     readConsole: unary(async (req: { runId: string; afterOffset: number | string; limit: number }) => {

@@ -52,6 +52,22 @@ if store:
         api.run("nosuchrun")
     except LookupError as e:
         out["missing"] = str(e)
+    # The group's runs read together (ReadHistories: a few statements for the lot), the same table as run by run.
+    import pandas as pd
+    grp = api.group("sweep")
+    used = []
+    stream = api._stream
+    api._stream = lambda method, *a: (used.append(method), stream(method, *a))[1]
+    together = grp.history()
+    api._stream = stream
+    frames = []
+    for r in grp:
+        h = r.history()
+        h.insert(0, "run_id", r.id)
+        h.insert(1, "rank", r.rank)
+        frames.append(h)
+    alone = pd.concat(frames, ignore_index=True)
+    out["group"] = {"calls": sorted(set(used)), "rows": len(together), "same": bool(together.equals(alone)), "columns": list(together.columns)}
     out["child"] = api._shared.proc.pid
     api.close()
     out["child_code"] = api._shared.proc.returncode
@@ -98,6 +114,7 @@ describe.skipIf(why !== null)(`logd.Api(store=URL): the shared store read into D
     expect(s.exitCode, s.all).toBe(0);
     const shared = JSON.parse(s.stdout.trim().split('\n').pop()!);
     expect(shared.where).toMatch(/^the shared store postgres:\/\/logd:\*\*\*@/); // the password is never shown
+    expect(shared.group).toMatchObject({ calls: ['ReadHistories'], rows: 4 * 1500, same: true });
     expect(Object.keys(shared.runs).sort()).toEqual([...ids['node-a'], ...ids['node-b']].sort());
     for (const node of ['node-a', 'node-b']) {
       for (const id of ids[node]) {

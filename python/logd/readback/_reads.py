@@ -123,71 +123,91 @@ class _Reads:
 
     def _history(self, run_id: str, keys: Optional[List[str]], superseded: bool, timeout: float, rows_hint: int = 0,
                  known: Optional[List[str]] = None, system: bool = False) -> Dict[str, object]:
-        """Reads ReadHistory's chunks straight into one (rows x keys) float64 matrix, NaN where a row has no value:
-        each chunk's packed arrays are read in place (numpy views of the message's bytes) and scattered, so the
-        peak is about the matrix and one chunk, not every chunk joined first. `known`: the keys expected (the
-        run's summary keys), so the matrix is made once; a key not expected adds a column."""
-        np = _need("numpy", "history()")
+        """Reads ReadHistory's chunks straight into one (rows x keys) float64 matrix (_Columns)."""
+        cols = _Columns(keys, superseded, rows_hint, known)
         call = self._stream("ReadHistory", pb.ReadHistoryRequest, pb.HistoryChunk)
         req = pb.ReadHistoryRequest(run_id=run_id, keys=keys or [], all_attempts=superseded, system=system)
-        names: List[str] = list(keys) if keys else list(known or [])
-        col_of = {k: i for i, k in enumerate(names)}
-        stream_cols: List[int] = []  # the stream's key ids (in the order it names keys) -> columns
-        # Rows: the run's count when known (grown by doubling if more come); columns: grown by doubling as keys come.
-        cap = rows_hint if rows_hint > 0 else 1024
-        mat = np.full((cap, max(1, len(names))), np.nan)
-        step = np.empty(cap)
-        time_ = np.empty(cap)
-        attempts = np.zeros(cap if superseded else 0, dtype=np.uint32)
-        sup = np.zeros(cap if superseded else 0, dtype=bool)
-        stream_arr = np.zeros(0, dtype=np.int64)
-        rows = 0
         try:
             for c in call(req, timeout=timeout, metadata=self._conn.metadata):
-                if c.keys:
-                    for k in c.keys:
-                        col = col_of.get(k)
-                        if col is None and not keys:  # with keys asked, a key the daemon names unasked has no column
-                            col = col_of[k] = len(names)
-                            names.append(k)
-                        stream_cols.append(-1 if col is None else col)
-                    stream_arr = np.asarray(stream_cols, dtype=np.int64)
-                n = c.rows
-                if rows + n > mat.shape[0] or len(names) > mat.shape[1]:
-                    height = mat.shape[0] if rows + n <= mat.shape[0] else max(rows + n, mat.shape[0] * 2)
-                    width = mat.shape[1] if len(names) <= mat.shape[1] else max(len(names), mat.shape[1] * 2)
-                    grown = np.full((height, width), np.nan)
-                    grown[:rows, :mat.shape[1]] = mat[:rows]
-                    mat = grown
-                    step = np.resize(step, height)
-                    time_ = np.resize(time_, height)
-                    if superseded:
-                        attempts = np.resize(attempts, height)
-                        sup = np.resize(sup, height)
-                step[rows:rows + n] = np.frombuffer(c.steps, dtype="<f8")
-                time_[rows:rows + n] = np.frombuffer(c.times, dtype="<f8")
-                if superseded:
-                    attempts[rows:rows + n] = c.attempt
-                    sup[rows:rows + n] = c.superseded
-                vals = np.frombuffer(c.values, dtype="<f8")
-                if vals.size:
-                    cnt = np.frombuffer(c.counts, dtype="<u4")
-                    cols = stream_arr[np.frombuffer(c.key_ids, dtype="<u4")]
-                    width = mat.shape[1]
-                    flat = np.repeat(np.arange(rows, rows + n, dtype=np.int64) * width, cnt)
-                    flat += cols
-                    keep = cols >= 0
-                    if keep.all():
-                        mat.reshape(-1)[flat] = vals
-                    else:
-                        mat.reshape(-1)[flat[keep]] = vals[keep]
-                rows += n
+                cols.add(c)
         except CallError:
             raise
         except Exception as e:  # grpc.RpcError
             raise _read_error(e, run_id, self.where) from None
+        return cols.result()
+
+
+class _Columns:
+    """One run's ReadHistory chunks scattered into one (rows x keys) float64 matrix, NaN where a row has no value:
+    each chunk's packed arrays are read in place (numpy views of the message's bytes), so the peak is about the
+    matrix and one chunk, not every chunk joined first. `known`: the keys expected (the run's summary keys), so the
+    matrix is made once; a key not expected adds a column. result(): _keys, _matrix, _step, _time (and _attempt,
+    _superseded with `superseded`), and each key's column."""
+
+    def __init__(self, keys: Optional[List[str]], superseded: bool = False, rows_hint: int = 0, known: Optional[List[str]] = None):
+        np = self.np = _need("numpy", "history()")
+        self.keys = keys
+        self.known = known
+        self.superseded = superseded
+        self.names: List[str] = list(keys) if keys else list(known or [])
+        self.col_of = {k: i for i, k in enumerate(self.names)}
+        self.stream_cols: List[int] = []  # the stream's key ids (in the order it names keys) -> columns
+        # Rows: the run's count when known (grown by doubling if more come); columns: grown by doubling as keys come.
+        cap = rows_hint if rows_hint > 0 else 1024
+        self.mat = np.full((cap, max(1, len(self.names))), np.nan)
+        self.step = np.empty(cap)
+        self.time = np.empty(cap)
+        self.attempts = np.zeros(cap if superseded else 0, dtype=np.uint32)
+        self.sup = np.zeros(cap if superseded else 0, dtype=bool)
+        self.stream_arr = np.zeros(0, dtype=np.int64)
+        self.rows = 0
+
+    def add(self, c) -> None:
+        np, names, rows = self.np, self.names, self.rows
+        if c.keys:
+            for k in c.keys:
+                col = self.col_of.get(k)
+                if col is None and not self.keys:  # with keys asked, a key the daemon names unasked has no column
+                    col = self.col_of[k] = len(names)
+                    names.append(k)
+                self.stream_cols.append(-1 if col is None else col)
+            self.stream_arr = np.asarray(self.stream_cols, dtype=np.int64)
+        n = c.rows
+        mat = self.mat
+        if rows + n > mat.shape[0] or len(names) > mat.shape[1]:
+            height = mat.shape[0] if rows + n <= mat.shape[0] else max(rows + n, mat.shape[0] * 2)
+            width = mat.shape[1] if len(names) <= mat.shape[1] else max(len(names), mat.shape[1] * 2)
+            grown = np.full((height, width), np.nan)
+            grown[:rows, :mat.shape[1]] = mat[:rows]
+            mat = self.mat = grown
+            self.step = np.resize(self.step, height)
+            self.time = np.resize(self.time, height)
+            if self.superseded:
+                self.attempts = np.resize(self.attempts, height)
+                self.sup = np.resize(self.sup, height)
+        self.step[rows:rows + n] = np.frombuffer(c.steps, dtype="<f8")
+        self.time[rows:rows + n] = np.frombuffer(c.times, dtype="<f8")
+        if self.superseded:
+            self.attempts[rows:rows + n] = c.attempt
+            self.sup[rows:rows + n] = c.superseded
+        vals = np.frombuffer(c.values, dtype="<f8")
+        if vals.size:
+            cnt = np.frombuffer(c.counts, dtype="<u4")
+            cols = self.stream_arr[np.frombuffer(c.key_ids, dtype="<u4")]
+            width = mat.shape[1]
+            flat = np.repeat(np.arange(rows, rows + n, dtype=np.int64) * width, cnt)
+            flat += cols
+            keep = cols >= 0
+            if keep.all():
+                mat.reshape(-1)[flat] = vals
+            else:
+                mat.reshape(-1)[flat[keep]] = vals[keep]
+        self.rows = rows + n
+
+    def result(self) -> Dict[str, object]:
+        np, rows, names, keys, known = self.np, self.rows, self.names, self.keys, self.known
         width = len(names)
-        mat = mat[:rows, :width] if (rows, width) != mat.shape else mat
+        mat = self.mat[:rows, :width] if (rows, width) != self.mat.shape else self.mat
         if keys:
             names = list(keys)  # the order asked; a key no row has stays an all-NaN column
         elif known:
@@ -196,11 +216,12 @@ class _Reads:
             if len(seen) < width:
                 mat = mat[:, seen]
                 names = [names[i] for i in seen]
-        step = step[:rows]
-        out = {"_keys": names, "_matrix": mat, "_step": step.astype(np.int64) if step.size and np.all(step == np.floor(step)) else step, "_time": time_[:rows]}
-        if superseded:
-            out["_attempt"] = attempts[:rows]
-            out["_superseded"] = sup[:rows]
+        step = self.step[:rows]
+        out = {"_keys": names, "_matrix": mat, "_step": step.astype(np.int64) if step.size and np.all(step == np.floor(step)) else step,
+               "_time": self.time[:rows]}
+        if self.superseded:
+            out["_attempt"] = self.attempts[:rows]
+            out["_superseded"] = self.sup[:rows]
         for i, k in enumerate(names):
             out.setdefault(k, mat[:, i])
         return out

@@ -89,6 +89,10 @@ class RunView:
         """How its process ended (docs/story.md), or None."""
         return self.metadata.get("end")
 
+    def _known_keys(self) -> Optional[List[str]]:
+        """The metrics its history is expected to have (its summary's keys; None when the summary was capped)."""
+        return [k for k in self.summary if not k.startswith("_")] if not self.metadata.get("summaryCapped") else None
+
     def __repr__(self):
         return "<logd run %s %s/%s %s, %d rows>" % (self.id, self.project, self.name, self.state, self.rows)
 
@@ -117,8 +121,7 @@ class RunView:
             if format != "pandas" or superseded:
                 raise ValueError("logd: samples= gives a pandas DataFrame of the latest timeline; leave format and superseded as they are")
             return self._api._sampled(self.id, asked, samples, timeout, min_step, max_step)
-        summary_keys = [k for k in self.summary if not k.startswith("_")] if not self.metadata.get("summaryCapped") else None
-        cols = self._api._history(self.id, asked, superseded, timeout, rows_hint=self.rows, known=summary_keys)
+        cols = self._api._history(self.id, asked, superseded, timeout, rows_hint=self.rows, known=self._known_keys())
         front = ["_step", "_time"] + (["_attempt", "_superseded"] if superseded else [])
         if min_step is not None or max_step is not None:
             st = cols["_step"]
