@@ -76,6 +76,9 @@ describe.skipIf(missing !== null)(`reading runs back as DataFrames${missing ? ` 
     expect(g2.keys).toBe('same');
     expect(g2.rows).toBe(4);
     expect(new Set(g2.run_ids).size).toBe(2);
+    const g3 = JSON.parse(lines[10]);
+    expect(g3.clash).toMatch(/a metric named 'rank' would stand where the group table's own 'rank' column is/);
+    expect(g3.keys_ok).toBe(2);
   }, 120_000);
 
   it('a run with 20 000 metric names: every column, or two named keys (one named twice) without a column for each of the others', async () => {

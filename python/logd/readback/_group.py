@@ -34,6 +34,10 @@ def histories(runs: List[object], keys: Optional[List[str]], need: Callable[[str
         with ThreadPoolExecutor(max_workers=min(_READERS, len(runs)), thread_name_prefix="logd-read") as pool:
             parts = list(pool.map(one, runs))  # in order; the first failure is raised here
     names = list(keys) if keys is not None else list(dict.fromkeys(k for p in parts for k in p["_keys"]))
+    taken = [k for k in names if k in ("run_id", "rank", "_step", "_time")]
+    if taken:  # a metric of that name would silently replace the table's own column
+        raise ValueError("logd: a metric named %r would stand where the group table's own %r column is; read it run by run "
+                         "(run.history()), or name the other metrics with keys=" % (taken[0], taken[0]))
     sizes = [len(p["_step"]) for p in parts]
     filled = [i for i, n in enumerate(sizes) if n]  # a run without rows adds none (nor its empty columns' dtype)
     ranks = [r.rank for r in runs]
