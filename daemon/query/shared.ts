@@ -12,6 +12,7 @@ import { SCHEMA_VERSION, storeVersion } from '../upload/schema.js';
 import { copyOut } from '../upload/copy.js';
 import { assemble, dropFirstRows, type RawChunk, type Q, type Snapshot, type Skel } from './shared-chunks.js';
 import { batches, readRuns } from './shared-group.js';
+import { editSharedRun, removeSharedRun } from './shared-edit.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from '../upload/pg-sink.js';
 import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine, MediaItem, RunEditAsk } from './source.js';
 import { RunNotFound } from './source.js';
@@ -447,39 +448,15 @@ export class SharedSource implements QuerySource {
   }
 
   async editRun(id: string, e: RunEditAsk): Promise<{ name: string; tags: string[]; notes: string }> {
-    if (e.name !== undefined && e.name.trim() === '') throw new Error('a run\'s name cannot be empty');
-    const r = (await this.q<{ name: string; tags: string[]; notes: string }>(
-      `UPDATE logd_runs SET name = CASE WHEN $2::text IS NULL THEN name ELSE $2 END,
-         tags = ARRAY(SELECT DISTINCT t FROM unnest(array_cat(tags, $3::text[])) t WHERE NOT t = ANY($4::text[])),
-         notes = CASE WHEN $5::text IS NULL THEN notes ELSE $5 END
-       WHERE id = $1 RETURNING name, tags, notes`,
-      [id, e.name ?? null, e.addTags ?? [], e.removeTags ?? [], e.notes ?? null]))[0];
+    const r = await editSharedRun((text, values) => this.q(text, values), id, e);
     if (!r) throw new RunNotFound(id, this.where);
     return r;
   }
 
-  /**
-   * Every row of the run in every table of the store (by run_id), and its own row, in one transaction. Its upload
-   * cursor stays, marked done: the node that uploaded it does not send it again (it would, from the start, were
-   * the cursor gone); a run continued or edited there later comes back with what is new.
-   */
+  /** `logd rm --store`: shared-edit.ts. */
   async removeRun(id: string): Promise<void> {
     await this.mustExist(id);
-    const tables = (await this.q<{ table_name: string }>(
-      "SELECT table_name FROM information_schema.columns WHERE table_schema = current_schema() AND column_name = 'run_id' AND table_name LIKE 'logd\\_%'", [])).map((r) => r.table_name);
-    const c = await this.pool.connect();
-    try {
-      await c.query('BEGIN');
-      for (const t of tables.filter((t) => t !== 'logd_cursors')) await c.query(`DELETE FROM ${pg.escapeIdentifier(t)} WHERE run_id = $1`, [id]);
-      if (tables.includes('logd_cursors')) await c.query('UPDATE logd_cursors SET done = true, system_done = true WHERE run_id = $1', [id]);
-      await c.query('DELETE FROM logd_runs WHERE id = $1', [id]);
-      await c.query('COMMIT');
-    } catch (e) {
-      await c.query('ROLLBACK').catch(() => {});
-      throw e;
-    } finally {
-      c.release();
-    }
+    await removeSharedRun(this.pool, id);
   }
 
   async close(): Promise<void> {
