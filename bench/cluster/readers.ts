@@ -1,9 +1,9 @@
 // The readers of a big job in the shared store (issue 37): after bench/cluster's
 // simulation wrote a group of N nodes x R ranks, how long each reader takes to
 // answer for the whole group, first (cold) and the median of 5 more:
-//   - the dashboard's group page: GET /api/groups/<group>?keys=… of `logd ui
-//     --store-url-file` (every rank's history of the asked metrics, read from the
-//     store and reduced to chart points, per rank and the group's band);
+//   - the dashboard's group page (`logd ui --store-url-file`): as the page loads
+//     (GET /api/groups/<group>, then a chart per metric with its mean and band),
+//     and every rank's line of the asked metrics in one answer;
 //   - `logd health <group> --store-url-file … --json` (a fresh CLI process each time);
 //   - Python's `logd.Api(store=…).group(g).history(keys=…)`, the group's
 //     history of the asked metrics as one DataFrame (one process; the first
@@ -18,7 +18,8 @@ import { fileURLToPath } from 'node:url';
 
 const run = promisify(execFile);
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
-const cli = path.join(root, 'dist', 'daemon', 'cli.js');
+// LOGD_BENCH_CLI: another tree's dist/daemon/cli.js, to compare readers against the same store in one sitting.
+const cli = process.env.LOGD_BENCH_CLI ?? path.join(root, 'dist', 'daemon', 'cli.js');
 
 export interface ReaderFigure { what: string; firstMs: number; medianMs: number; note: string }
 
@@ -40,41 +41,57 @@ export async function measureReaders(o: { url: string; group: string; keys: stri
   fs.mkdirSync(env.XDG_RUNTIME_DIR, { mode: 0o700 });
   const out: ReaderFigure[] = [];
   try {
-    // The dashboard's group page.
-    const ui = spawn(process.execPath, [cli, 'ui', '--port', '0', '--store-url-file', urlFile], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-    try {
-      const base = await new Promise<string>((resolve, reject) => {
-        let seen = '';
-        const timer = setTimeout(() => reject(new Error(`logd ui printed no URL in 60 s: ${seen}`)), 60_000);
-        const look = (b: Buffer) => {
-          seen += b.toString();
-          const m = /open (http:\/\/\S+)\n/.exec(seen);
-          if (m) {
-            clearTimeout(timer);
-            resolve(m[1]);
-          }
-        };
-        ui.stdout!.on('data', look);
-        ui.stderr!.on('data', look);
-        ui.on('exit', (c) => reject(new Error(`logd ui exited (${c}): ${seen}`)));
-      });
-      const opened = new URL(base);
-      const token = opened.searchParams.get('token');
+    // The dashboard's group page, each way on a `logd ui` of its own (a cold cache first):
+    //   - as the page loads with more than 64 ranks: the group (its runs and metric names), then one chart per
+    //     metric asking the group's mean and band (`aggregate=1`), the charts together;
+    //   - every rank's line of the metrics in one answer (the page in "ranks" mode, or a script).
+    const q = (keys: string[], more = '') => `${keys.map((k) => `keys=${encodeURIComponent(k)}`).join('&')}${more}`;
+    const ways: Array<{ what: string; asks: string[][] }> = [
+      { what: `dashboard group page as it loads (the names, then ${o.keys.length} charts' mean and band)`, asks: [[''], o.keys.map((k) => q([k], '&aggregate=1'))] },
       // One `keys` parameter per metric (a metric's name may hold a comma): the page's charts ask the same way.
-      const page = `${opened.origin}/api/groups/${encodeURIComponent(o.group)}?${o.keys.map((k) => `keys=${encodeURIComponent(k)}`).join('&')}`;
-      const get = async () => {
-        const res = await fetch(page, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(300_000) });
-        const body = await res.text();
-        if (res.status !== 200) throw new Error(`${page}: ${res.status} ${body.slice(0, 300)}`);
-        return body.length;
-      };
-      const [first, bytes] = await timed(get);
-      const again: number[] = [];
-      for (let i = 0; i < rounds; i++) again.push((await timed(get))[0]);
-      out.push({ what: `dashboard group page (${o.keys.length} metrics of every rank)`, firstMs: first, medianMs: median(again), note: `${(bytes / 1024).toFixed(0)} KiB answer; again = the dashboard's cache` });
-      say(`readers: group page ${first.toFixed(0)} ms first`);
-    } finally {
-      ui.kill('SIGTERM');
+      { what: `dashboard group page, every rank's line of ${o.keys.length} metrics in one answer`, asks: [[q(o.keys)]] },
+    ];
+    for (const way of ways) {
+      const ui = spawn(process.execPath, [cli, 'ui', '--port', '0', '--store-url-file', urlFile], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+      try {
+        const base = await new Promise<string>((resolve, reject) => {
+          let seen = '';
+          const timer = setTimeout(() => reject(new Error(`logd ui printed no URL in 60 s: ${seen}`)), 60_000);
+          const look = (b: Buffer) => {
+            seen += b.toString();
+            const m = /open (http:\/\/\S+)\n/.exec(seen);
+            if (m) {
+              clearTimeout(timer);
+              resolve(m[1]);
+            }
+          };
+          ui.stdout!.on('data', look);
+          ui.stderr!.on('data', look);
+          ui.on('exit', (c) => reject(new Error(`logd ui exited (${c}): ${seen}`)));
+        });
+        const opened = new URL(base);
+        const token = opened.searchParams.get('token');
+        const fetchOne = async (query: string) => {
+          const page = `${opened.origin}/api/groups/${encodeURIComponent(o.group)}?${query}`;
+          const res = await fetch(page, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(300_000) });
+          const body = await res.text();
+          if (res.status !== 200) throw new Error(`${page}: ${res.status} ${body.slice(0, 300)}`);
+          return body.length;
+        };
+        // Each step's asks together, the steps one after the other; the bytes of every answer.
+        const get = async () => {
+          let bytes = 0;
+          for (const step of way.asks) for (const n of await Promise.all(step.map(fetchOne))) bytes += n;
+          return bytes;
+        };
+        const [first, bytes] = await timed(get);
+        const again: number[] = [];
+        for (let i = 0; i < rounds; i++) again.push((await timed(get))[0]);
+        out.push({ what: way.what, firstMs: first, medianMs: median(again), note: `${(bytes / 1024).toFixed(0)} KiB of answers; again = the dashboard's cache` });
+        say(`readers: ${way.what}: ${first.toFixed(0)} ms first`);
+      } finally {
+        ui.kill('SIGTERM');
+      }
     }
 
     // logd health --store.

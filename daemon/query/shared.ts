@@ -236,6 +236,20 @@ export class SharedSource implements QuerySource {
     }
   }
 
+  /** Many runs' metric names: one statement over the key dictionaries, no chunk read. */
+  async metricNames(ids: string[]): Promise<Map<string, string[]>> {
+    const out = new Map<string, string[]>();
+    if (ids.length === 0) return out;
+    const rows = await this.q<{ run_id: string; name: string }>(
+      'SELECT run_id, name FROM logd_keys WHERE run_id = ANY($1) AND stream = $2 ORDER BY run_id, key_id', [[...new Set(ids)], STREAM_HISTORY]);
+    for (const r of rows) {
+      let names = out.get(r.run_id);
+      if (!names) out.set(r.run_id, (names = []));
+      names.push(r.name);
+    }
+    return out;
+  }
+
   /** A rewound run: its rows are kept by writer, and which are current is decided here, over the whole history. */
   private async rewound(id: string, hq: HistoryQuery): Promise<History> {
     const info = await this.getRun(id);

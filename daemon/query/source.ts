@@ -77,6 +77,11 @@ export interface QuerySource {
   /** histories() a batch of runs at a time (rows < 0: not known, the source looks them up). */
   historyBatches?(runs: Array<{ id: string; rows: number }>, query?: { keys?: string[] }): AsyncGenerator<Map<string, History>>;
   /**
+   * Many runs' metric names (every attempt's, in the order they first came), without reading a row: a group
+   * page's list of metrics. A run the source lacks, or one without metrics, has no entry.
+   */
+  metricNames?(ids: string[]): Promise<Map<string, string[]>>;
+  /**
    * The whole summary and stats of a run whose RunInfo carries them capped
    * (metadata.summaryCapped: more than 1000 keys). Sources whose answers are
    * never capped need not have it.

@@ -4,6 +4,7 @@
 import type { QuerySource, RunInfo } from '../query/index.js';
 import { RunNotFound } from '../query/index.js';
 import { SeriesCache, RunSeries } from './series.js';
+import { GroupSeries } from './group-series.js';
 import { metricSeries, acrossRuns, type ChartSeries } from './downsample.js';
 import { FirstLoads } from './first-load.js';
 import { RunIndex, fieldsOf, type RunJson } from './run-index.js';
@@ -50,6 +51,8 @@ function keysParam(q: URLSearchParams): string[] {
 
 export class Api {
   readonly cache: SeriesCache;
+  /** Some metrics of many runs (group pages, the compare page's lines). */
+  readonly groups: GroupSeries;
   /** Answers read downsampled from the source, for runs the cache does not hold. */
   readonly firstLoads: FirstLoads;
   private system = new Map<string, { at: number; series: Promise<RunSeries> }>();
@@ -60,6 +63,7 @@ export class Api {
 
   constructor(readonly source: QuerySource) {
     this.cache = new SeriesCache(source);
+    this.groups = new GroupSeries(source, this.cache);
     this.superseded = new SupersededRows(source);
     this.firstLoads = new FirstLoads(source);
     this.index = new RunIndex(source, (r) => runJson(r) as RunJson);
@@ -224,10 +228,11 @@ export class Api {
     if (ids.length === 0) throw new HttpError(400, 'runs: name the runs to aggregate, runs=ID,ID');
     if (ids.length > AGGREGATE_RUNS) throw new HttpError(400, `at most ${AGGREGATE_RUNS} runs in one line, not ${ids.length}`);
     const infos = await Promise.all(ids.map((id) => this.getRun(id)));
-    const loaded = await this.cache.getMany(infos.map((r) => ({ id: r.id, historyRows: Number(r.historyRows), superseded: supersededOf(r) })));
+    const keys = keysParam(q);
+    const loaded = await this.groups.get(infos.map((r) => ({ id: r.id, historyRows: Number(r.historyRows), superseded: supersededOf(r) })), keys);
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
     const series: Record<string, ChartSeries> = Object.create(null);
-    for (const k of keysParam(q)) series[k] = acrossRuns(loaded, k, points);
+    for (const k of keys) series[k] = acrossRuns(loaded.map((h) => h.of(k)).filter((s) => s !== undefined), k, points);
     return { runs: ids, series };
   }
 
@@ -236,23 +241,28 @@ export class Api {
     const byRank = page.runs.map((r) => ({ info: r, json: runJson(r) }))
       .sort((a, b) => ((a.json.rank as number | null) ?? 1e9) - ((b.json.rank as number | null) ?? 1e9) || a.info.id.localeCompare(b.info.id));
     const runs = byRank.map((r) => r.json);
-    const held = await this.cache.getMany(byRank.map(({ info: r }) => ({ id: r.id, historyRows: Number(r.historyRows), superseded: supersededOf(r) })));
+    // Only the asked metrics of each rank are read (group-series.ts); none asked: the metric names alone.
+    const keys = keysParam(q);
+    const held = await this.groups.get(byRank.map(({ info: r }) => ({ id: r.id, historyRows: Number(r.historyRows), superseded: supersededOf(r) })), keys);
     const loaded = byRank.map(({ info: r }, i) => [r.id, held[i]] as const);
     const keySet = new Set<string>();
-    for (const [, s] of loaded) for (const k of s.keys) keySet.add(k);
+    for (const [, h] of loaded) for (const k of h.names) keySet.add(k);
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
     const series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> = {};
     // `aggregate=1`: the group's mean and band only (the compare page), not every rank's line.
     const perRank = q.get('aggregate') !== '1';
-    for (const k of keysParam(q)) {
+    for (const k of keys) {
       const per: Record<string, ChartSeries> = {};
-      if (perRank) for (const [id, s] of loaded) {
-        const kid = s.keyId(k);
-        if (kid !== undefined) per[id] = metricSeries(s, kid, points);
+      const withIt: RunSeries[] = [];
+      for (const [id, h] of loaded) {
+        const s = h.of(k);
+        if (!s) continue;
+        withIt.push(s);
+        if (perRank) per[id] = metricSeries(s, s.keyId(k)!, points);
       }
-      series[k] = { aggregate: acrossRuns(loaded.map(([, s]) => s), k, points), runs: per };
+      series[k] = { aggregate: acrossRuns(withIt, k, points), runs: per };
     }
-    return { group, job: page.job, runs, total: page.total, keys: [...keySet].sort(), rows: Object.fromEntries(loaded.map(([id, s]) => [id, s.rows])), series };
+    return { group, job: page.job, runs, total: page.total, keys: [...keySet].sort(), rows: Object.fromEntries(byRank.map(({ info: r }) => [r.id, Number(r.historyRows)])), series };
   }
 }
 

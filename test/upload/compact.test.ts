@@ -18,7 +18,8 @@ import { Uploader } from '../../daemon/upload/uploader.js';
 import { parseStoreUrl } from '../../daemon/upload/url.js';
 import { SharedSource } from '../../daemon/query/shared.js';
 import { batches } from '../../daemon/query/shared-group.js';
-import { SeriesCache } from '../../daemon/ui/series.js';
+import { SeriesCache, RunSeries } from '../../daemon/ui/series.js';
+import { GroupSeries } from '../../daemon/ui/group-series.js';
 import { planCompaction } from '../../daemon/compaction/compact.js';
 import { bytesOf } from '../../src/wire.js';
 
@@ -256,6 +257,31 @@ describe.skipIf(!!noPg)(`compaction of the shared store${noPg ? ` — ${noPg}` :
           expect(Array.from(a.values.a.subarray(0, a.values.n))).toEqual(Array.from(b.values.a.subarray(0, b.values.n)));
         }
       }
+      // The group page's cache (daemon/ui/group-series.ts): the asked metrics alone, the same points as a whole read;
+      // none asked, the names alone; a run the listing says grew is read again.
+      const groups = new GroupSeries(src, new SeriesCache(src));
+      const refs = made.map((m) => ({ id: m.id, historyRows: m.rows, superseded: 0 }));
+      const named = await groups.get(refs, []);
+      const some = await groups.get(refs, ['b', 'zz']);
+      const points = (s: RunSeries, k: string) => {
+        const ks = s.series(s.keyId(k)!);
+        return Array.from(ks.rows.a.subarray(0, ks.rows.n)).map((r, i) => [s.steps.a[r], ks.values.a[i]]);
+      };
+      for (const [i, m] of made.entries()) {
+        const one = await alone.get(m.id, m.rows);
+        expect(named[i].names, m.id).toEqual(one.keys);
+        expect(some[i].names, m.id).toEqual(one.keys);
+        expect(some[i].of('a')).toBeUndefined(); // not asked
+        expect(some[i].of('zz')).toBeUndefined(); // no such metric
+        if (one.keyId('b') === undefined) expect(some[i].of('b')).toBeUndefined();
+        else expect(points(some[i].of('b')!, 'b'), m.id).toEqual(points(one, 'b'));
+      }
+      expect(some[0].of('b')!.rows).toBeLessThan(made[0].rows); // only the rows that hold b: a part, not the run
+      const again = await groups.get(refs, ['b']);
+      expect(again[0].of('b')).toBe(some[0].of('b')); // held: not read again
+      const grown = await groups.get([{ ...refs[0], historyRows: refs[0].historyRows + 1 }], ['b']);
+      expect(grown[0].of('b')).not.toBe(some[0].of('b')); // the listing says more rows: read again
+      expect(points(grown[0].of('b')!, 'b')).toEqual(points(some[0].of('b')!, 'b'));
     } finally {
       await src.close();
     }
