@@ -2,30 +2,22 @@
 // the shared store, run by run, slice by slice, and never blocks anything
 // else in the daemon (it only reads the logs). While the store is unreachable
 // or refuses us it backs off (500 ms doubling, capped at backoffMaxMs) and
-// tries again, forever: nothing is dropped, the logs keep everything.
-//
-// A run open on this daemon that logs nothing for a while (an evaluation, a
-// checkpoint, a hang) still says it lives: its row is sent again every
-// heartbeat (a quarter of the takeover lease, at most 15 s), so the store's
-// `uploaded_at` of a live run never ages past the lease and no other node
-// takes it over (continue.ts). A node that is gone sends nothing.
+// tries again, forever: nothing is dropped, the logs keep everything. An open
+// run with nothing new still says it lives, and sends its health (live-news.ts).
 import type { RunRow } from '../store/index-db.js';
 import { PgSink, RunOfAnotherNode, type Cursor } from './pg-sink.js';
 import { SliceEncoder } from './encoder.js';
 import type { EncodedSlice } from './encode.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from './pg-sink.js';
 import { SYNC_REQUEST, type LocalRuns } from './local-runs.js';
-import { redact, type StoreUrl } from './url.js';
+import type { StoreUrl } from './url.js';
 import { StoreContinueRefused, type StoredRun } from '../store/from-store.js';
 import { writeStatus, type UploadStatus } from './status.js';
 import { storeIdentity } from './store-identity.js';
-import { StoreRefused } from './schema.js';
-import { lacksPassword, NO_PASSWORD } from './pgpass.js';
+import { LiveNews } from './live-news.js';
+import { describeUploadError } from './errors.js';
 
 const FINAL = ['finished', 'crashed', 'killed'];
-/** The longest an open run's row goes unsent while it lives (a shorter lease sends it every quarter lease). */
-const HEARTBEAT_MAX_MS = 15_000;
-
 /** Runs the store refused shown in the status (the log has every one). */
 const MAX_LEFT_LOCAL_SHOWN = 20;
 
@@ -98,13 +90,12 @@ export class Uploader {
   private status: UploadStatus;
   private lastStatusWrite = 0;
   private failingSince = 0;
-  /** When each run was last sent to the store (a slice, or its row): an open run quiet for a heartbeat is sent again. */
-  private sentAt = new Map<string, number>();
+  /** Open runs' health and heartbeats. */
+  private news: LiveNews;
   /** Slices of each run uploaded since its chunks were last merged. */
   private slicesSinceCompact = new Map<string, number>();
   /** Runs whose compaction failed and was said (once each). */
   private compactSaid = new Set<string>();
-  private readonly heartbeatMs: number;
 
   constructor(private o: UploaderOptions) {
     this.sink = new PgSink(o.url, o.node, { migrate: o.migrate ?? true }, storeIdentity(o.runs.dataDir));
@@ -113,7 +104,10 @@ export class Uploader {
       pid: process.pid, node: o.node, target: o.url.shown, state: 'connecting', backlog: { runs: 0, rows: 0, bytes: 0 }, lagMs: 0,
       lastError: null, lastErrorAt: null, retryAt: null, uploadedRows: 0, uploadedPoints: 0, updatedAt: new Date().toISOString(),
     };
-    this.heartbeatMs = Math.max(250, Math.min(HEARTBEAT_MAX_MS, (o.claim?.takeoverAfterMs ?? 3600_000) / 4));
+    this.news = new LiveNews({
+      uploadRow: (row) => this.sink.uploadRow(row), isOpen: (id) => o.runs.isOpen?.(id) ?? false,
+      refused: (id, e) => this.refuseRun(id, e), takeoverAfterMs: o.claim?.takeoverAfterMs ?? 3600_000,
+    });
   }
 
   start(): void {
@@ -224,8 +218,7 @@ export class Uploader {
       }
       this.pending.delete(id);
       const row = this.o.runs.row(id);
-      if (row && !FINAL.includes(row.state) && (await this.sendHealth(id, row))) worked = true;
-      else if (row && !FINAL.includes(row.state)) await this.heartbeat(id, row);
+      if (row && !FINAL.includes(row.state) && (await this.news.send(id, row))) worked = true;
       if (row && FINAL.includes(row.state)) {
         // The whole log is in: the final state shows, and the system metrics of the run's lifetime follow.
         try {
@@ -237,7 +230,7 @@ export class Uploader {
         cur.systemDone = true;
         cur.done = true;
         cursors.set(id, cur);
-        this.sentAt.delete(id);
+        this.news.forget(id);
         worked = true;
         await this.compact(id);
       }
@@ -251,53 +244,6 @@ export class Uploader {
 
   /** Runs found open again after they were done: the store's cursor is told before their next slice. */
   private reopened = new Set<string>();
-
-  /** What of each open run's health was last sent: its events, and a 15 s clock for its progress. */
-  private healthSent = new Map<string, string>();
-
-  /**
-   * An open run whose log is all in still has news when its rank health moved
-   * (daemon/health/): a new event at once, its progress every 15 s. Sends the
-   * row alone; true when it did.
-   */
-  private async sendHealth(id: string, row: RunRow): Promise<boolean> {
-    if (!row.metadata_json.includes('"health":')) return false;
-    let sig = '';
-    try {
-      const h = (JSON.parse(row.metadata_json) as { health?: { events?: Array<{ at: number }> } }).health;
-      const ev = h?.events ?? [];
-      sig = `${ev.length}:${ev[ev.length - 1]?.at ?? 0}:${Math.floor(Date.now() / 15_000)}`;
-    } catch {
-      return false;
-    }
-    if (this.healthSent.get(id) === sig) return false;
-    try {
-      await this.sink.uploadRow(row);
-    } catch (e) {
-      if (this.refuseRun(id, e)) return false;
-      throw e;
-    }
-    this.healthSent.set(id, sig);
-    this.sentAt.set(id, Date.now());
-    return true;
-  }
-
-  /**
-   * A run open on this daemon (its owner lives, or may still come back) whose
-   * log is all in and that was not sent for a heartbeat: its row goes again,
-   * which moves the store's `uploaded_at`. Not `logd sync`'s: it holds no run.
-   */
-  private async heartbeat(id: string, row: RunRow): Promise<void> {
-    const now = Date.now();
-    if (now - (this.sentAt.get(id) ?? 0) < this.heartbeatMs || !(this.o.runs.isOpen?.(id) ?? false)) return;
-    try {
-      await this.sink.uploadRow(row);
-    } catch (e) {
-      if (this.refuseRun(id, e)) return;
-      throw e;
-    }
-    this.sentAt.set(id, now);
-  }
 
   /** Runs this uploader is meant to upload that are not done, with the cursor known for each and their durable end. */
   private *candidates(): Generator<{ id: string; cur: Cursor; end: number }> {
@@ -389,7 +335,7 @@ export class Uploader {
     }
     cur.offset = res.offset;
     this.cursors.set(id, cur);
-    this.sentAt.set(id, Date.now());
+    this.news.sent(id);
     if (cur.offset >= end) this.pending.delete(id);
   }
 
@@ -451,20 +397,7 @@ export class Uploader {
 
   /** The error for people: what happened and what to do, with the password cut out. */
   describe(e: unknown): string {
-    const err = e as Error & { code?: string };
-    const where = this.o.url.shown;
-    let text: string;
-    if (e instanceof StoreRefused) text = `the shared store at ${where} is refused: ${err.message}`;
-    else if (lacksPassword(e)) text = `the shared store at ${where} asks for a password and ${NO_PASSWORD}. The daemon reads ~/.pgpass again on each try; a new environment or file takes a restart`;
-    else if (err.code === '28P01' || err.code === '28000') text = `the shared store at ${where} refused the login (${err.message}); fix the user or password where the daemon gets them: LOGD_UPLOAD_URL, the --upload-url-file or ~/.pgpass`;
-    else if (err.code === '3D000') text = `the shared store at ${where}: ${err.message}; create it (createdb) or fix the database name in the upload URL`;
-    else if (unreachable(err)) {
-      text = `cannot reach the shared store at ${where} (${err.code ?? err.message}); uploads resume when it answers`;
-    } else if (['42703', '42P01', '42804', '42P10'].includes(err.code ?? '')) {
-      // A column or table missing, or of another type: the store's tables were altered by hand.
-      text = `uploading to ${where} failed: ${err.message}: the store's tables are not as logd writes them; \`logd store migrate\` checks every table and column, repairs what it can and says what differs`;
-    } else text = `uploading to ${where} failed: ${err.message}`;
-    return redact(text, this.o.url);
+    return describeUploadError(e, this.o.url);
   }
 
   private sleep(ms: number): Promise<void> {
@@ -489,13 +422,5 @@ export class Uploader {
   }
 }
 
-/** A store that is away for now: not listening, restarting, shutting down or cut off. Uploads resume by themselves. */
-export function unreachable(err: Error & { code?: string }): boolean {
-  const code = err.code ?? '';
-  // 57P01-03: the server is shutting down, crashed, or not yet accepting connections; class 08: the connection failed.
-  if (['ECONNREFUSED', 'ENOTFOUND', 'EAI_AGAIN', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNRESET', 'ENOENT', '57P01', '57P02', '57P03'].includes(code)) return true;
-  if (code.startsWith('08')) return true;
-  return /timeout|terminat|Connection/i.test(err.message);
-}
-
+export { unreachable } from './errors.js';
 export { SYNC_REQUEST };
