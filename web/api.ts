@@ -152,6 +152,10 @@ export const api = {
   group: (g: string, keys: string[] = [], points = 0, job?: string, aggregateOnly = false) =>
     get<{ group: string; job?: GroupJobInfo; runs: Run[]; total: number; keys: string[]; series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> }>(
       `/api/groups/${encodeURIComponent(g)}`, { keys, points: points || undefined, job, aggregate: aggregateOnly ? '1' : undefined }),
+  /** A chart's call: the asked metrics' series alone (`runs=0`: no runs list, which a group of 1 024 ranks makes some 10 MB). */
+  groupSeries: (g: string, keys: string[], points = 0, job?: string, aggregateOnly = false) =>
+    get<{ group: string; job?: GroupJobInfo; total: number; series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> }>(
+      `/api/groups/${encodeURIComponent(g)}`, { keys, points: points || undefined, job, aggregate: aggregateOnly ? '1' : undefined, runs: '0' }),
   /** Runs as one line: per key the per-step mean, min and max across them. */
   aggregate: (ids: string[], keys: string[], points: number) => get<{ runs: string[]; series: Record<string, ChartSeries> }>('/api/aggregate', { runs: ids.join(','), keys, points }),
   groupHealth: (g: string, job?: string) => get<GroupHealth>(`/api/groups/${encodeURIComponent(g)}/health`, { job }),

@@ -135,11 +135,11 @@ export function groupPage(root: HTMLElement, group: string): () => void {
         const c = new LazyChart(k, async (points) => {
           if (mode === 'band' && g.runs.length > RANK_ROWS) {
             // Hundreds of ranks: only the mean and band travel, not every rank's line.
-            const agg = (await api.group(group, [k], points, job, true)).series[k]?.aggregate;
+            const agg = (await api.groupSeries(group, [k], points, job, true)).series[k]?.aggregate;
             c.el.dataset.mode = 'band';
             return agg && agg.step.length ? [{ label: `mean of ${g.runs.length}`, data: agg, band: true, start: groupStart }] : [];
           }
-          const res = await api.group(group, [k], points, job);
+          const res = await api.groupSeries(group, [k], points, job);
           const s = res.series[k];
           if (!s) return [];
           const per = g.runs.filter((r) => s.runs[r.id]);

@@ -47,7 +47,7 @@ export async function measureReaders(o: { url: string; group: string; keys: stri
     //   - every rank's line of the metrics in one answer (the page in "ranks" mode, or a script).
     const q = (keys: string[], more = '') => `${keys.map((k) => `keys=${encodeURIComponent(k)}`).join('&')}${more}`;
     const ways: Array<{ what: string; asks: string[][] }> = [
-      { what: `dashboard group page as it loads (the names, then ${o.keys.length} charts' mean and band)`, asks: [[''], o.keys.map((k) => q([k], '&aggregate=1'))] },
+      { what: `dashboard group page as it loads (the names, then ${o.keys.length} charts' mean and band)`, asks: [[''], o.keys.map((k) => q([k], '&aggregate=1&runs=0'))] },
       // One `keys` parameter per metric (a metric's name may hold a comma): the page's charts ask the same way.
       { what: `dashboard group page, every rank's line of ${o.keys.length} metrics in one answer`, asks: [[q(o.keys)]] },
     ];

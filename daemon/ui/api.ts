@@ -1,7 +1,7 @@
 // The dashboard's JSON API: what the page reads, documented in the README.
 // Every answer is built from the query source (local or shared store) and the
 // series cache; nothing here writes.
-import type { QuerySource, RunInfo } from '../query/index.js';
+import type { QuerySource, RunInfo, RunPage } from '../query/index.js';
 import { RunNotFound } from '../query/index.js';
 import { SeriesCache, RunSeries } from './series.js';
 import { GroupSeries } from './group-series.js';
@@ -20,6 +20,8 @@ export { HttpError };
 
 const MAX_POINTS = 20_000;
 const DEFAULT_POINTS = 1000;
+/** How long a group's listing serves the calls that follow it (groupListing). */
+const GROUP_LISTING_MS = 1000;
 /** A group page reads at most this many runs (ranks). */
 const GROUP_RUNS = 1024;
 
@@ -56,6 +58,8 @@ export class Api {
   /** Answers read downsampled from the source, for runs the cache does not hold. */
   readonly firstLoads: FirstLoads;
   private system = new Map<string, { at: number; series: Promise<RunSeries> }>();
+  /** Groups' listings, shared for a moment (groupListing). */
+  private listings = new Map<string, { at: number; page: Promise<RunPage> }>();
   /** Every run of a listing, for filters and sorts by config and summary. */
   readonly index: RunIndex;
   /** The rows a rewind superseded, read only when a page asks (`superseded=1`). */
@@ -199,7 +203,7 @@ export class Api {
    * or `all`; `jobs` lists every launch of the group, so a page can offer the earlier ones.
    */
   private async groupRuns(group: string, q: URLSearchParams = new URLSearchParams()) {
-    const page = await this.source.listRuns({ group, limit: GROUP_RUNS });
+    const page = await this.groupListing(group);
     if (page.total === 0) throw new HttpError(404, `group ${JSON.stringify(group.slice(0, 200))} has no runs in ${this.source.where}; the runs list at / shows every group`);
     const jobs = splitJobs(page.runs.filter((r) => r.group === group));
     let job;
@@ -210,6 +214,21 @@ export class Api {
     }
     const jobList = jobs.map((j) => ({ n: j.n, startedAt: j.startedAt, endedAt: j.endedAt, runs: j.runs.length }));
     return { runs: job.runs, total: job.n === jobs.length || job.n === 0 ? job.runs.length + (page.total - page.runs.length) : job.runs.length, job: { n: job.n, of: jobs.length, jobs: jobList } };
+  }
+
+  /**
+   * The group's listing, shared by the calls that ask within GROUP_LISTING_MS of each other (a group page opens
+   * its charts together, each a call; 1 024 ranks are a listing of some 10 MB to read and parse).
+   */
+  private groupListing(group: string): Promise<RunPage> {
+    const now = Date.now();
+    const held = this.listings.get(group);
+    if (held && now - held.at < GROUP_LISTING_MS) return held.page;
+    const page = this.source.listRuns({ group, limit: GROUP_RUNS });
+    this.listings.set(group, { at: now, page });
+    page.catch(() => this.listings.delete(group));
+    for (const [g, l] of this.listings) if (now - l.at >= GROUP_LISTING_MS) this.listings.delete(g);
+    return page;
   }
 
   /** The group's rank health: every rank's progress and the group's events, merged (health.ts). One listing, no history read. */
@@ -262,6 +281,8 @@ export class Api {
       }
       series[k] = { aggregate: acrossRuns(withIt, k, points), runs: per };
     }
+    // `runs=0`: a chart's call, which has the runs and names from the page's first call: the series alone.
+    if (q.get('runs') === '0') return { group, job: page.job, total: page.total, series };
     return { group, job: page.job, runs, total: page.total, keys: [...keySet].sort(), rows: Object.fromEntries(byRank.map(({ info: r }) => [r.id, Number(r.historyRows)])), series };
   }
 }

@@ -182,6 +182,11 @@ describe('logd ui: data', () => {
     expect(a.min[10]).toBe(10);
     expect(a.max[10]).toBe(12);
     expect(Object.keys(g.body.series.x.runs)).toEqual(ranks);
+    // A chart's call (runs=0): the same series, without the runs and names the page already has.
+    const c = await getJson(ui, `/api/groups/${encodeURIComponent('exp/1')}?keys=x&runs=0`);
+    expect(c.body.runs).toBeUndefined();
+    expect(c.body.keys).toBeUndefined();
+    expect(c.body.series).toEqual(g.body.series);
   });
 
   it('streams new rows of a running run and its state change on the live feed', async () => {

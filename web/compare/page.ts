@@ -132,7 +132,7 @@ export function comparePage(root: HTMLElement): () => void {
             const s = (await api.history(it.id, [k], points)).series[k];
             return s ? { data: s, band: false } : null;
           }
-          const s = (await api.group(it.id, [k], points, undefined, true)).series[k]?.aggregate;
+          const s = (await api.groupSeries(it.id, [k], points, undefined, true)).series[k]?.aggregate;
           return s && s.step.length ? { data: s, band: true } : null;
         },
       });
