@@ -18,6 +18,7 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import pg from 'pg';
 import { simulate } from './sim.js';
 import { measureReaders } from './readers.js';
 import { startPg, type PgCluster } from '../pg-cluster.js';
@@ -55,6 +56,18 @@ if (url && restartAt) {
   process.exit(2);
 }
 let pgc: PgCluster | null = null;
+if (url) {
+  // Each simulated node holds a connection: a server that takes fewer refuses the rest, whose uploaders then back
+  // off and retry, and the lag measured is that server's limit, not the upload path's.
+  const c = new pg.Client({ connectionString: url, connectionTimeoutMillis: 15_000 });
+  await c.connect();
+  try {
+    const max = Number((await c.query('SHOW max_connections')).rows[0].max_connections);
+    if (max < nodes + 10) console.error(`cluster-sim: the store at --url takes ${max} connections, fewer than the ${nodes} simulated nodes need (and the bench's own): its lag figures will be that limit's; raise max_connections to ${nodes + 20} or more`);
+  } finally {
+    await c.end();
+  }
+}
 if (!url) {
   pgc = await startPg({ maxConnections: Math.max(100, nodes + 20) }); // one connection per simulated node, and the bench's own
   url = pgc.url;
