@@ -139,6 +139,7 @@ class ConsoleCapture(_CaptureBase):
         # The tees only append here (atomic, no lock: a signal handler that prints can never wait on it); the
         # writer thread turns it into entries when it seals a batch (drain()).
         self._queue: deque = deque()  # (stream, text or bytes, time) | ("mark", stream, dropped bytes)
+        self._queue_append = self._queue.append  # bound once: the compiled tee calls it per write
         self._queued_chars = 0  # this flush interval's, for the bound
         self._dropped = {"out": 0, "err": 0}
         self._cut = False  # something was cut: say so once

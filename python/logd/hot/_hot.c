@@ -91,7 +91,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    PyObject *pid, *journal, *ring_to, *steps_given, *buf_lock;
+    PyObject *pid, *journal, *ring_to, *steps_given, *buf_lock, *buf_locked;
 } WriterB;
 
 static PyMemberDef runb_members[] = {
@@ -113,6 +113,7 @@ static PyMemberDef writerb_members[] = {
     {"_ring_to", T_OBJECT_EX, offsetof(WriterB, ring_to), 0, NULL},
     {"steps_given", T_OBJECT_EX, offsetof(WriterB, steps_given), 0, NULL},
     {"_buf_lock", T_OBJECT_EX, offsetof(WriterB, buf_lock), 0, NULL},
+    {"_buf_locked", T_OBJECT_EX, offsetof(WriterB, buf_locked), 0, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -159,6 +160,7 @@ static int writerb_traverse(PyObject *self, visitproc visit, void *arg) {
     Py_VISIT(w->ring_to);
     Py_VISIT(w->steps_given);
     Py_VISIT(w->buf_lock);
+    Py_VISIT(w->buf_locked);
     return 0;
 }
 
@@ -169,6 +171,7 @@ static int writerb_clear(PyObject *self) {
     Py_CLEAR(w->ring_to);
     Py_CLEAR(w->steps_given);
     Py_CLEAR(w->buf_lock);
+    Py_CLEAR(w->buf_locked);
     return 0;
 }
 
@@ -212,6 +215,13 @@ static uint32_t crc32_of(const unsigned char *p, size_t n) {
 /* Interned attribute names. */
 static PyObject *s_finished, *s_flat_keys, *s_ddp_watch, *s_pending, *s_row_media, *s_row_device, *s_device_queue,
     *s_next_step, *s_writer, *s_pid, *s_wpid, *s_buf_lock, *s_locked, *s_journal, *s_ring_to, *s_steps_given;
+
+/* Whether the writer's buffer lock is held: its bound `locked` when the writer keeps one (a call without a lookup
+ * and a bound method made each time), else the lock's method. A new reference, or NULL with an error set. */
+static PyObject *lock_held(WriterB *wb, PyObject *lock) {
+    if (wb->buf_locked != NULL) return PyObject_CallFunctionObjArgs(wb->buf_locked, NULL);
+    return PyObject_CallMethodObjArgs(lock, s_locked, NULL);
+}
 
 /* An attribute that must be present; NULL (the error cleared) otherwise. */
 static PyObject *attr(PyObject *o, PyObject *name) {
@@ -415,7 +425,7 @@ static int fast_log(RunB *run, PyObject *data, PyObject *stepo) {
     if ((lock = wb->buf_lock) == NULL) goto out;
     Py_INCREF(lock);
     {
-        PyObject *held = PyObject_CallMethodObjArgs(lock, s_locked, NULL);
+        PyObject *held = lock_held(wb, lock);
         if (held == NULL) {
             PyErr_Clear();
             goto out;
@@ -646,7 +656,7 @@ static PyObject *s_stopped, *s_cpid, *s_queued_chars, *s_dropped, *s_journal_to,
  * from CaptureBase); Python code uses them as plain attributes. */
 typedef struct {
     PyObject_HEAD
-    PyObject *pid, *queue, *queued_chars, *dropped, *stopped, *journal_to, *jline;
+    PyObject *pid, *queue, *queued_chars, *dropped, *stopped, *journal_to, *jline, *qappend;
 } CaptureB;
 
 static PyMemberDef captureb_members[] = {
@@ -657,6 +667,7 @@ static PyMemberDef captureb_members[] = {
     {"_stopped", T_OBJECT_EX, offsetof(CaptureB, stopped), 0, NULL},
     {"journal_to", T_OBJECT_EX, offsetof(CaptureB, journal_to), 0, NULL},
     {"_jline", T_OBJECT_EX, offsetof(CaptureB, jline), 0, NULL},
+    {"_queue_append", T_OBJECT_EX, offsetof(CaptureB, qappend), 0, NULL},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -670,6 +681,7 @@ static int captureb_traverse(PyObject *self, visitproc visit, void *arg) {
     Py_VISIT(c->stopped);
     Py_VISIT(c->journal_to);
     Py_VISIT(c->jline);
+    Py_VISIT(c->qappend);
     return 0;
 }
 
@@ -682,6 +694,7 @@ static int captureb_clear(PyObject *self) {
     Py_CLEAR(c->stopped);
     Py_CLEAR(c->journal_to);
     Py_CLEAR(c->jline);
+    Py_CLEAR(c->qappend);
     return 0;
 }
 
@@ -754,7 +767,7 @@ static int tee_impl(PyObject *c, PyObject *s, PyObject *text) {
             if (wb->buf_lock == NULL) goto out;
             lock = wb->buf_lock;
             Py_INCREF(lock);
-            PyObject *held = PyObject_CallMethodObjArgs(lock, s_locked, NULL);
+            PyObject *held = lock_held(wb, lock);
             if (held == NULL) goto out;
             journal = held == Py_False; /* held (by the writer thread, or log() on this thread): only queued */
             Py_DECREF(held);
@@ -789,7 +802,8 @@ static int tee_impl(PyObject *c, PyObject *s, PyObject *text) {
         }
     }
     /* Everything checked: the changes. */
-    if ((tup = PyTuple_Pack(3, s, text, tobj)) == NULL || (res = PyObject_CallMethodObjArgs(q, s_append, tup, NULL)) == NULL) goto out;
+    if ((tup = PyTuple_Pack(3, s, text, tobj)) == NULL || (res = cb->qappend != NULL ? PyObject_CallFunctionObjArgs(cb->qappend, tup, NULL) : PyObject_CallMethodObjArgs(q, s_append, tup, NULL)) == NULL)
+        goto out;
     done = 1; /* queued: from here on nothing is handed back (a failure below loses only the journal copy) */
     if (journal) {
         if (ends) {

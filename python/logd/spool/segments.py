@@ -37,6 +37,7 @@ Segment = Tuple[int, list, list]  # (seq, rows as (step, time, keys, values), up
 class OpenSegments(WriterBase):
     def _init_segments(self, spool_dir: Optional[str], journal_mb: float) -> None:
         self._buf_lock = threading.Lock()
+        self._buf_locked = self._buf_lock.locked  # bound once: the compiled log() and console tee ask it per call
         # The open segment: its rows in the journal from _ring_from on (up to _ring_to, once it had to keep rows
         # in memory: from then on all its rows are in _buf as well, in order), the rows kept in memory, its updates.
         self._ring_from = 0
