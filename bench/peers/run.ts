@@ -185,16 +185,79 @@ async function manyProcs(t: Table, rounds: number, n: number, steps: number, flo
         const s = stepsFor(tool);
         const t0 = performance.now();
         const procs = Array.from({ length: n }, (_, i) => start(tool, e, ['--work', 'steps', '--steps', String(s), '--floats', String(floats), '--name', `r${i}`, ...(group ? ['--group', 'g'] : [])]));
+        const services = group ? watchServices(tool, e, procs) : null;
         for (const [i, p] of procs.entries()) await finished(p, `${tool} process ${i} of ${label}`);
         const ms = performance.now() - t0;
+        const rss = services?.stop();
         verify(tool, e, n, s, label);
         // A tool that ran fewer steps (MLflow) has its time scaled up to the full count.
         record(t, label, tool, (ms * steps) / s);
+        if (rss && rss.n > 0) {
+          record(t, 'the job\'s service processes: peak RSS of one (MB)', tool, rss.max);
+          record(t, 'the job\'s service processes: peak RSS summed (MB)', tool, rss.sum);
+        }
       } finally {
         cleanup(e);
       }
     }
   }
+}
+
+/** Peak RSS (VmHWM) of a process in MB; 0 when it is gone. */
+function peakRssMb(pid: number): number {
+  try {
+    const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : 0;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * The service processes of a job while it runs, their peak RSS sampled every 200 ms: logd's one daemon of the node
+ * (its service.json), or the wandb-core that each wandb trainer starts (MLflow has none). The peak of one and
+ * the sum of every one's peak: what the node pays for the job's logging besides the trainers.
+ */
+function watchServices(tool: Tool, e: Env, procs: Proc[]): { stop(): { max: number; sum: number; n: number } } {
+  const peaks = new Map<number, number>();
+  const cores = new Map<number, number>(); // trainer pid -> its wandb-core's
+  const look = () => {
+    const pids: number[] = [];
+    if (tool === 'logd' || tool === 'logd-py') {
+      try {
+        pids.push(JSON.parse(fs.readFileSync(path.join(e.env.LOGD_RUNTIME_DIR!, 'service.json'), 'utf8')).pid);
+      } catch {
+        /* not up yet */
+      }
+    } else if (tool === 'wandb') {
+      for (const p of procs) {
+        const tp = p.child.pid;
+        if (!tp) continue;
+        if (!cores.has(tp)) {
+          try {
+            const found = Number(execFileSync('pgrep', ['-P', String(tp), '-f', 'wandb-core']).toString().trim().split('\n')[0]);
+            if (found) cores.set(tp, found);
+          } catch {
+            /* not started yet, or gone */
+          }
+        }
+        if (cores.has(tp)) pids.push(cores.get(tp)!);
+      }
+    }
+    for (const pid of pids) {
+      const mb = peakRssMb(pid);
+      if (mb > 0) peaks.set(pid, Math.max(peaks.get(pid) ?? 0, mb));
+    }
+  };
+  const timer = setInterval(look, 200);
+  return {
+    stop() {
+      clearInterval(timer);
+      look();
+      const v = [...peaks.values()];
+      return { max: v.length ? Math.max(...v) : 0, sum: v.reduce((a, b) => a + b, 0), n: v.length };
+    },
+  };
 }
 
 async function logCost(t: Table, rounds: number, calls: (tool: Tool) => number): Promise<void> {
@@ -312,7 +375,7 @@ async function main(): Promise<void> {
   // MLflow's file store costs milliseconds per call: it runs a tenth of the steps and its time is scaled up.
   if (want('group')) await manyProcs(t, quick ? 1 : 2, 8, quick ? 1000 : 10_000, 10, `8 processes × ${quick ? '1 000' : '10 000'} steps × 10 metrics, one group`, true, (tool) => (tool === 'mlflow' ? (quick ? 100 : 1000) : quick ? 1000 : 10_000));
   if (want('logcost')) await logCost(t, quick ? 1 : 3, (tool) => (tool === 'mlflow' ? 1000 : quick ? 10_000 : 100_000));
-  printTable('Figures', t, Object.fromEntries([...t.keys()].map((k) => [k, k.includes('per log') ? 'µs' : 'ms'])));
+  printTable('Figures', t, Object.fromEntries([...t.keys()].map((k) => [k, k.includes('per log') ? 'µs' : k.includes('(MB)') ? 'MB' : 'ms'])));
   if (want('kill')) {
     const notes: string[] = [];
     await killOne(notes);
