@@ -46,10 +46,14 @@ export async function measureReaders(o: { url: string; group: string; keys: stri
     //     metric asking the group's mean and band (`aggregate=1`), the charts together;
     //   - every rank's line of the metrics in one answer (the page in "ranks" mode, or a script).
     const q = (keys: string[], more = '') => `${keys.map((k) => `keys=${encodeURIComponent(k)}`).join('&')}${more}`;
+    const g = `/api/groups/${encodeURIComponent(o.group)}?`;
     const ways: Array<{ what: string; asks: string[][] }> = [
-      { what: `dashboard group page as it loads (the names, then ${o.keys.length} charts' mean and band)`, asks: [[''], o.keys.map((k) => q([k], '&aggregate=1&runs=0'))] },
+      { what: `dashboard group page as it loads (the names, then ${o.keys.length} charts' mean and band)`, asks: [[g], o.keys.map((k) => g + q([k], '&aggregate=1&runs=0'))] },
       // One `keys` parameter per metric (a metric's name may hold a comma): the page's charts ask the same way.
-      { what: `dashboard group page, every rank's line of ${o.keys.length} metrics in one answer`, asks: [[q(o.keys)]] },
+      { what: `dashboard group page, every rank's line of ${o.keys.length} metrics in one answer`, asks: [[g + q(o.keys)]] },
+      // The runs table over every run in the store: its first page, and the first page sorted by a summary value.
+      { what: 'dashboard runs table, first page of 100', asks: [['/api/runs?limit=100']] },
+      { what: `dashboard runs table sorted by summary.${o.keys[0]}, first page of 100`, asks: [[`/api/runs?limit=100&sort=${encodeURIComponent(`summary.${o.keys[0]}`)}&desc=1`]] },
     ];
     for (const way of ways) {
       const ui = spawn(process.execPath, [cli, 'ui', '--port', '0', '--store-url-file', urlFile], { env, stdio: ['ignore', 'pipe', 'pipe'] });
@@ -71,8 +75,8 @@ export async function measureReaders(o: { url: string; group: string; keys: stri
         });
         const opened = new URL(base);
         const token = opened.searchParams.get('token');
-        const fetchOne = async (query: string) => {
-          const page = `${opened.origin}/api/groups/${encodeURIComponent(o.group)}?${query}`;
+        const fetchOne = async (ask: string) => {
+          const page = `${opened.origin}${ask}`;
           const res = await fetch(page, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(300_000) });
           const body = await res.text();
           if (res.status !== 200) throw new Error(`${page}: ${res.status} ${body.slice(0, 300)}`);
