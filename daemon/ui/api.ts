@@ -257,7 +257,10 @@ export class Api {
 
   async group(group: string, q: URLSearchParams): Promise<unknown> {
     const page = await this.groupRuns(group, q);
-    const byRank = page.runs.map((r) => ({ info: r, json: runJson(r) }))
+    // `runs=0`: a chart's call, which has the runs and names from the page's first call: the series alone, in no
+    // particular order (each rank's by its run id), without each run's JSON made (its metadata parsed) to sort.
+    const brief = q.get('runs') === '0';
+    const byRank = brief ? page.runs.map((r) => ({ info: r, json: null })) : page.runs.map((r) => ({ info: r, json: runJson(r) }))
       .sort((a, b) => ((a.json.rank as number | null) ?? 1e9) - ((b.json.rank as number | null) ?? 1e9) || a.info.id.localeCompare(b.info.id));
     const runs = byRank.map((r) => r.json);
     // Only the asked metrics of each rank are read (group-series.ts); none asked: the metric names alone.
@@ -281,8 +284,7 @@ export class Api {
       }
       series[k] = { aggregate: acrossRuns(withIt, k, points), runs: per };
     }
-    // `runs=0`: a chart's call, which has the runs and names from the page's first call: the series alone.
-    if (q.get('runs') === '0') return { group, job: page.job, total: page.total, series };
+    if (brief) return { group, job: page.job, total: page.total, series };
     return { group, job: page.job, runs, total: page.total, keys: [...keySet].sort(), rows: Object.fromEntries(byRank.map(({ info: r }) => [r.id, Number(r.historyRows)])), series };
   }
 }

@@ -282,6 +282,19 @@ describe.skipIf(!!noPg)(`compaction of the shared store${noPg ? ` — ${noPg}` :
       const grown = await groups.get([{ ...refs[0], historyRows: refs[0].historyRows + 1 }], ['b']);
       expect(grown[0].of('b')).not.toBe(some[0].of('b')); // the listing says more rows: read again
       expect(points(grown[0].of('b')!, 'b')).toEqual(points(some[0].of('b')!, 'b'));
+      // However many metrics a call asks, the runs lacking them are read in one call of the source (the real
+      // store, counted on the way), and each metric is the same as read alone.
+      let calls = 0;
+      const counted = Object.assign(Object.create(src), { histories: (...a: Parameters<SharedSource['histories']>) => (calls++, src.histories(...a)) });
+      const many = await new GroupSeries(counted, new SeriesCache(counted)).get(refs, ['a', 'b', 'c', 'd', 'zz']);
+      expect(calls).toBe(1);
+      for (const [i, m] of made.entries()) {
+        const one = await alone.get(m.id, m.rows);
+        for (const k of ['a', 'b', 'c', 'd']) {
+          if (one.keyId(k) === undefined) expect(many[i].of(k)).toBeUndefined();
+          else expect(points(many[i].of(k)!, k), `${m.id} ${k}`).toEqual(points(one, k));
+        }
+      }
     } finally {
       await src.close();
     }
