@@ -8,7 +8,6 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import * as grpc from '@grpc/grpc-js';
 import { daemonTunables, resolvePaths, uploadTunables, LOGD_VERSION, type LogdPaths } from '../src/config.js';
-import { startUploader } from './upload/start.js';
 import { DaemonRuns } from './upload/local-runs.js';
 import { statusFile } from './upload/status.js';
 import { serviceDefinition } from '../src/proto.js';
@@ -85,7 +84,8 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
   const finaliser = new Finaliser(registry);
   recover(registry, finaliser);
   // A bad upload URL leaves runs local and says so (log, `logd status`); training goes on.
-  const uploader = upload.url ? startUploader(uploadFeed(registry), upload, log) : null;
+  // Its module (and PostgreSQL's client) loaded only when there is a store to upload to.
+  const uploader = upload.url ? (await import('./upload/start.js')).startUploader(uploadFeed(registry), upload, log) : null;
   registry.shared = uploader; // init(resume=...) of a run only the shared store has (docs/shared-store.md)
   // Rank health: which rank stalls or lags a job, judged once a tick from the runs' step progress.
   // Alerts (daemon/alerts/): failed jobs with their story and health events, to the webhooks of the environment.

@@ -8,7 +8,8 @@ import type { RunInfo } from '../../src/wire.js';
 import { alertsConfig, describeTarget, AlertsConfigError } from './config.js';
 import os from 'node:os';
 import { Outbox } from './outbox.js';
-import { PgSharedJobs } from './shared-jobs.js';
+import type { SharedJobs } from './shared-jobs.js';
+import { parseStoreUrl } from '../upload/url.js';
 import { Alerts, type RuleRun } from './alerts.js';
 
 export interface AlertsStatus {
@@ -58,6 +59,34 @@ export function startAlerts(dataDir: string, env: NodeJS.ProcessEnv, o: { groupR
   writeStatus(dataDir, { state: 'on', problem: null, sinks: cfg.sinks.map((s) => ({ name: s.name, target: describeTarget(s), format: s.format, events: s.kinds })) });
   o.log(`alerts: on: ${cfg.sinks.map((s) => `${s.name} (${describeTarget(s)}, ${s.format})`).join(', ')}; rules: ${cfg.rules.map((r) => [r.metric, r.when].filter(Boolean).join(" ")).join(', ') || 'none'}`);
   // With a shared store, a job over several nodes is told once (shared-jobs.ts).
-  const shared = o.sharedUrl ? new PgSharedJobs(o.sharedUrl, o.node ?? (env.LOGD_NODE || os.hostname())) : null;
+  const shared = o.sharedUrl ? new LazySharedJobs(o.sharedUrl, o.node ?? (env.LOGD_NODE || os.hostname())) : null;
   return new Alerts(cfg, outbox, { ...o, shared });
+}
+
+/**
+ * The shared store's jobs (shared-jobs.ts), its module and PostgreSQL's client loaded at the first event that asks:
+ * a daemon's start does not pay for them (pg's module graph is some 45 ms). The URL is checked at once, as before.
+ */
+class LazySharedJobs implements SharedJobs {
+  private got: Promise<SharedJobs> | null = null;
+
+  constructor(private readonly url: string, private readonly node: string) {
+    parseStoreUrl(url);
+  }
+
+  private jobs(): Promise<SharedJobs> {
+    return (this.got ??= import('./shared-jobs.js').then((m) => new m.PgSharedJobs(this.url, this.node)));
+  }
+
+  async groupRuns(project: string, group: string): Promise<RunInfo[]> {
+    return (await this.jobs()).groupRuns(project, group);
+  }
+
+  async claim(key: string): Promise<{ won: boolean; by: string }> {
+    return (await this.jobs()).claim(key);
+  }
+
+  async close(): Promise<void> {
+    if (this.got) await (await this.got).close();
+  }
 }

@@ -9,9 +9,9 @@
 //   replaced without waiting for it to exit;
 // - a failure streak is logged once, its recovery once: no error spam;
 // - stop() never takes longer than its deadline.
-import { execa, type ResultPromise } from 'execa';
+import type { ResultPromise } from 'execa';
 import { createInterface } from 'node:readline';
-import { firstLine, gpuLoopArgs, gpuOnceArgs, parseGpuLine, runOnce, type GpuReading } from './nvidia-smi.js';
+import { firstLine, gpuLoopArgs, gpuOnceArgs, parseGpuLine, runOnce, loadExeca, loadedExeca, type GpuReading } from './nvidia-smi.js';
 
 export interface GpuLoopOptions {
   file: string;
@@ -82,6 +82,14 @@ export class GpuLoop {
   }
 
   private spawn(): void {
+    const execa = loadedExeca();
+    if (!execa) {
+      // Not loaded yet (the loop started without a probe first): spawn once it is.
+      void loadExeca().then(() => {
+        if (!this.stopping && !this.child) this.spawn();
+      });
+      return;
+    }
     const gen = ++this.generation;
     const child: Child = execa(this.opts.file, gpuLoopArgs(this.opts.intervalMs, this.opts.fields), {
       stdin: 'ignore',

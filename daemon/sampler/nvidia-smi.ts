@@ -4,7 +4,7 @@
 // Parsers never throw: nvidia-smi output varies with driver version, GPU model,
 // MIG and permissions, so every field may be `[N/A]`, `[Not Supported]`, an
 // error text, or missing; such fields are simply absent from the result.
-import { execa } from 'execa';
+import type { execa as Execa } from 'execa';
 import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, isAbsolute, join } from 'node:path';
 
@@ -201,6 +201,21 @@ export interface OneShotResult {
   reason: string;
 }
 
+let execaFn: typeof Execa | null = null;
+
+/**
+ * execa, loaded at its first use: a daemon on a machine without nvidia-smi never loads it, and one with it loads it
+ * after its start (the module graph costs some 80 ms and 15 MB, measured with `node` importing it alone).
+ */
+export async function loadExeca(): Promise<typeof Execa> {
+  return (execaFn ??= (await import('execa')).execa);
+}
+
+/** execa when a use has loaded it (the GPU loop starts only after a probe through runOnce did), else null. */
+export function loadedExeca(): typeof Execa | null {
+  return execaFn;
+}
+
 /**
  * Runs nvidia-smi once with a deadline; the child is SIGTERMed at the deadline
  * and SIGKILLed `killGraceMs` later, and the promise settles even if it never
@@ -213,6 +228,7 @@ export async function runOnce(
   killGraceMs = 1000,
   signal?: AbortSignal,
 ): Promise<OneShotResult> {
+  const execa = await loadExeca();
   const child = execa(file, args, {
     stdin: 'ignore',
     reject: false,
