@@ -122,7 +122,7 @@ export class Api {
     const rows = Number(r.historyRows);
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
     const keys = keysParam(q);
-    const series: Record<string, ChartSeries> = {};
+    const series: Record<string, ChartSeries> = Object.create(null); // a metric may be named __proto__
     const s = this.cache.peek(id, rows, supersededOf(r));
     let answer: { run: string; state: string; rows: number; series: Record<string, ChartSeries>; superseded?: unknown };
     if (!s) {
@@ -147,7 +147,7 @@ export class Api {
     const s = await this.systemSeries(id, r.state === 'running');
     const points = intParam(q, 'points', 300, MAX_POINTS) || 300;
     const keys = keysParam(q);
-    const series: Record<string, ChartSeries> = {};
+    const series: Record<string, ChartSeries> = Object.create(null);
     for (const k of keys.length ? keys : s.keys) {
       const kid = s.keyId(k);
       if (kid !== undefined) series[k] = metricSeries(s, kid, points);
@@ -270,7 +270,7 @@ export class Api {
     const keySet = new Set<string>();
     for (const [, h] of loaded) for (const k of h.names) keySet.add(k);
     const points = intParam(q, 'points', DEFAULT_POINTS, MAX_POINTS) || DEFAULT_POINTS;
-    const series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> = {};
+    const series: Record<string, { aggregate: ChartSeries; runs: Record<string, ChartSeries> }> = Object.create(null);
     // `aggregate=1`: the group's mean and band only (the compare page), not every rank's line.
     const perRank = q.get('aggregate') !== '1';
     for (const k of keys) {

@@ -34,7 +34,7 @@ export class SupersededRows {
    * metadata.supersededRows; 0 reads nothing.
    */
   async series(id: string, generation: number, keys: string[], points: number): Promise<Record<string, SupersededSeries[]>> {
-    const out: Record<string, SupersededSeries[]> = {};
+    const out: Record<string, SupersededSeries[]> = Object.create(null);
     if (generation === 0) return out;
     const byAttempt = await this.rows(id, generation);
     for (const k of keys) {

@@ -189,6 +189,17 @@ describe('logd ui: data', () => {
     expect(c.body.series).toEqual(g.body.series);
   });
 
+  it('a metric named __proto__ or constructor is a metric like any other, on a run page and a group page', async () => {
+    const [id] = await logRuns(t, [{ name: 'protos', group: 'protos', rank: 0, steps: 5, row: "{ ['__proto__']: step, constructor: step * 2 }" }]);
+    const h = await getJson(ui, `/api/runs/${id}/history?keys=__proto__&keys=constructor`);
+    expect(Object.keys(h.body.series).sort()).toEqual(['__proto__', 'constructor']);
+    expect(h.body.series.constructor.value).toEqual([0, 2, 4, 6, 8]);
+    const g = await getJson(ui, '/api/groups/protos?keys=__proto__');
+    expect(g.body.keys).toEqual(['__proto__', 'constructor']);
+    expect(Object.keys(g.body.series)).toEqual(['__proto__']);
+    expect(g.body.series.__proto__.aggregate.value).toEqual([0, 1, 2, 3, 4]);
+  });
+
   it('streams new rows of a running run and its state change on the live feed', async () => {
     const worker = script(t, 'live.mjs', `
       const run = await logd.init({ project: 'ui', name: 'live' });
