@@ -3,9 +3,7 @@
 import { shortNumber } from '../../src/number.js';
 import { describeEnd, type RunEnd } from '../../src/story/end.js';
 import fs from 'node:fs';
-import path from 'node:path';
-import { Command, Option, InvalidArgumentError } from 'commander';
-import { resolvePaths, daemonTunables, LOGD_VERSION } from '../../src/config.js';
+import { resolvePaths } from '../../src/config.js';
 import { type RunInfo, type ServiceAddress } from '../../src/wire.js';
 import { connectionFor } from '../../client/connection.js';
 import { checkedDaemon } from '../../client/stale-service.js';
@@ -28,7 +26,8 @@ import { registerReadsServerCommand } from './reads-server.js';
 import { registerManageCommands } from './manage.js';
 import { readAlertsStatus } from '../alerts/start.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
-import { registerServeCommand, intArg } from './serve.js';
+import { registerServeCommand } from './serve.js';
+import { fail, intArg, logdProgram } from './common.js';
 
 const CALL_MS = 30_000;
 /** How long a LOGD_SERVICE address gets to answer before it counts as stale. */
@@ -47,10 +46,6 @@ async function querySource(o: UrlOptions): Promise<QuerySource> {
 
 const STORE_HELP = 'read the shared PostgreSQL store instead of the local one';
 
-function fail(msg: string, code = 1): never {
-  process.stderr.write(`logd: ${msg}\n`);
-  process.exit(code);
-}
 
 /** The stable JSON shape of a run (documented in the README). */
 
@@ -59,8 +54,7 @@ function table(rows: string[][]): string {
   return rows.map((r) => r.map((c, i) => c.padEnd(w[i])).join('  ').trimEnd()).join('\n');
 }
 
-const program = new Command();
-program.name('logd').description('logd: the logging daemon for distributed training, and its command line').version(LOGD_VERSION);
+const program = logdProgram();
 
 registerServeCommand(program);
 

@@ -2,22 +2,10 @@
 // daemon/cli.ts, which loads this instead of every command's modules when the command is `serve` (what a client
 // starts: the daemon's start is the first log()'s wait on a cold node).
 import path from 'node:path';
-import { Command, Option, InvalidArgumentError } from 'commander';
-import { resolvePaths, daemonTunables, LOGD_VERSION } from '../../src/config.js';
+import { Option, type Command } from 'commander';
+import { resolvePaths, daemonTunables } from '../../src/config.js';
+import { fail, intArg, logdProgram } from './common.js';
 import { urlOption, urlFileOption, urlOrExit, type UrlOptions } from './store-url.js';
-
-export function intArg(name: string) {
-  return (v: string) => {
-    const n = Number(v);
-    if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer`);
-    return n;
-  };
-}
-
-function fail(msg: string, code = 1): never {
-  process.stderr.write(`logd: ${msg}\n`);
-  process.exit(code);
-}
 
 export function registerServeCommand(program: Command): void {
   program
@@ -59,8 +47,7 @@ export function registerServeCommand(program: Command): void {
 
 /** `logd serve …` alone: the same command, on a command line that has only it. */
 export async function serveMain(): Promise<void> {
-  const program = new Command();
-  program.name('logd').description('logd: the logging daemon for distributed training, and its command line').version(LOGD_VERSION);
+  const program = logdProgram();
   registerServeCommand(program);
   await program.parseAsync(process.argv).catch((e: Error) => fail(e.message));
 }

@@ -87,3 +87,17 @@ export async function readRuns(s: Snapshot, ids: string[], keys?: string[]): Pro
   }
   return out;
 }
+
+/** Many runs' metric names, every attempt's, in the order they first came; a run without any has no entry. */
+export async function groupMetricNames(q: <T extends pg.QueryResultRow>(text: string, values: unknown[]) => Promise<T[]>, ids: string[]): Promise<Map<string, string[]>> {
+  const out = new Map<string, string[]>();
+  if (ids.length === 0) return out;
+  const rows = await q<{ run_id: string; name: string }>(
+    'SELECT run_id, name FROM logd_keys WHERE run_id = ANY($1) AND stream = $2 ORDER BY run_id, key_id', [[...new Set(ids)], STREAM_HISTORY]);
+  for (const r of rows) {
+    let names = out.get(r.run_id);
+    if (!names) out.set(r.run_id, (names = []));
+    names.push(r.name);
+  }
+  return out;
+}

@@ -11,7 +11,7 @@ import { pgOptions, lacksPassword, NO_PASSWORD } from '../upload/pgpass.js';
 import { SCHEMA_VERSION, storeVersion } from '../upload/schema.js';
 import { copyOut } from '../upload/copy.js';
 import { assemble, dropFirstRows, type RawChunk, type Q, type Snapshot, type Skel } from './shared-chunks.js';
-import { batches, readRuns } from './shared-group.js';
+import { batches, readRuns, groupMetricNames } from './shared-group.js';
 import { editSharedRun, removeSharedRun } from './shared-edit.js';
 import { STREAM_HISTORY, STREAM_SYSTEM } from '../upload/pg-sink.js';
 import type { QuerySource, RunFilter, RunPage, HistoryQuery, RunInfo, History, ConsoleLine, MediaItem, RunEditAsk } from './source.js';
@@ -236,18 +236,9 @@ export class SharedSource implements QuerySource {
     }
   }
 
-  /** Many runs' metric names: one statement over the key dictionaries, no chunk read. */
-  async metricNames(ids: string[]): Promise<Map<string, string[]>> {
-    const out = new Map<string, string[]>();
-    if (ids.length === 0) return out;
-    const rows = await this.q<{ run_id: string; name: string }>(
-      'SELECT run_id, name FROM logd_keys WHERE run_id = ANY($1) AND stream = $2 ORDER BY run_id, key_id', [[...new Set(ids)], STREAM_HISTORY]);
-    for (const r of rows) {
-      let names = out.get(r.run_id);
-      if (!names) out.set(r.run_id, (names = []));
-      names.push(r.name);
-    }
-    return out;
+  /** Many runs' metric names (shared-group.ts): one statement over the key dictionaries, no chunk read. */
+  metricNames(ids: string[]): Promise<Map<string, string[]>> {
+    return groupMetricNames((text, values) => this.q(text, values), ids);
   }
 
   /** A rewound run: its rows are kept by writer, and which are current is decided here, over the whole history. */
