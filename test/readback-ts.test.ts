@@ -98,9 +98,16 @@ describe('reading runs back from TypeScript', () => {
     const client = new Client(svc.socket.startsWith("unix:") ? svc.socket : `unix:${svc.socket}`, grpc.credentials.createInsecure()) as grpc.Client & Record<string, Function>;
     const md = new grpc.Metadata();
     md.set(TOKEN_METADATA_KEY, svc.token);
-    const niceThreads = () => fs.readdirSync(`/proc/${pid}/task`).map((tid) => {
-      const st = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
-      return Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[16]);
+    // A thread may end between the listing and the read of its stat (ENOENT): it is skipped.
+    const niceThreads = () => fs.readdirSync(`/proc/${pid}/task`).flatMap((tid) => {
+      let st: string;
+      try {
+        st = fs.readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      } catch (e) {
+        if ((e as NodeJS.ErrnoException).code === 'ENOENT' || (e as NodeJS.ErrnoException).code === 'ESRCH') return [];
+        throw e;
+      }
+      return [Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[16])];
     });
     expect(niceThreads().every((n) => n === 0)).toBe(true);
     const call = client.readHistory({ runId: id, keys: [], tailRows: 0, system: false, points: 0 }, md) as grpc.ClientReadableStream<unknown>;
