@@ -138,7 +138,9 @@ describe('a dead daemon whose pid another process took (pid reuse)', () => {
 
 describe('a daemon that takes the connection and never answers', () => {
   it('the writer gives the stream up within its deadline, finds the real daemon and delivers every row', async () => {
-    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+    // The restarted daemon waits longer for the run's owner than the 10 s the writer's stream gives the mute listener
+    // (the default grace is also 10 s: the run was declared crashed when the writer came a moment late).
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000', LOGD_RECOVERY_GRACE_MS: '30000' });
     const d1 = await startDaemon(t);
     const w = script(t, 'mute.mjs', `
       import fs from 'node:fs';

@@ -30,7 +30,7 @@ if "grpc" not in sys.modules:
 from . import _ids, exit_hooks  # noqa: E402
 from ._lazy import pb, json, re
 from .transport.connection import CallError, ServiceAddress, connection_for, forked_after_grpc
-from .transport.discovery import DaemonStartError
+from .transport.discovery import DaemonStartError, prestart
 from .disabled import DisabledRun
 from .paths import resolve_paths, tunables
 from .transport.reach import DaemonUnavailableError, checked_daemon, with_daemon
@@ -207,6 +207,8 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         raise TypeError("logd: run id %s must be 1-64 characters of A-Z a-z 0-9 _ -" % json.dumps(str(id)[:80]))
     # A rank started by `logd launch` gets its job's group in LOGD_GROUP.
     group = group or os.environ.get("LOGD_GROUP") or ""
+    if not forked_after_grpc():
+        prestart()  # a sidecar init will wait for starts now, while protobuf and grpc load (discovery.py)
     req = pb.CreateRunRequest(
         client=client_info(), project=project or "", name=name or "", group=group or "", job_type=job_type or "",
         config_json=to_json(cfg), tags=list(tags or []), id=id or new_run_id(), mode=mode, notes=notes or "",

@@ -171,7 +171,9 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
   });
 
   it('a daemon that takes the connection and never answers: the writer gives the stream up, finds the real daemon and delivers every row', async () => {
-    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+    // The restarted daemon waits longer for the run's owner than the 10 s the writer's stream gives the mute listener
+    // (the default grace is also 10 s: the run was declared crashed when the writer came a moment late).
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000', LOGD_RECOVERY_GRACE_MS: '30000' });
     const d1 = await startDaemon(t);
     const go = path.join(t.dir, 'go');
     const p = spawnPython(t, [path.join(FIXTURES, 'mute_writer.py'), go], { LOGD_NO_AUTOSTART: '1' });
@@ -201,6 +203,28 @@ describe.skipIf(pythonMissing !== null)(`Python client: reaching the daemon${pyt
     expect(res, `${res.message}\n${p.err()}`).toMatchObject({ state: 'finished', timed_out: false });
     expect(res.ms, res.message).toBeLessThan(5000);
     expect(await cliJson(t, ['show', id])).toMatchObject({ state: 'finished', historyRows: 10, summary: { best: 1 }, config: { lr: 0.5 } });
+  });
+
+  it('a cold init() spawns its sidecar before it imports protobuf and grpc (their import overlaps the daemon\'s start) and starts exactly one', async () => {
+    t = makeEnv({ LOGD_IDLE_TIMEOUT_MS: '60000' });
+    const r = await runPython(t, ['-c', `
+import sys
+import logd
+from logd.transport import discovery
+seen = []
+spawn = discovery._spawn
+def watched(paths):
+    seen.append(("grpc" in sys.modules, "logd._pb.logd_pb2" in sys.modules))
+    return spawn(paths)
+discovery._spawn = watched
+run = logd.init(project="cold", quiet=True)
+run.log({"a": 1.0}, step=0)
+print("spawned", seen, run.finish().state)
+`]);
+    expect(r.stdout, r.all).toMatch(/^spawned \[\(False, False\)\] finished$/m);
+    const log = fs.readFileSync(path.join(t.runtimeDir, 'daemon.log'), 'utf8');
+    expect(log.match(/ serving .* \(sidecar\)/g), log).toHaveLength(1);
+    expect(log).not.toMatch(/already/i);
   });
 
   it('a dead daemon whose pid another process took (pid reuse) counts as dead: init() starts a new one', async () => {

@@ -174,12 +174,22 @@ def _tail(file: str, size: int = 2000) -> str:
         return "(no daemon log)"
 
 
-def start_sidecar(paths: Paths, timeout_s: float) -> ServiceAddress:
-    """Starts a detached daemon (its own session) and waits for its service file."""
+class _Spawned:
+    """A sidecar this process started: its child, the paths it was given, where its log stood before it."""
+
+    def __init__(self, child, paths: Paths, log_start: int):
+        self.child = child
+        self.paths = paths
+        self.log_start = log_start
+
+
+_prestarted: Optional[_Spawned] = None
+
+
+def _spawn(paths: Paths) -> _Spawned:
+    """Starts a detached daemon (its own session) for `paths` (a private runtime dir already chosen)."""
     import subprocess  # on first use: `import logd` does not pay for it
     argv = daemon_command()
-    # The sidecar gets the runtime dir chosen here (LOGD_RUNTIME_DIR), so it never chooses another.
-    paths = private_runtime(paths, True)
     env = dict(os.environ, LOGD_DIR=paths.data_dir, LOGD_RUNTIME_DIR=paths.runtime_dir)
     env.pop("LOGD_SERVICE", None)
     log_fd = os.open(paths.daemon_log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
@@ -193,6 +203,51 @@ def start_sidecar(paths: Paths, timeout_s: float) -> ServiceAddress:
         raise DaemonStartError("could not start the logd daemon (%s): %s" % (" ".join(argv), e)) from None
     finally:
         os.close(log_fd)
+    return _Spawned(child, paths, log_start)
+
+
+def prestart() -> None:
+    """init() calls this before it builds its request. When no daemon serves this data dir and init would start
+    one, the sidecar is spawned now, so that its start (Node, its modules, the store: ~100 ms) runs while this
+    process imports what the create needs (protobuf, then grpc: 40-80 ms); start_sidecar then waits for that
+    child instead of spawning one. Anything unexpected here is left to find_daemon, which reports it."""
+    global _prestarted
+    if _prestarted is not None:
+        return
+    try:
+        t = tunables()
+        if t.service or not t.auto_start:
+            return
+        paths = resolve_paths()
+        if from_service_file(paths) is not None:
+            return
+        _prestarted = _spawn(private_runtime(paths, True))
+    except Exception:  # noqa: BLE001 - find_daemon says what is wrong, in its words
+        return
+
+
+def _warm_imports() -> None:
+    """What the first call needs and `import logd` left out (_lazy.py), imported while the sidecar starts."""
+    try:
+        import grpc  # noqa: F401
+        from .._pb import logd_pb2  # noqa: F401
+    except Exception:  # noqa: BLE001 - the call that needs them reports it
+        pass
+
+
+def start_sidecar(paths: Paths, timeout_s: float) -> ServiceAddress:
+    """Starts a detached daemon (its own session), or takes the one prestart() started, and waits for its service
+    file."""
+    global _prestarted
+    # The sidecar gets the runtime dir chosen here (LOGD_RUNTIME_DIR), so it never chooses another.
+    paths = private_runtime(paths, True)
+    pre, _prestarted = _prestarted, None
+    if pre is not None and (pre.paths.data_dir, pre.paths.runtime_dir) == (paths.data_dir, paths.runtime_dir):
+        spawned = pre
+    else:
+        spawned = _spawn(paths)
+    child, log_start = spawned.child, spawned.log_start
+    _warm_imports()
     started = time.monotonic()
     deadline = started + timeout_s
 
