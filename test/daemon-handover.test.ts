@@ -73,6 +73,19 @@ describe('a stopping daemon hands over', () => {
     h.p.kill();
   });
 
+  it('a damaged lock file (its holder row is written without fsync: a power loss can tear it) is said, with what to do; nothing is removed', async () => {
+    const t = makeEnv();
+    envs.push(t);
+    fs.mkdirSync(t.dataDir, { recursive: true, mode: 0o700 });
+    const lock = path.join(t.dataDir, 'daemon.lock');
+    fs.writeFileSync(lock, Buffer.alloc(8192, 0x5a), { mode: 0o600 });
+    const s = serve(t);
+    await waitUntil(() => s.p.exitCode !== null, 20_000, 'the daemon to exit');
+    expect(s.p.exitCode).not.toBe(0);
+    expect(s.err()).toMatch(/lock file .*daemon\.lock is damaged .*remove it and start again/);
+    expect(fs.readFileSync(lock)).toEqual(Buffer.alloc(8192, 0x5a));
+  });
+
   it('a trainer whose daemon stops under it between runs gets a new daemon for its next run', async () => {
     const t = makeEnv();
     envs.push(t);
