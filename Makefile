@@ -21,7 +21,8 @@ node_modules/.installed: package.json
 deps: node_modules/.installed
 
 # The page of `logd ui` (web/) is type-checked and bundled into dist/web;
-# the client is bundled into one file (dist/client/logd.js, what `import 'logd'` loads).
+# the client is bundled into one file (dist/client/logd.cjs, and its V8 code cache, made after a warm-up run
+# against a throwaway daemon) which dist/client/logd.js, what `import 'logd'` loads, compiles.
 build: deps
 	node packaging/sync-version.mjs
 	npx tsc -p tsconfig.json

@@ -84,6 +84,19 @@ export interface InitOptions {
 
 const warn = (m: string) => process.stderr.write(m.endsWith('\n') ? m : m + '\n');
 
+// Given by the loader `import 'logd'` runs (dist/client/logd.js, made by scripts/bundle-client.mjs); absent when the
+// client is loaded from its modules (dist/client/index.js).
+declare const __logdCodeCache: string | undefined;
+
+/**
+ * How this process compiled the client: 'accepted' (from the V8 code cache the build made: the first init() and
+ * finish() run compiled code), 'rejected' (the cache is another Node's: compiled as usual), 'none' (no cache),
+ * 'off' (LOGD_CODE_CACHE=0), 'unbundled' (loaded from its modules, not through `import 'logd'`).
+ */
+export function codeCache(): 'accepted' | 'rejected' | 'none' | 'off' | 'unbundled' {
+  return typeof __logdCodeCache === 'string' ? (__logdCodeCache as 'accepted' | 'rejected' | 'none' | 'off') : 'unbundled';
+}
+
 export function clientInfo(): ClientInfo {
   return { pid: process.pid, host: os.hostname(), rank: rankEnv(), clientVersion: LOGD_VERSION };
 }

@@ -2,7 +2,7 @@
 // packaging/README.md). A project installs it with `npm install
 // ./logd-<version>.tgz`, offline, with no compiler: it has no dependencies.
 //
-//   dist/client/logd.js        the client, one file (scripts/bundle-client.mjs); its types (.d.ts)
+//   dist/client/logd.js        the client: a loader, the bundle logd.cjs and its code cache (scripts/bundle-client.mjs); its types (.d.ts)
 //   dist/daemon/cli.js + chunks the daemon and the `logd` command, bundled (packaging/bundle-daemon.mjs)
 //   dist/daemon/better_sqlite3.abi<N>.node   SQLite's addon built for Node 20 and 22 (ABI 115, 127)
 //   dist/addon/logd_addon.node the small C addon (Node-API: one build for every Node)
@@ -40,7 +40,7 @@ function run(argv, opts = {}) {
   return r.stdout;
 }
 
-for (const f of ['dist/client/logd.js', 'dist/client/index.d.ts', 'dist/addon/logd_addon.node', 'dist/native/index.js']) {
+for (const f of ['dist/client/logd.js', 'dist/client/logd.cjs', 'dist/client/index.d.ts', 'dist/addon/logd_addon.node', 'dist/native/index.js']) {
   if (!fs.existsSync(path.join(root, f))) {
     console.error(`npm-pack: ${f} is missing; run \`make build\` first (with a C compiler for dist/addon)`);
     process.exit(1);
@@ -87,9 +87,9 @@ const copy = (rel, to = rel) => {
   fs.mkdirSync(path.dirname(path.join(stage, to)), { recursive: true });
   fs.copyFileSync(path.join(root, rel), path.join(stage, to));
 };
-const client = fs.readFileSync(path.join(root, 'dist', 'client', 'logd.js'), 'utf8').replace(/\n\/\/# sourceMappingURL=.*\n?$/, '\n');
-fs.mkdirSync(path.join(stage, 'dist', 'client'), { recursive: true });
-fs.writeFileSync(path.join(stage, 'dist', 'client', 'logd.js'), client);
+// The loader `import 'logd'` runs, the bundle it compiles, and V8's code cache of it (used by the Node that made
+// it; any other compiles as usual): scripts/bundle-client.mjs.
+for (const f of ['logd.js', 'logd.cjs', 'logd.cjs.cache']) if (fs.existsSync(path.join(root, 'dist', 'client', f))) copy(`dist/client/${f}`);
 // Every declaration under these folders, their subfolders too (client/readback, src/story, ...): a type the
 // client's index.d.ts reaches must be in the package.
 const declarations = (dir) => {
