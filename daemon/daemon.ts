@@ -10,7 +10,7 @@ import * as grpc from '@grpc/grpc-js';
 import { daemonTunables, resolvePaths, uploadTunables, LOGD_VERSION, type LogdPaths } from '../src/config.js';
 import { DaemonRuns } from './upload/local-runs.js';
 import { statusFile } from './upload/status.js';
-import { serviceDefinition } from '../src/proto.js';
+import { serviceDefinition, warmCodecs } from '../src/proto.js';
 import { Store } from './store/store.js';
 import { Registry } from './runs/registry.js';
 import { Finaliser } from './runs/finaliser.js';
@@ -143,6 +143,7 @@ export async function serve(opts: ServeOptions, given: LogdPaths = resolvePaths(
   // took seconds to open a large store must not stop before its starter's first call arrives.
   registry.touch();
   log(`server: logd ${LOGD_VERSION} pid ${process.pid} serving ${paths.dataDir} on ${addresses.join(' and ')}${opts.sidecar ? ' (sidecar)' : ''}`);
+  warmCodecs(['Hello', 'CreateRun', 'Write', 'SetEnvironment', 'FinishRun']); // while the first client connects
 
   async function shutdown(why: string): Promise<void> {
     if (shuttingDown) return;

@@ -150,7 +150,9 @@ export class GitReader {
     const hit = this.cache.get(key);
     if (hit && now - hit.at < this.cacheMs) return hit.facts;
     if (this.running >= MAX_RUNNING && this.waiting.length >= MAX_WAITING) return Promise.resolve({ unread: 'the daemon was reading too many directories at once' });
-    const facts = this.slot().then(async () => {
+    // After a turn of the event loop: spawning git takes the daemon 2-3 ms, which the SetEnvironment that asked
+    // (answered at once) would otherwise wait behind.
+    const facts = this.slot().then(() => new Promise<void>((r) => setImmediate(r))).then(async () => {
       try {
         this.reads++;
         return await read(dir, withDiff);

@@ -207,8 +207,16 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         raise TypeError("logd: run id %s must be 1-64 characters of A-Z a-z 0-9 _ -" % json.dumps(str(id)[:80]))
     # A rank started by `logd launch` gets its job's group in LOGD_GROUP.
     group = group or os.environ.get("LOGD_GROUP") or ""
-    if not forked_after_grpc():
-        prestart()  # a sidecar init will wait for starts now, while protobuf and grpc load (discovery.py)
+    save_env = save_code is not False and os.environ.get("LOGD_SAVE_CODE", "") != "0"
+    if not forked_after_grpc() and prestart() and save_env:
+        # A sidecar init will wait for starts now, while protobuf and grpc load (discovery.py); the environment is
+        # gathered in that wait too, rather than just before finish() waits for it.
+        from .environment import gather_once
+
+        try:
+            gather_once()
+        except Exception:  # noqa: BLE001 - a cwd gone, say: send_later's thread meets it again and goes without
+            pass
     req = pb.CreateRunRequest(
         client=client_info(), project=project or "", name=name or "", group=group or "", job_type=job_type or "",
         config_json=to_json(cfg), tags=list(tags or []), id=id or new_run_id(), mode=mode, notes=notes or "",
@@ -243,7 +251,7 @@ def init(project: Optional[str] = None, name: Optional[str] = None, group: Optio
         req.resume = "allow"
         req.create_key = _ids.token_urlsafe(18)
         run = create_run(req, on_error, _writer_factory, console=t.console and console is not False)
-    if save_code is not False and os.environ.get("LOGD_SAVE_CODE", "") != "0" and hasattr(run, "_writer"):
+    if save_env and hasattr(run, "_writer"):
         from .environment import send_later
 
         run._environment = send_later(run)
