@@ -16,7 +16,4 @@ export function intArg(name: string) {
   };
 }
 
-export function fail(msg: string, code = 1): never {
-  process.stderr.write(`logd: ${msg}\n`);
-  process.exit(code);
-}
+export { fail } from './fail.js';
