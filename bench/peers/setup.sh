@@ -13,7 +13,7 @@ want="$(sha1sum "$0" | cut -c1-12)"
 # making the venv again.
 logd_stamp="$venv/.stamp-logd"
 logd_want=""
-[ -f "$root/python/pyproject.toml" ] && logd_want="$(cd "$root" && find python -type f ! -path '*__pycache__*' ! -path '*.egg-info*' ! -name '*.so' | sort | xargs sha1sum | sha1sum | cut -c1-12)"
+[ -f "$root/python/pyproject.toml" ] && logd_want="$(cd "$root" && find python -type f ! -path 'python/build/*' ! -path '*__pycache__*' ! -path '*.egg-info*' ! -name '*.so' | sort | xargs sha1sum | sha1sum | cut -c1-12)"
 install_logd() {
   [ -n "$logd_want" ] || return 0
   "$venv/bin/pip" install -q --disable-pip-version-check --force-reinstall --no-deps "$root/python"
