@@ -20,9 +20,6 @@ from .paths import tunables
 from .forks.relay import wait_for_relays
 from .writer import SpillError, Writer, new_writer_id
 
-# How long finish() waits for the FinishRun sent with its last batch before it waits for the acknowledgement instead.
-_QUICK_FINISH_S = 10.0
-
 _live_lock = threading.Lock()
 _live = []  # open runs of this process (and runs inherited over fork)
 
@@ -401,29 +398,6 @@ class Run(_RunBase):
         if lost:
             self._warn("logd: finish: " + lost)
         try:
-            if self.is_owner:
-                wait_for_relays(self.id, deadline)
-            # FinishRun goes out with the last batch, not after its acknowledgement (as the TypeScript client's
-            # finish): the daemon waits for every record up to last_seq to be durable before it answers, so an
-            # answer without timed_out says they all are (one round trip and one disk sync fewer). Otherwise finish
-            # goes on as before: wait for the acknowledgement, then FinishRun again, or hand over through a spill.
-            # A daemon that takes the call and never answers costs _QUICK_FINISH_S, the stream's own deadline.
-            reserve = min(2.0, timeout_s / 4)
-            sent = w.send_all()
-            try:
-                quick = self._finish_call(w, exit_code, min(deadline - reserve, time.monotonic() + _QUICK_FINISH_S))
-            except CallError:
-                quick = None
-            if quick is not None and not quick.timed_out:
-                w.durable_up_to(sent)
-                return FinishResult(quick.run.state, quick.message, False)
-            if quick is not None and quick.run.state not in ("running", "finishing"):
-                # Final, with a note (a full disk: stored once space is freed; writers still attached): what is not
-                # acknowledged stays in the journal for the daemon.
-                w.wait_acked(min(1.0, max(0.001, deadline - time.monotonic())))
-                if quick.message:
-                    self._warn("logd: " + quick.message)
-                return FinishResult(quick.run.state, quick.message, quick.timed_out)
             if not w.wait_acked(max(0.001, deadline - time.monotonic())):
                 problem = w.last_problem
                 spilled = self._spill_and_say(w, exit_code if self.is_owner else None, "which the daemon ingests")
@@ -431,6 +405,8 @@ class Run(_RunBase):
                     timeout_s * 1000, " (%s)" % problem if problem else "", spilled)
                 self._warn("logd: " + msg)
                 return FinishResult("finishing", msg, True)
+            if self.is_owner:
+                wait_for_relays(self.id, deadline)
             try:
                 res = self._finish_call(w, exit_code, deadline)
             except CallError as e:

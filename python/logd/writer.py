@@ -458,21 +458,6 @@ class Writer(OpenSegments):
 
     # ---- waiting, closing, spilling ----
 
-    def send_all(self) -> int:
-        """Seals what is buffered and sends it now (opening the stream when there is none); returns the last seq,
-        which a FinishRun then names (last_seq)."""
-        with self._cv:
-            self._seal()
-            if not self.deferred:
-                self._pump()
-            return self.seq
-
-    def durable_up_to(self, seq: int) -> None:
-        """The daemon said every batch up to seq is durable (a FinishRun answered without timed_out): as if acked."""
-        with self._cv:
-            self._acked(seq)
-            self._cv.notify_all()
-
     def wait_acked(self, timeout_s: float) -> bool:
         """Seals what is buffered and waits, up to timeout_s, until the daemon has all of it durably."""
         deadline = time.monotonic() + timeout_s
