@@ -77,9 +77,10 @@ const $script = new $vm.Script('(function (exports, require, module, __filename,
 const $status = $off ? 'off' : !$cachedData ? 'none' : $script.cachedDataRejected ? 'rejected' : 'accepted';
 const $mod = { exports: {} };
 $script.runInThisContext()($mod.exports, $createRequire($file), $mod, $file, $path.dirname($file), import.meta.url, (s) => import(s), $status);
-// scripts/bundle-client.mjs asks for the cache this way, after a whole run.
+// scripts/bundle-client.mjs asks for the cache this way, after a whole run; only a file beside the bundle (a
+// variable left in an environment names no other file to write).
 const $write = process.env.LOGD_BUILD_CODE_CACHE;
-if ($write) process.once('exit', () => $fs.writeFileSync($write, $script.createCachedData()));
+if ($write && $path.dirname($write) === $path.dirname($file) && $path.basename($write).startsWith('logd.cjs.cache.')) process.once('exit', () => $fs.writeFileSync($write, $script.createCachedData()));
 const $m = $mod.exports;
 ${names.map((n) => `export const ${n} = $m.${n};`).join('\n')}
 `);

@@ -33,6 +33,13 @@ describe("the client as `import 'logd'` loads it", () => {
     expect(await status(CLIENT)).toBe('unbundled');
   });
 
+  it('LOGD_BUILD_CODE_CACHE left in an environment writes no file but one beside the bundle', async () => {
+    t = makeEnv();
+    const elsewhere = path.join(t.dir, 'not-a-cache');
+    await execa(process.execPath, ['--input-type=module', '-e', `await import('logd')`], { cwd: ROOT, env: { ...process.env, LOGD_BUILD_CODE_CACHE: elsewhere } });
+    expect(fs.existsSync(elsewhere)).toBe(false);
+  });
+
   it('a damaged or missing code cache is no harm: the client compiles as usual, logs and finishes', async () => {
     t = makeEnv();
     await startDaemon(t);
